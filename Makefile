@@ -1,0 +1,40 @@
+# ferry: see README.md. Every target installs what it needs (make deps).
+GO        ?= go
+PKGS      := ./...
+BIN       := bin
+TESTFLAGS ?=
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: all deps build test test-unit test-race demo bench lint vet fmt-check
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(GO) build $(PKGS)
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./bench/...
+
+# test: everything that runs on a machine with no GPU and no RDMA NIC.
+test: deps vet
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m $(PKGS)
+	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/...
+	CGO_ENABLED=0 $(GO) build ./fabric/...
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+lint: deps fmt-check vet
+	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	$$($(GO) env GOPATH)/bin/staticcheck $(PKGS)
+
+demo: deps
+	$(GO) run ./bench/fabric-debug loopback
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem ./fabric/...

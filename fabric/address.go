@@ -1,0 +1,104 @@
+package fabric
+
+import (
+	"encoding/hex"
+	"fmt"
+)
+
+// MaxAddressLen bounds a provider's raw endpoint address.
+const MaxAddressLen = 255
+
+// addressVersion is the first byte of an Address's binary form.
+const addressVersion = 1
+
+// Address is the opaque endpoint address of one NIC domain: the raw name a
+// provider reports (fi_getname on libfabric, GID/LID/QPN/QKey on verbs). It is
+// comparable and usable as a map key; the zero value is the empty address.
+//
+// Its binary form is a version byte, a length byte and the raw bytes; its
+// text form is the binary form in lowercase hex. Both are stable across
+// releases of the same version.
+type Address struct{ raw string }
+
+// AddressFromRaw wraps a provider's raw endpoint name.
+func AddressFromRaw(b []byte) (Address, error) {
+	if len(b) == 0 || len(b) > MaxAddressLen {
+		return Address{}, fmt.Errorf("address of %d bytes: %w", len(b), ErrBadEncoding)
+	}
+	return Address{raw: string(b)}, nil
+}
+
+// Raw returns a copy of the provider's raw endpoint name.
+func (a Address) Raw() []byte { return []byte(a.raw) }
+
+// RawString returns the raw endpoint name as a string (no copy).
+func (a Address) RawString() string { return a.raw }
+
+// IsZero reports whether a is the empty address.
+func (a Address) IsZero() bool { return a.raw == "" }
+
+// String returns the text form.
+func (a Address) String() string {
+	b, _ := a.MarshalText()
+	return string(b)
+}
+
+// AppendBinary appends the binary form to b.
+func (a Address) AppendBinary(b []byte) ([]byte, error) {
+	b = append(b, addressVersion, byte(len(a.raw)))
+	return append(b, a.raw...), nil
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler.
+func (a Address) MarshalBinary() ([]byte, error) { return a.AppendBinary(make([]byte, 0, 2+len(a.raw))) }
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler.
+func (a *Address) UnmarshalBinary(b []byte) error {
+	v, n, err := decodeAddress(b)
+	if err != nil {
+		return err
+	}
+	if n != len(b) {
+		return fmt.Errorf("address: %d trailing bytes: %w", len(b)-n, ErrBadEncoding)
+	}
+	*a = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Address) MarshalText() ([]byte, error) {
+	bin, _ := a.MarshalBinary()
+	return hex.AppendEncode(nil, bin), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (a *Address) UnmarshalText(t []byte) error {
+	bin, err := hex.AppendDecode(nil, t)
+	if err != nil {
+		return fmt.Errorf("address text: %v: %w", err, ErrBadEncoding)
+	}
+	return a.UnmarshalBinary(bin)
+}
+
+// ParseAddress parses the text form.
+func ParseAddress(s string) (Address, error) {
+	var a Address
+	err := a.UnmarshalText([]byte(s))
+	return a, err
+}
+
+// decodeAddress reads one binary address from the front of b and returns
+// the number of bytes used.
+func decodeAddress(b []byte) (Address, int, error) {
+	if len(b) < 2 {
+		return Address{}, 0, fmt.Errorf("address: truncated header: %w", ErrBadEncoding)
+	}
+	if b[0] != addressVersion {
+		return Address{}, 0, fmt.Errorf("address: version %d: %w", b[0], ErrBadEncoding)
+	}
+	n := int(b[1])
+	if n == 0 || len(b) < 2+n {
+		return Address{}, 0, fmt.Errorf("address: %d of %d bytes: %w", len(b)-2, n, ErrBadEncoding)
+	}
+	return Address{raw: string(b[2 : 2+n])}, 2 + n, nil
+}

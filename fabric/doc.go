@@ -1,0 +1,37 @@
+// Package fabric is ferry's TransferEngine: one-sided RDMA writes carrying a
+// 32-bit immediate, with completion known by counting immediates at the
+// receiver, never by transport ordering. The same design is correct on AWS
+// EFA (SRD: reliable, unordered) and on ConnectX (RC).
+//
+// # Model
+//
+// An Engine is built from groups. A group is a Device (the host, or one CUDA
+// device) with 1 to 4 NIC domains, owned by one worker goroutine locked to
+// an OS thread (optionally pinned to a CPU before its NICs are opened). The
+// worker is the only code that touches its domains: submits are queued to
+// it, and it posts them in batches (one cgo crossing per batch), polls its
+// completion queues, counts incoming immediates and hands completions to a
+// dispatcher goroutine that runs user callbacks, so user code never blocks
+// the poller.
+//
+// Providers implement the RdmaDomain contract and register themselves, the
+// way database/sql drivers do: import github.com/ferryrdma/ferry/efa for
+// libfabric (efa, tcp;ofi_rxm, shm, ...) and github.com/ferryrdma/ferry/verbs
+// for libibverbs. The transport is always chosen explicitly or by "auto"
+// (EFA, then verbs, else an error): there is no silent TCP fallback.
+//
+// # Requests and the immediate-count contract
+//
+// Imm, Barrier, Single (sharded over n NICs or pinned to one), Paged and
+// Scatter writes each deliver a fixed number of immediates to the receiver
+// (one per shard, page, target slice or barrier destination; see the
+// Submit methods), so a receiver knows its data arrived by counting them
+// with an ImmCounter or an expected-count callback.
+//
+// # Concurrency and lifetime
+//
+// Engine methods are safe for concurrent use. Close stops the workers, fails
+// every pending operation with ErrClosed, unregisters memory and closes the
+// domains. Memory handed to a NIC is never Go heap memory: use AllocHost,
+// C memory or GPU memory.
+package fabric

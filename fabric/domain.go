@@ -1,0 +1,207 @@
+package fabric
+
+import "time"
+
+// This file is the provider contract: what a NIC domain must do for the
+// engine. Providers (efa, verbs, the in-memory null provider) implement
+// RdmaDomain and register a Provider with Register.
+
+// DomainInfo describes one NIC endpoint a provider can open.
+type DomainInfo struct {
+	Provider   string // registry name of the provider, e.g. "libfabric", "verbs"
+	Transport  string // the transport it runs: "efa", "tcp;ofi_rxm", "shm", "verbs", "null"
+	Name       string // NIC or domain name: "rdmap16s27", "mlx5_0", "lo"
+	PCIAddress string // "0000:16:00.0", empty if none
+	NUMANode   int    // -1 when unknown
+	LinkSpeed  uint64 // bits per second, 0 when unknown
+	// Index distinguishes domains that share a name (several endpoints on
+	// one loopback interface emulating several NICs).
+	Index int
+}
+
+// DomainOptions are what Open needs besides the DomainInfo.
+type DomainOptions struct {
+	// Node pins a provider to an address or interface ("127.0.0.1").
+	Node string
+	// Instance is unique among the domains this process opens; providers
+	// use it to give endpoints distinct names (shm needs that).
+	Instance int
+	// QueueDepth bounds the operations in flight per domain; 0 picks the
+	// provider's default. The engine never posts more than this.
+	QueueDepth int
+	// HandshakeTimeout bounds connection setup for connection-oriented
+	// providers (verbs); 0 means 10 s.
+	HandshakeTimeout time.Duration
+}
+
+// Access says who may touch a registered region.
+type Access uint8
+
+const (
+	// AccessLocal allows local reads and writes only (sources of writes,
+	// send and receive buffers).
+	AccessLocal Access = 0
+	// AccessRemoteWrite also lets peers write into the region.
+	AccessRemoteWrite Access = 1 << iota
+)
+
+// MemorySpan is a range of memory to register with a domain. It is never Go
+// heap memory: mmap'd host memory, C memory, or GPU memory.
+type MemorySpan struct {
+	Addr   uintptr
+	Len    uint64
+	Device Device
+	// DmabufFD is a dma-buf file descriptor for GPU memory, or -1.
+	DmabufFD int
+}
+
+// MemoryKeys is a domain's registration of one MemorySpan.
+type MemoryKeys struct {
+	Handle uintptr  // provider's handle, passed back to UnregisterMemory
+	Local  uint64   // local descriptor for WriteOp.LocalDesc (fi_mr_desc, lkey)
+	Remote uint64   // remote key peers put in their writes
+	Mode   AddrMode // how peers form remote addresses into the span
+}
+
+// PeerID is a provider's resolved handle for a peer address (fi_addr_t, a
+// verbs peer index). The engine caches it per domain.
+type PeerID uint64
+
+// Write op flags.
+const (
+	// WriteHasImm delivers WriteOp.Imm to the target's completion queue.
+	WriteHasImm uint32 = 1 << 0
+)
+
+// WriteOp is one RDMA write, fully resolved. Its layout is shared with C
+// (providers pass a []WriteOp to their C shim in one call): eight 8-byte
+// fields, no pointers.
+type WriteOp struct {
+	Local     uint64 // local virtual address of the source
+	Length    uint64 // bytes; 0 is an immediate-only write
+	LocalDesc uint64 // MemoryKeys.Local of the source region
+	Remote    uint64 // remote address (virtual or offset, per the descriptor)
+	RemoteKey uint64
+	Peer      PeerID
+	Context   uint64 // returned in the completion Event
+	Imm       uint32
+	Flags     uint32
+}
+
+// SendOp is one two-sided send of a registered buffer.
+type SendOp struct {
+	Local     uint64
+	Length    uint64
+	LocalDesc uint64
+	Peer      PeerID
+	Context   uint64
+}
+
+// RecvOp is one posted receive buffer.
+type RecvOp struct {
+	Local     uint64
+	Length    uint64
+	LocalDesc uint64
+	Context   uint64
+}
+
+// EventKind says what an Event reports.
+type EventKind uint32
+
+const (
+	// EventWrite: a WriteOp completed at the initiator.
+	EventWrite EventKind = iota + 1
+	// EventSend: a SendOp completed.
+	EventSend
+	// EventRecv: a RecvOp received Length bytes.
+	EventRecv
+	// EventImm: a peer's write carrying Imm landed here.
+	EventImm
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventWrite:
+		return "write"
+	case EventSend:
+		return "send"
+	case EventRecv:
+		return "recv"
+	case EventImm:
+		return "imm"
+	}
+	return "event(?)"
+}
+
+// Event is one completion. Layout shared with C: pointer-free, 32 bytes.
+type Event struct {
+	Context uint64 // the op's Context (EventWrite, EventSend, EventRecv)
+	Length  uint64 // received bytes (EventRecv)
+	Kind    EventKind
+	Imm     uint32 // the immediate (EventImm)
+	// Errno is 0 on success, else the provider's positive error number;
+	// RdmaDomain.DescribeError turns it into an error.
+	Errno     int32
+	ProvErrno int32
+}
+
+// RdmaDomain is one NIC endpoint. It is single-threaded: only the worker
+// that opened it calls it, and it never blocks (except Close).
+//
+// The data path is batch-shaped, so a cgo provider crosses into C once per
+// batch. Post methods post ops from the front of the slice until the
+// provider is busy (EAGAIN, a full send queue) and return how many were
+// accepted; the engine keeps the rest queued in order and retries after the
+// next Poll. An error returned with n < len(ops) means ops[n] can never be
+// posted: the engine fails that op's transfer and goes on with ops[n+1:].
+// Everything that goes wrong after acceptance comes back as an Event with
+// Errno set, exactly once per accepted op (on EventWrite, EventSend,
+// EventRecv), including ops to a peer that can never be reached.
+type RdmaDomain interface {
+	// Info describes the domain; Address is its endpoint address.
+	Info() DomainInfo
+	Address() Address
+
+	// RegisterMemory registers span; UnregisterMemory releases it.
+	RegisterMemory(span MemorySpan, access Access) (MemoryKeys, error)
+	UnregisterMemory(keys MemoryKeys) error
+
+	// ResolvePeer returns the handle for a peer's address, creating
+	// whatever the provider needs (address vector entry, queue pairs) the
+	// first time. Connection setup may finish later; ops posted meanwhile
+	// are accepted and held by the domain.
+	ResolvePeer(addr Address) (PeerID, error)
+
+	PostWrites(ops []WriteOp) (int, error)
+	PostSends(ops []SendOp) (int, error)
+	PostRecvs(ops []RecvOp) (int, error)
+
+	// Poll progresses the provider and stores up to len(events)
+	// completions. It returns an error only when the domain has failed as a
+	// whole; the engine then fails everything on it.
+	Poll(events []Event) (int, error)
+
+	// DescribeError turns an Event with Errno set into an error wrapping
+	// ErrProvider (and ErrTimeout for deadlines).
+	DescribeError(ev Event) error
+
+	// Close releases everything the domain holds. Pending ops are dropped;
+	// the engine drains what it can before calling it.
+	Close() error
+}
+
+// Provider opens domains of one kind. Implementations register with
+// Register from an init function, as database/sql drivers do.
+type Provider interface {
+	// Name is the registry name: "libfabric", "verbs", "null".
+	Name() string
+	// Transports lists the transports this provider serves ("efa",
+	// "tcp;ofi_rxm", ...); a provider whose list contains "*" serves any
+	// name no other provider claims (libfabric takes its provider names).
+	Transports() []string
+	// Domains lists the domains of transport usable on this machine. An
+	// error wrapping ErrNotSupported means there are none.
+	Domains(transport string, opts DomainOptions) ([]DomainInfo, error)
+	// Open opens one domain.
+	Open(info DomainInfo, opts DomainOptions) (RdmaDomain, error)
+}

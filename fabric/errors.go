@@ -1,0 +1,83 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Sentinel errors. Every error returned by this package and by its providers
+// wraps exactly one of them, so errors.Is tells the category; typed errors
+// (ProviderError, RequestError) carry the details.
+var (
+	// ErrClosed is returned by every call on a closed engine and fails every
+	// operation still pending when the engine closes. It is net.ErrClosed.
+	ErrClosed = net.ErrClosed
+	// ErrNotSupported means this machine, build or provider lacks a feature.
+	ErrNotSupported = errors.New("not supported")
+	// ErrTimeout means a wait's context ended or a protocol deadline passed.
+	ErrTimeout = errors.New("timed out")
+	// ErrInvalidArgument is bad input found before anything was posted.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnknownRegion is a memory region that is nil, unregistered, or
+	// registered with another engine.
+	ErrUnknownRegion = errors.New("unknown memory region")
+	// ErrOutOfBounds is a local or remote range outside its region.
+	ErrOutOfBounds = errors.New("range outside memory region")
+	// ErrNICMismatch is a descriptor or peer group whose NIC count differs
+	// from the local group's.
+	ErrNICMismatch = errors.New("nic count mismatch")
+	// ErrBadEncoding is a descriptor or address whose bytes cannot be decoded.
+	ErrBadEncoding = errors.New("bad encoding")
+	// ErrNoTransport means provider "auto" found neither EFA nor verbs.
+	ErrNoTransport = errors.New("no rdma transport")
+	// ErrUnknownProvider is a provider name no imported package registered.
+	ErrUnknownProvider = errors.New("unknown provider")
+	// ErrBusy is a Transfer handle submitted again before it was waited for.
+	ErrBusy = errors.New("busy")
+	// ErrTooLarge is a message larger than the send buffers.
+	ErrTooLarge = errors.New("message too large")
+	// ErrRemoved is returned to waiters of an immediate counter that was
+	// removed or replaced.
+	ErrRemoved = errors.New("counter removed")
+	// ErrProvider is wrapped by every ProviderError.
+	ErrProvider = errors.New("provider error")
+)
+
+// ProviderError is an error reported by a provider library: a failed call or
+// an error completion. It wraps ErrProvider (and ErrTimeout when Timeout is set).
+type ProviderError struct {
+	Provider  string // "libfabric/tcp;ofi_rxm", "verbs", ...
+	Op        string // "fi_writemsg", "write completion", ...
+	Errno     int    // the library's error number (positive)
+	ProvErrno int    // provider-specific error number, 0 if none
+	Msg       string // the library's text for the error
+	Timeout   bool   // the error is a protocol deadline
+}
+
+func (e *ProviderError) Error() string {
+	s := fmt.Sprintf("%s: %s: %s (errno %d", e.Provider, e.Op, e.Msg, e.Errno)
+	if e.ProvErrno != 0 {
+		s += fmt.Sprintf(", provider errno %d", e.ProvErrno)
+	}
+	return s + ")"
+}
+
+// Is makes errors.Is(err, ErrProvider) and, for deadlines, ErrTimeout hold.
+func (e *ProviderError) Is(target error) bool {
+	return target == ErrProvider || (e.Timeout && target == ErrTimeout)
+}
+
+// RequestError describes why a request was refused. It wraps one sentinel.
+type RequestError struct {
+	Op  string // "single write", "paged write", ...
+	Msg string
+	Err error // the sentinel
+}
+
+func (e *RequestError) Error() string { return e.Op + ": " + e.Msg + ": " + e.Err.Error() }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+func reqErr(op string, sentinel error, format string, args ...any) error {
+	return &RequestError{Op: op, Msg: fmt.Sprintf(format, args...), Err: sentinel}
+}

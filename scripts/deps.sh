@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the C libraries ferry links against when pkg-config cannot find
+# them. Debian/Ubuntu with apt-get; anything else gets instructions.
+set -euo pipefail
+
+need_pkgs=()
+command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
+if command -v pkg-config >/dev/null 2>&1; then
+	pkg-config --exists libfabric || need_pkgs+=(libfabric-dev libfabric-bin)
+	pkg-config --exists libibverbs || need_pkgs+=(libibverbs-dev ibverbs-providers)
+else
+	need_pkgs+=(libfabric-dev libfabric-bin libibverbs-dev ibverbs-providers)
+fi
+command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc libc6-dev)
+for extra in ${FERRY_EXTRA_PKGS:-}; do need_pkgs+=("$extra"); done
+
+if [ ${#need_pkgs[@]} -eq 0 ]; then
+	echo "deps: libfabric $(pkg-config --modversion libfabric), libibverbs $(pkg-config --modversion libibverbs)"
+	exit 0
+fi
+
+echo "deps: installing ${need_pkgs[*]}"
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "deps: no apt-get here. Install libfabric (>= 1.17) and libibverbs development files" >&2
+	echo "      and pkg-config with your package manager, then run make again." >&2
+	exit 1
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+		echo "deps: not root and no sudo: run as root: apt-get install -y ${need_pkgs[*]}" >&2
+		exit 1
+	fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || { echo "deps: apt-get update failed (network?)" >&2; exit 1; }
+$SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null || {
+	echo "deps: apt-get install ${need_pkgs[*]} failed; install them by hand and run make again" >&2
+	exit 1
+}
+echo "deps: libfabric $(pkg-config --modversion libfabric), libibverbs $(pkg-config --modversion libibverbs)"
