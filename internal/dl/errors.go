@@ -1,0 +1,41 @@
+package dl
+
+import (
+	"strings"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// ErrNotSupported is fabric.ErrNotSupported: a library or symbol that is
+// not on this machine.
+var ErrNotSupported = fabric.ErrNotSupported
+
+// ErrClosed is returned by Lookup on a library that is not open.
+var ErrClosed = fabric.ErrClosed
+
+// ErrBusy is returned by SetCandidates while the library is open.
+var ErrBusy = fabric.ErrBusy
+
+// Error is a failed dlopen, dlsym or dlclose. Msg keeps the dlerror text.
+type Error struct {
+	Op   string // "open", "lookup", "close"
+	Name string // library or symbol name
+	Msg  string // dlerror text, one entry per candidate for open
+	Err  error  // the sentinel it wraps
+}
+
+func (e *Error) Error() string {
+	return "dl: " + e.Op + " " + e.Name + ": " + e.Msg
+}
+
+// Unwrap returns the sentinel: ErrNotSupported for open and lookup
+// failures, ErrClosed for a lookup on a closed library.
+func (e *Error) Unwrap() error { return e.Err }
+
+// joinMsgs formats one "candidate: reason" entry per failed candidate.
+func joinMsgs(msgs []string) string {
+	if len(msgs) == 0 {
+		return "no candidate paths"
+	}
+	return strings.Join(msgs, "; ")
+}

@@ -1,0 +1,5 @@
+//go:build !cgo || !unix
+
+package dl_test
+
+const cgoEnabled = false
