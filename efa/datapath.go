@@ -1,0 +1,126 @@
+//go:build cgo
+
+package efa
+
+import (
+	"unsafe"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/ofi"
+)
+
+// The op and event slices go to C as they are; these declarations fail to
+// compile if their size ever drifts from the C structs' (64, 40, 32 and 32
+// bytes). Field offsets are checked by TestLayout.
+var (
+	_ [unsafe.Sizeof(fabric.WriteOp{}) - 64]byte
+	_ [64 - unsafe.Sizeof(fabric.WriteOp{})]byte
+	_ [unsafe.Sizeof(fabric.SendOp{}) - 40]byte
+	_ [40 - unsafe.Sizeof(fabric.SendOp{})]byte
+	_ [unsafe.Sizeof(fabric.RecvOp{}) - 32]byte
+	_ [32 - unsafe.Sizeof(fabric.RecvOp{})]byte
+	_ [unsafe.Sizeof(fabric.Event{}) - 32]byte
+	_ [32 - unsafe.Sizeof(fabric.Event{})]byte
+)
+
+// PostWrites posts writes with fi_writemsg, in order, until the provider
+// is busy, in one call into C. Writes with fabric.WriteHasImm carry Imm as
+// remote CQ data. Immediate-only writes (Length 0) still pass one empty
+// local iov and a remote iov with the op's key and address, which some
+// providers require. The returned error, if any, is for ops[n].
+func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
+	if d.ep == nil {
+		return 0, errClosed
+	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	n, err := d.ep.PostWrites(unsafe.Pointer(&ops[0]), len(ops))
+	if err != nil {
+		return n, callError(d.transport, "fi_writemsg", err)
+	}
+	return n, nil
+}
+
+// PostSends posts sends with fi_sendmsg, like PostWrites.
+func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
+	if d.ep == nil {
+		return 0, errClosed
+	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	n, err := d.ep.PostSends(unsafe.Pointer(&ops[0]), len(ops))
+	if err != nil {
+		return n, callError(d.transport, "fi_sendmsg", err)
+	}
+	return n, nil
+}
+
+// PostRecvs posts receive buffers for any sender with fi_recvmsg.
+func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
+	if d.ep == nil {
+		return 0, errClosed
+	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	n, err := d.ep.PostRecvs(unsafe.Pointer(&ops[0]), len(ops))
+	if err != nil {
+		return n, callError(d.transport, "fi_recvmsg", err)
+	}
+	return n, nil
+}
+
+// Poll reads completions into events in one call into C, which also
+// progresses the provider (tcp and shm move data only while polled). Each
+// event's kind comes from the completion flags; an error completion keeps
+// the op's Context and its errno, and DescribeError gives its text. An
+// error completion whose flags name no operation has Kind 0: the engine
+// recognises the op by its own bits in Context, which is returned as given.
+func (d *Domain) Poll(events []fabric.Event) (int, error) {
+	if d.ep == nil {
+		return 0, errClosed
+	}
+	if len(events) == 0 {
+		return 0, nil
+	}
+	n, err := d.ep.Poll(unsafe.Pointer(&events[0]), len(events))
+	if err != nil {
+		return 0, callError(d.transport, "fi_cq_read", err)
+	}
+	if ne := d.ep.ErrorCount(); ne > 0 {
+		for i := range ne {
+			ce := d.ep.CompletionError(i)
+			d.errs.add(errText{context: ce.Context, errno: int32(ce.Errno),
+				provErrno: int32(ce.ProvErrno), text: ce.Text})
+		}
+	}
+	return n, nil
+}
+
+// DescribeError turns an error completion into a *fabric.ProviderError,
+// with fi_cq_strerror's text when the completion was one of the last 64
+// errors this domain read. A timeout (FI_ETIMEDOUT) also wraps
+// fabric.ErrTimeout. Events without Errno give nil.
+func (d *Domain) DescribeError(ev fabric.Event) error {
+	if ev.Errno == 0 {
+		return nil
+	}
+	text, ok := d.errs.find(ev)
+	if !ok {
+		text = ofi.Errno(ev.Errno).Error()
+	}
+	op := "completion"
+	if ev.Kind != 0 {
+		op = ev.Kind.String() + " completion"
+	}
+	return &fabric.ProviderError{
+		Provider:  providerLabel(d.transport),
+		Op:        op,
+		Errno:     int(ev.Errno),
+		ProvErrno: int(ev.ProvErrno),
+		Msg:       text,
+		Timeout:   ofi.Errno(ev.Errno) == ofi.ETIMEDOUT,
+	}
+}

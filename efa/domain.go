@@ -1,0 +1,212 @@
+//go:build cgo
+
+package efa
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/ofi"
+)
+
+// Domain is one libfabric FI_EP_RDM endpoint with its own fabric, domain,
+// completion queue and address vector: ferry's model of one NIC. It
+// implements fabric.RdmaDomain.
+//
+// A Domain is not safe for concurrent use: like libfabric's FI_THREAD_DOMAIN
+// model, it belongs to the one goroutine (the engine's worker) that opened
+// it. Its methods never block, except Close.
+type Domain struct {
+	info      fabric.DomainInfo
+	transport string // libfabric provider name as given to fi_getinfo
+	provName  string // what libfabric reports, for error messages
+	ep        *ofi.Endpoint
+	addr      fabric.Address
+	ownAddr   []byte
+	strAddr   bool // FI_ADDR_STR addresses (shm)
+	mrMode    uint64
+	hmem      bool
+
+	peers   map[fabric.Address]fabric.PeerID
+	mrs     map[uintptr]*ofi.MR
+	nextKey uint64
+	errs    errRing
+}
+
+var _ fabric.RdmaDomain = (*Domain)(nil)
+
+// shmSeq makes shm endpoint names unique within the process even when the
+// engine reuses an Instance number after closing a domain.
+var shmSeq atomic.Uint64
+
+// Open opens a domain listed by Domains. Opening the same DomainInfo several
+// times gives independent endpoints, which is how tests emulate several
+// NICs on loopback; opts.Instance keeps their names apart. Failures unwind
+// everything opened so far.
+func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
+	if opts.QueueDepth < 0 {
+		return nil, fmt.Errorf("libfabric open: queue depth %d: %w", opts.QueueDepth, fabric.ErrInvalidArgument)
+	}
+	l, p, err := getInfo(info.Transport, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Free()
+	var chosen *ofi.Info
+	for _, in := range l.Infos() {
+		if in.DomainName() == info.Name && unusable(in) == "" {
+			chosen = &in
+			break
+		}
+	}
+	if chosen == nil {
+		return nil, fmt.Errorf("libfabric %s: no domain named %q: %w", info.Transport, info.Name, fabric.ErrNotSupported)
+	}
+	srcName := ""
+	if chosen.AddrFormat() == ofi.AddrFormatStr && chosen.ProvName() == "shm" {
+		// Two shm endpoints of one process would otherwise race for the
+		// same name (and the same /dev/shm file).
+		srcName = fmt.Sprintf("ferry-%d-%d-%d", os.Getpid(), opts.Instance, shmSeq.Add(1))
+	}
+	// The CQ takes initiator completions and incoming immediates alike, so
+	// leave room for both directions at full depth.
+	cqSize := 0
+	if opts.QueueDepth > 0 {
+		cqSize = max(4*opts.QueueDepth, 1024)
+	}
+	ep, err := ofi.Open(*chosen, cqSize, p.efa, srcName)
+	if err != nil {
+		return nil, callError(info.Transport, "open", err)
+	}
+	d := &Domain{
+		info:      info,
+		transport: info.Transport,
+		ep:        ep,
+		peers:     make(map[fabric.Address]fabric.PeerID),
+		mrs:       make(map[uintptr]*ofi.MR),
+	}
+	neg := ep.Info()
+	d.provName = neg.ProvName()
+	d.mrMode = neg.MRMode()
+	d.hmem = neg.Caps()&ofi.CapHMEM != 0
+	d.strAddr = neg.AddrFormat() == ofi.AddrFormatStr
+	d.info.Provider = ProviderName
+	name, err := ep.Name()
+	if err == nil {
+		d.ownAddr = name
+		d.addr, err = fabric.AddressFromRaw(name)
+	} else {
+		err = callError(d.transport, "fi_getname", err)
+	}
+	if err != nil {
+		ep.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Info describes the domain.
+func (d *Domain) Info() fabric.DomainInfo { return d.info }
+
+// Address is the endpoint's address (fi_getname).
+func (d *Domain) Address() fabric.Address { return d.addr }
+
+// MRMode is the negotiated mr_mode (FI_MR_* bits), for diagnostics.
+func (d *Domain) MRMode() uint64 { return d.mrMode }
+
+// AddrMode says how peers address this domain's registered regions:
+// fabric.AddrVirtual with FI_MR_VIRT_ADDR, else fabric.AddrOffset.
+func (d *Domain) AddrMode() fabric.AddrMode {
+	if d.mrMode&ofi.MRVirtAddr != 0 {
+		return fabric.AddrVirtual
+	}
+	return fabric.AddrOffset
+}
+
+// ProviderName is libfabric's name for the provider actually opened, such
+// as "tcp;ofi_rxm" when "tcp" was asked for.
+func (d *Domain) ProviderName() string { return d.provName }
+
+// ResolvePeer inserts a peer's address into the address vector the first
+// time it is seen and returns its fi_addr_t. An address that cannot belong
+// to this provider (wrong length or family for socket formats, wrong scheme
+// for string formats) gives an error wrapping fabric.ErrInvalidArgument.
+func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
+	if d.ep == nil {
+		return 0, errClosed
+	}
+	if id, ok := d.peers[addr]; ok {
+		return id, nil
+	}
+	raw := addr.Raw()
+	if err := d.checkPeerAddr(raw); err != nil {
+		return 0, err
+	}
+	fa, err := d.ep.AVInsert(raw)
+	if err != nil {
+		return 0, callError(d.transport, "fi_av_insert", err)
+	}
+	id := fabric.PeerID(fa)
+	d.peers[addr] = id
+	return id, nil
+}
+
+// checkPeerAddr rejects addresses of another format than ours before they
+// reach fi_av_insert: several providers accept garbage there and fail
+// later, far from the cause.
+func (d *Domain) checkPeerAddr(raw []byte) error {
+	if len(raw) == 0 {
+		return fmt.Errorf("resolve peer: empty address: %w", fabric.ErrInvalidArgument)
+	}
+	own := d.ownAddr
+	if d.strAddr {
+		// String formats (shm) are printable names, NUL-terminated; when
+		// ours has a scheme ("fi_shm://"), the peer's must have it too.
+		name := bytes.TrimRight(raw, "\x00")
+		ok := len(name) > 0
+		for _, c := range name {
+			ok = ok && c >= 0x20 && c < 0x7f
+		}
+		if i := bytes.Index(own, []byte("://")); i >= 0 {
+			ok = ok && bytes.HasPrefix(raw, own[:i+3])
+		}
+		if !ok {
+			return fmt.Errorf("resolve peer: %q is not a %s address: %w", raw, d.provName, fabric.ErrInvalidArgument)
+		}
+		return nil
+	}
+	if len(raw) != len(own) {
+		return fmt.Errorf("resolve peer: %d-byte address, %s uses %d: %w", len(raw), d.provName, len(own), fabric.ErrInvalidArgument)
+	}
+	// Socket addresses start with the family; both ends use the same one.
+	if len(own) >= 2 && !bytes.Equal(raw[:2], own[:2]) {
+		return fmt.Errorf("resolve peer: address family %#x, %s uses %#x: %w",
+			raw[:2], d.provName, own[:2], fabric.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Close deregisters every region still registered and closes the endpoint,
+// address vector, completion queue, domain and fabric. Pending operations
+// are dropped. It is idempotent; calls after the first return nil.
+func (d *Domain) Close() error {
+	if d.ep == nil {
+		return nil
+	}
+	var first error
+	for h, mr := range d.mrs {
+		if err := mr.Close(); err != nil && first == nil {
+			first = callError(d.transport, "fi_close(mr)", err)
+		}
+		delete(d.mrs, h)
+	}
+	if err := d.ep.Close(); err != nil && first == nil {
+		first = callError(d.transport, "fi_close", err)
+	}
+	d.ep = nil
+	clear(d.peers)
+	return first
+}

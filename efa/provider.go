@@ -1,0 +1,158 @@
+//go:build cgo
+
+package efa
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/ofi"
+)
+
+func init() { fabric.Register(provider{}) }
+
+// provider is the fabric.Provider registered as "libfabric".
+type provider struct{}
+
+func (provider) Name() string { return ProviderName }
+
+// Transports claims "efa" by name and, through "*", every other libfabric
+// provider name ("tcp;ofi_rxm", "tcp", "shm", ...).
+func (provider) Transports() []string { return []string{"efa", "*"} }
+
+func (provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+	return Domains(transport, opts)
+}
+
+func (provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
+	d, err := Open(info, opts)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Version returns the version of the libfabric library in use, such as "1.17".
+func Version() string { return ofi.Version() }
+
+// Transports lists the libfabric provider names usable on this machine for
+// FI_EP_RDM with messages and RMA, sorted; utility providers that only wrap
+// others (ofi_rxm on its own) are listed as libfabric names them
+// ("tcp;ofi_rxm").
+func Transports() ([]string, error) {
+	l, err := ofi.GetInfo("", "", ofi.CapMsg|ofi.CapRMA, fullMRMode, 0)
+	if err != nil {
+		if errors.Is(err, ofi.ENODATA) {
+			return nil, nil
+		}
+		return nil, callError("", "fi_getinfo", err)
+	}
+	defer l.Free()
+	seen := map[string]bool{}
+	var out []string
+	for _, in := range l.Infos() {
+		if n := in.ProvName(); !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Domains lists the distinct libfabric domains of transport (a libfabric
+// provider name) that can run ferry: FI_EP_RDM with FI_MSG and FI_RMA and
+// 4 bytes of remote CQ data. opts.Node pins the source address (tests use
+// "127.0.0.1" for tcp); shm ignores it. No domain gives an error wrapping
+// fabric.ErrNotSupported that says why.
+func Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+	l, p, err := getInfo(transport, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Free()
+	var out []fabric.DomainInfo
+	seen := map[string]bool{}
+	var skipped []string
+	for _, in := range l.Infos() {
+		if seen[in.DomainName()] {
+			continue
+		}
+		if why := unusable(in); why != "" {
+			skipped = append(skipped, in.DomainName()+": "+why)
+			continue
+		}
+		seen[in.DomainName()] = true
+		out = append(out, domainInfo(p.transport, in))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("libfabric %s: no usable domain (%s): %w",
+			transport, strings.Join(skipped, "; "), fabric.ErrNotSupported)
+	}
+	return out, nil
+}
+
+// getInfo runs fi_getinfo with transport's policy. "No such provider or
+// device" becomes fabric.ErrNotSupported.
+func getInfo(transport string, opts fabric.DomainOptions) (*ofi.InfoList, policy, error) {
+	if transport == "" || transport == fabric.TransportAuto {
+		return nil, policy{}, fmt.Errorf("libfabric: transport %q: name a libfabric provider: %w",
+			transport, fabric.ErrInvalidArgument)
+	}
+	p := policyFor(transport)
+	node, flags := p.node(opts.Node)
+	l, err := ofi.GetInfo(p.transport, node, p.caps, p.mrMode, flags)
+	if err != nil {
+		if errors.Is(err, ofi.ENODATA) || errors.Is(err, ofi.ENOSYS) {
+			where := ""
+			if node != "" {
+				where = " on " + node
+			}
+			return nil, p, fmt.Errorf("libfabric %s: no device%s (libfabric %s, fi_getinfo: %v): %w",
+				transport, where, ofi.Version(), err, fabric.ErrNotSupported)
+		}
+		return nil, p, callError(transport, "fi_getinfo", err)
+	}
+	return l, p, nil
+}
+
+// unusable says why an fi_info cannot carry ferry's protocol, or "".
+func unusable(in ofi.Info) string {
+	if in.CQDataSize() < 4 {
+		return fmt.Sprintf("%d bytes of remote CQ data, need 4", in.CQDataSize())
+	}
+	return ""
+}
+
+func domainInfo(transport string, in ofi.Info) fabric.DomainInfo {
+	pci := in.PCIAddress()
+	return fabric.DomainInfo{
+		Provider:   ProviderName,
+		Transport:  transport,
+		Name:       in.DomainName(),
+		PCIAddress: pci,
+		NUMANode:   numaNode(pci),
+		LinkSpeed:  in.LinkSpeed(),
+	}
+}
+
+// numaNode reads the NIC's NUMA node from sysfs; -1 when unknown.
+func numaNode(pci string) int {
+	if pci == "" {
+		return -1
+	}
+	b, err := os.ReadFile("/sys/bus/pci/devices/" + pci + "/numa_node")
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}

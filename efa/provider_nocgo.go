@@ -1,0 +1,46 @@
+//go:build !cgo
+
+package efa
+
+import (
+	"fmt"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// errNoCgo is what every entry point returns in a build without cgo, where
+// libfabric cannot be called.
+var errNoCgo = fmt.Errorf("libfabric provider: built with CGO_ENABLED=0: %w", fabric.ErrNotSupported)
+
+func init() { fabric.Register(provider{}) }
+
+type provider struct{}
+
+func (provider) Name() string         { return ProviderName }
+func (provider) Transports() []string { return []string{"efa", "*"} }
+
+func (provider) Domains(string, fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+	return nil, errNoCgo
+}
+
+func (provider) Open(fabric.DomainInfo, fabric.DomainOptions) (fabric.RdmaDomain, error) {
+	return nil, errNoCgo
+}
+
+// Domain is the libfabric domain; without cgo none can be opened.
+type Domain struct{}
+
+// Domains fails: built without cgo.
+func Domains(string, fabric.DomainOptions) ([]fabric.DomainInfo, error) { return nil, errNoCgo }
+
+// Open fails: built without cgo.
+func Open(fabric.DomainInfo, fabric.DomainOptions) (*Domain, error) { return nil, errNoCgo }
+
+// Version is empty: built without cgo.
+func Version() string { return "" }
+
+// Transports fails: built without cgo.
+func Transports() ([]string, error) { return nil, errNoCgo }
+
+// RawBench fails: built without cgo.
+func RawBench(RawSpec) (RawResult, error) { return RawResult{}, errNoCgo }
