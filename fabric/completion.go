@@ -1,0 +1,130 @@
+package fabric
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// Completion says how a transfer reports its end: exactly once, with nil or
+// its error. The zero value reports nothing (errors still count in Stats).
+// Build one with OnDone, Notify or Count.
+type Completion struct {
+	fn      func(error)
+	t       *Transfer
+	counter *TransferCounter
+}
+
+// OnDone runs fn on the engine's dispatcher goroutine when the transfer
+// ends. fn must not block for long: it delays every other callback.
+func OnDone(fn func(error)) Completion { return Completion{fn: fn} }
+
+// Notify releases t.Wait when the transfer ends.
+func Notify(t *Transfer) Completion { return Completion{t: t} }
+
+// Count adds the transfer's end to c, with no callback and no dispatcher
+// hop: the worker updates c's atomics directly.
+func Count(c *TransferCounter) Completion { return Completion{counter: c} }
+
+// Transfer is a reusable handle on one transfer at a time: submit with
+// Notify(t), then Wait. Resubmitting before Wait returned fails with ErrBusy.
+// A Transfer is safe for one submitter and one waiter.
+type Transfer struct {
+	busy atomic.Bool
+	done chan error
+}
+
+// NewTransfer returns an idle handle.
+func NewTransfer() *Transfer { return &Transfer{done: make(chan error, 1)} }
+
+// Wait blocks until the transfer ends and returns its error, or returns
+// ctx's error (wrapping ErrTimeout) if ctx ends first; the transfer then
+// still runs, and a later Wait collects it.
+func (t *Transfer) Wait(ctx context.Context) error {
+	select {
+	case err := <-t.done:
+		t.busy.Store(false)
+		return err
+	default:
+	}
+	select {
+	case err := <-t.done:
+		t.busy.Store(false)
+		return err
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
+func (t *Transfer) finish(err error) { t.done <- err }
+
+// TransferCounter is the callback-free completion path: each finished
+// transfer adds 1 to Done; a failed one also adds 1 to Errors (so a waiter
+// counting Done never hangs on a failure). Safe for concurrent use.
+type TransferCounter struct {
+	done   atomic.Int64
+	errors atomic.Int64
+}
+
+// Done returns the number of finished transfers.
+func (c *TransferCounter) Done() int64 { return c.done.Load() }
+
+// Errors returns the number of failed transfers.
+func (c *TransferCounter) Errors() int64 { return c.errors.Load() }
+
+// Wait waits until Done reaches n or ctx ends, spinning briefly and then
+// backing off. It returns ErrProvider-wrapping information only through
+// Errors; its own error is only the context's.
+func (c *TransferCounter) Wait(ctx context.Context, n int64) error {
+	var b backoff
+	for c.done.Load() < n {
+		if err := b.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c Completion) begin() error {
+	if c.t != nil && !c.t.busy.CompareAndSwap(false, true) {
+		return ErrBusy
+	}
+	return nil
+}
+
+// abort undoes begin for a request that was refused.
+func (c Completion) abort() {
+	if c.t != nil {
+		c.t.busy.Store(false)
+	}
+}
+
+// needsDispatch reports whether finishing needs the dispatcher goroutine.
+func (c Completion) needsDispatch() bool { return c.fn != nil }
+
+// finishDirect completes the parts that never block: handle and counter.
+func (c Completion) finishDirect(err error) {
+	if c.counter != nil {
+		if err != nil {
+			c.counter.errors.Add(1)
+		}
+		c.counter.done.Add(1)
+	}
+	if c.t != nil {
+		c.t.finish(err)
+	}
+}
+
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if err == context.DeadlineExceeded {
+		return &waitError{err}
+	}
+	return err
+}
+
+// waitError is a context deadline, reported as ErrTimeout too.
+type waitError struct{ err error }
+
+func (e *waitError) Error() string        { return "wait: " + e.err.Error() }
+func (e *waitError) Unwrap() error        { return e.err }
+func (e *waitError) Is(target error) bool { return target == ErrTimeout }

@@ -1,0 +1,111 @@
+package fabric
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// PollMode is how a worker waits when it has nothing to do.
+type PollMode uint8
+
+const (
+	// PollAdaptive spins briefly, then yields, then sleeps with a growing
+	// interval (woken at once by new submissions). The default: it suits
+	// machines with few cores and tests.
+	PollAdaptive PollMode = iota
+	// PollSpin never stops polling: lowest latency, one core per worker.
+	PollSpin
+)
+
+func (m PollMode) String() string {
+	if m == PollSpin {
+		return "spin"
+	}
+	return "adaptive"
+}
+
+// ParsePollMode parses "spin" or "adaptive".
+func ParsePollMode(s string) (PollMode, error) {
+	switch s {
+	case "spin":
+		return PollSpin, nil
+	case "adaptive", "":
+		return PollAdaptive, nil
+	}
+	return 0, fmt.Errorf("poll mode %q (want spin or adaptive): %w", s, ErrInvalidArgument)
+}
+
+// GroupSpec is one worker: a device with its NICs.
+type GroupSpec struct {
+	Device Device
+	// NICs is how many domains to open (1 to 4); ignored when Domains is set.
+	NICs int
+	// Domains names the exact domains to open, from a provider's Domains
+	// list or a topology.
+	Domains []DomainInfo
+	// Pin pins the worker's OS thread to CPU before its domains are
+	// opened, so their memory is NUMA-local.
+	Pin bool
+	CPU int
+}
+
+// Config describes an engine.
+type Config struct {
+	// Transport is "auto" (EFA, then verbs, else an error: never a silent
+	// fallback), "verbs", "null", or a libfabric provider name such as
+	// "efa", "tcp;ofi_rxm" or "shm".
+	Transport string
+	// Node pins the provider to an address or interface; tests use
+	// "127.0.0.1" so loopback is the only path.
+	Node string
+	// Groups lists the workers. Empty means one host group with NICs
+	// domains.
+	Groups []GroupSpec
+	// NICs is the domain count for the default host group (default 1).
+	NICs int
+	// Poll is the workers' polling policy.
+	Poll PollMode
+	// QueueDepth bounds in-flight ops per domain (default 1024).
+	QueueDepth int
+	// SendBuffers and SendBufferSize size the pool behind Send (default
+	// 64 x 64 KiB).
+	SendBuffers    int
+	SendBufferSize int
+	// HandshakeTimeout bounds connection setup on connection-oriented
+	// providers (default 10 s).
+	HandshakeTimeout time.Duration
+	// Logger receives lifecycle and error logs (default slog.Default()).
+	Logger *slog.Logger
+	// CloseOnCallbackPanic makes a panicking user callback close the engine
+	// (every pending operation then fails with ErrClosed). By default the
+	// panic is logged and the dispatcher goes on.
+	CloseOnCallbackPanic bool
+}
+
+func (c *Config) withDefaults() {
+	if c.Transport == "" {
+		c.Transport = TransportAuto
+	}
+	if c.NICs <= 0 {
+		c.NICs = 1
+	}
+	if c.QueueDepth <= 0 {
+		c.QueueDepth = 1024
+	}
+	if c.SendBuffers <= 0 {
+		c.SendBuffers = 64
+	}
+	if c.SendBufferSize <= 0 {
+		c.SendBufferSize = 64 << 10
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(c.Groups) == 0 {
+		c.Groups = []GroupSpec{{Device: HostDevice, NICs: c.NICs}}
+	}
+}

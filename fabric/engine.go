@@ -1,0 +1,268 @@
+package fabric
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Engine is a TransferEngine: workers that own NIC domains, a dispatcher
+// for callbacks, and the engine-wide immediate counters. Its methods are
+// safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	choice  Choice
+	workers []*worker // sorted by device; workers[0] is the main worker
+	byDev   map[Device]*worker
+
+	imm    atomic.Pointer[map[uint32]*immEntry]
+	immMu  sync.Mutex
+	immFns atomic.Pointer[[]func(uint32)]
+
+	disp *dispatcher
+
+	closed      atomic.Bool
+	submitters  atomic.Int64
+	closeOnce   sync.Once
+	closeErr    error
+	regMu       sync.Mutex
+	regions     map[*MemoryRegion]struct{}
+	groupsMu    sync.Mutex
+	groupIDs    map[string]PeerGroup
+	nextGroupID uint32
+
+	sendPool chan int32
+	sendBuf  *HostBuffer
+	sendReg  *MemoryRegion
+	sendOnce sync.Once
+	sendErr  error
+
+	engineCounters
+}
+
+var domainInstance atomic.Int64
+
+// Open starts an engine: it chooses the transport, starts one worker per
+// group (each pins itself, then opens its domains) and the dispatcher.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	cfg.withDefaults()
+	opts := DomainOptions{Node: cfg.Node, QueueDepth: cfg.QueueDepth, HandshakeTimeout: cfg.HandshakeTimeout}
+	choice, err := ChooseTransport(cfg.Transport, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open engine: %w", err)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		choice:   choice,
+		byDev:    make(map[Device]*worker),
+		regions:  make(map[*MemoryRegion]struct{}),
+		groupIDs: make(map[string]PeerGroup),
+	}
+	empty := map[uint32]*immEntry{}
+	e.imm.Store(&empty)
+	e.immFns.Store(new([]func(uint32)))
+
+	specs := slices.Clone(cfg.Groups)
+	slices.SortStableFunc(specs, func(a, b GroupSpec) int {
+		if a.Device.less(b.Device) {
+			return -1
+		}
+		if b.Device.less(a.Device) {
+			return 1
+		}
+		return 0
+	})
+	next := 0
+	for i, g := range specs {
+		if i > 0 && specs[i-1].Device == g.Device {
+			return nil, fmt.Errorf("open engine: device %s in two groups: %w", g.Device, ErrInvalidArgument)
+		}
+		infos := g.Domains
+		if len(infos) == 0 {
+			n := g.NICs
+			if n <= 0 {
+				n = cfg.NICs
+			}
+			if n > MaxNICs {
+				return nil, fmt.Errorf("open engine: %d nics for %s (at most %d): %w", n, g.Device, MaxNICs, ErrInvalidArgument)
+			}
+			// Take distinct domains when there are enough; a provider with
+			// fewer (one loopback interface) emulates NICs with several
+			// endpoints on the same domain.
+			for k := 0; k < n; k++ {
+				di := choice.Domains[(next+k)%len(choice.Domains)]
+				di.Index = k
+				infos = append(infos, di)
+			}
+			if next+n <= len(choice.Domains) {
+				next += n
+			}
+		}
+		if len(infos) == 0 || len(infos) > MaxNICs {
+			return nil, fmt.Errorf("open engine: %d nics for %s (1 to %d): %w", len(infos), g.Device, MaxNICs, ErrInvalidArgument)
+		}
+		w := newWorker(e, len(e.workers), g, infos)
+		e.workers = append(e.workers, w)
+		e.byDev[g.Device] = w
+	}
+	e.disp = newDispatcher(e)
+
+	// Start every worker first so NICs of different groups open in
+	// parallel, then collect their results.
+	for _, w := range e.workers {
+		go w.run(opts)
+	}
+	var errs []error
+	for _, w := range e.workers {
+		select {
+		case err := <-w.initDone:
+			if err != nil {
+				errs = append(errs, fmt.Errorf("group %s: %w", w.dev, err))
+			}
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("group %s: %w", w.dev, ctxErr(ctx)))
+			// The worker still reports; wait for it so nothing leaks.
+			if err := <-w.initDone; err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	go e.disp.run()
+	if len(errs) > 0 {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.Close(cctx)
+		return nil, fmt.Errorf("open engine: %w", errors.Join(errs...))
+	}
+	e.log.Info("ferry engine open", "provider", choice.Provider.Name(), "transport", choice.Transport,
+		"reason", choice.Reason, "groups", len(e.workers), "poll", cfg.Poll.String())
+	return e, nil
+}
+
+// main is the one definition of the main worker: the group of the least
+// device (the host group if there is one, else the lowest CUDA ordinal). It
+// serves host memory when there is no host group, immediates, barriers,
+// sends and receives, and its NIC 0 address is MainAddress.
+func (e *Engine) main() *worker { return e.workers[0] }
+
+// MainDevice returns the main worker's device.
+func (e *Engine) MainDevice() Device { return e.main().dev }
+
+// MainAddress is the address peers send to and reply to: NIC 0 of the
+// main worker.
+func (e *Engine) MainAddress() Address { return e.main().doms[0].addr }
+
+// NICs returns the main worker's NIC count.
+func (e *Engine) NICs() int { return len(e.main().doms) }
+
+// workerFor returns the worker serving memory on dev.
+func (e *Engine) workerFor(dev Device) (*worker, error) {
+	if w, ok := e.byDev[dev]; ok {
+		return w, nil
+	}
+	if dev.IsHost() {
+		return e.main(), nil
+	}
+	return nil, fmt.Errorf("no group for device %s: %w", dev, ErrInvalidArgument)
+}
+
+// control runs f on w's thread and waits for it.
+func (e *Engine) control(w *worker, f func(*worker)) error {
+	if !e.enter() {
+		return ErrClosed
+	}
+	done := make(chan struct{})
+	select {
+	case w.ctl <- func(w *worker) { f(w); close(done) }:
+	case <-w.exited:
+		e.leave()
+		return ErrClosed
+	}
+	e.leave()
+	select {
+	case <-done:
+		return nil
+	case <-w.exited:
+		return ErrClosed
+	}
+}
+
+// enter registers a submitter; false once the engine is closing.
+func (e *Engine) enter() bool {
+	e.submitters.Add(1)
+	if e.closed.Load() {
+		e.submitters.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (e *Engine) leave() { e.submitters.Add(-1) }
+
+// enqueue hands r to w without blocking on the NIC; it waits only while
+// the worker's queue is full.
+func (e *Engine) enqueue(w *worker, r *request) error {
+	if err := r.c.begin(); err != nil {
+		return err
+	}
+	if !e.enter() {
+		r.c.abort()
+		return ErrClosed
+	}
+	select {
+	case w.reqs <- *r:
+	default:
+		select {
+		case w.reqs <- *r:
+		case <-w.exited:
+			e.leave()
+			r.c.abort()
+			return ErrClosed
+		}
+	}
+	e.leave()
+	return nil
+}
+
+// Close stops the engine: new calls fail with ErrClosed, work not yet
+// posted fails with ErrClosed, in-flight operations drain until ctx ends,
+// memory is unregistered and the domains are closed. It waits for every
+// goroutine it started. Calling it again returns the first result.
+func (e *Engine) Close(ctx context.Context) error {
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		for e.submitters.Load() > 0 {
+			time.Sleep(10 * time.Microsecond)
+		}
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(30 * time.Second)
+		}
+		for _, w := range e.workers {
+			w.stop(deadline)
+		}
+		var errs []error
+		for _, w := range e.workers {
+			<-w.exited
+			if w.closeErr != nil {
+				errs = append(errs, fmt.Errorf("group %s: %w", w.dev, w.closeErr))
+			}
+		}
+		if e.disp != nil {
+			e.disp.stop()
+		}
+		if e.sendBuf != nil {
+			_ = e.sendBuf.Free()
+		}
+		e.closeErr = errors.Join(errs...)
+		e.log.Info("ferry engine closed")
+	})
+	return e.closeErr
+}

@@ -1,0 +1,84 @@
+package fabric
+
+import "sync/atomic"
+
+// Info describes a running engine.
+type Info struct {
+	Provider  string
+	Transport string
+	Reason    string // why this transport was chosen
+	Poll      PollMode
+	Main      Address
+	LinkSpeed uint64 // sum over all domains, bits per second
+	Groups    []GroupInfo
+}
+
+// GroupInfo describes one worker.
+type GroupInfo struct {
+	Device  Device
+	Pinned  bool
+	CPU     int
+	Domains []DomainStatus
+}
+
+// DomainStatus is one open domain.
+type DomainStatus struct {
+	DomainInfo
+	Address Address
+}
+
+// Info reports the provider, transport, poll mode and every domain.
+func (e *Engine) Info() Info {
+	in := Info{Provider: e.choice.Provider.Name(), Transport: e.choice.Transport, Reason: e.choice.Reason,
+		Poll: e.cfg.Poll, Main: e.MainAddress()}
+	for _, w := range e.workers {
+		g := GroupInfo{Device: w.dev, Pinned: w.spec.Pin, CPU: w.spec.CPU}
+		for _, ds := range w.doms {
+			g.Domains = append(g.Domains, DomainStatus{DomainInfo: ds.info, Address: ds.addr})
+			in.LinkSpeed += ds.info.LinkSpeed
+		}
+		in.Groups = append(in.Groups, g)
+	}
+	return in
+}
+
+// Stats is a snapshot of the engine's counters.
+type Stats struct {
+	Completed uint64 // transfers that succeeded
+	Failed    uint64 // transfers that failed
+	Unclaimed uint64 // immediates with no counter and no OnImm callback
+	Domains   []DomainSnapshot
+}
+
+// DomainSnapshot is one domain's counters.
+type DomainSnapshot struct {
+	Device      Device
+	Name        string
+	Index       int
+	Posted      uint64
+	Bytes       uint64
+	Completions uint64
+	Errors      uint64
+	Imms        uint64
+	InFlight    int64
+}
+
+// Stats returns the current counters. Safe to call at any time.
+func (e *Engine) Stats() Stats {
+	s := Stats{Completed: e.completed.Load(), Failed: e.failures.Load(), Unclaimed: e.unclaimed.Load()}
+	for _, w := range e.workers {
+		for i, ds := range w.doms {
+			st := &ds.stats
+			s.Domains = append(s.Domains, DomainSnapshot{Device: w.dev, Name: st.Name, Index: i,
+				Posted: st.Posted.Load(), Bytes: st.Bytes.Load(), Completions: st.Completions.Load(),
+				Errors: st.Errors.Load(), Imms: st.Imms.Load(), InFlight: st.InFlight.Load()})
+		}
+	}
+	return s
+}
+
+type engineCounters struct {
+	completed atomic.Uint64
+	failures  atomic.Uint64
+	unclaimed atomic.Uint64
+}

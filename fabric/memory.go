@@ -1,0 +1,111 @@
+package fabric
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// HostBuffer is page-aligned host memory from mmap, outside the Go heap,
+// so it can be handed to a NIC. Free it exactly once; using Bytes after
+// Free faults.
+type HostBuffer struct {
+	b     []byte
+	freed atomic.Bool
+}
+
+// AllocHost maps n bytes (rounded up to the page size) of zeroed,
+// anonymous, private host memory.
+func AllocHost(n int) (*HostBuffer, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("alloc host memory of %d bytes: %w", n, ErrInvalidArgument)
+	}
+	ps := unix.Getpagesize()
+	size := (n + ps - 1) / ps * ps
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %d bytes: %w", size, err)
+	}
+	return &HostBuffer{b: b[:n:n]}, nil
+}
+
+// Bytes returns the memory.
+func (h *HostBuffer) Bytes() []byte { return h.b }
+
+// Addr returns the start address.
+func (h *HostBuffer) Addr() uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(h.b))) }
+
+// Len returns the length in bytes.
+func (h *HostBuffer) Len() int { return len(h.b) }
+
+// Span returns the MemorySpan to register.
+func (h *HostBuffer) Span() MemorySpan {
+	return MemorySpan{Addr: h.Addr(), Len: uint64(len(h.b)), Device: HostDevice, DmabufFD: -1}
+}
+
+// Free unmaps the memory. A second Free is a no-op.
+func (h *HostBuffer) Free() error {
+	if !h.freed.CompareAndSwap(false, true) {
+		return nil
+	}
+	ps := unix.Getpagesize()
+	full := unsafe.Slice(unsafe.SliceData(h.b), (cap(h.b)+ps-1)/ps*ps)
+	return unix.Munmap(full)
+}
+
+// regState is a MemoryRegion's life: registered, then unregistered.
+const (
+	regLive int32 = iota
+	regDead
+)
+
+// MemoryRegion is memory registered with every NIC of one group. It is the
+// local handle for writes and receives; Descriptor gives peers what they
+// need. Safe for concurrent use.
+type MemoryRegion struct {
+	eng    *Engine
+	w      *worker
+	span   MemorySpan
+	access Access
+	keys   [MaxNICs]MemoryKeys
+	nics   int
+	desc   Descriptor
+	state  atomic.Int32
+	// inflight counts op contexts using the region; worker-owned.
+	inflight int
+	// unregWait is set by a deferred unregistration; worker-owned.
+	unregWait func()
+}
+
+// Addr returns the region's start address.
+func (r *MemoryRegion) Addr() uintptr { return r.span.Addr }
+
+// Len returns the region's length.
+func (r *MemoryRegion) Len() uint64 { return r.span.Len }
+
+// Device returns the device the memory lives on.
+func (r *MemoryRegion) Device() Device { return r.span.Device }
+
+// Descriptor returns the remote-usable description of the region, or an
+// error wrapping ErrInvalidArgument for a local-only registration.
+func (r *MemoryRegion) Descriptor() (Descriptor, error) {
+	if r.access&AccessRemoteWrite == 0 {
+		return Descriptor{}, fmt.Errorf("region %#x registered local-only has no descriptor: %w", r.span.Addr, ErrInvalidArgument)
+	}
+	return r.desc, nil
+}
+
+// validFor reports whether r is a live region of engine e.
+func (r *MemoryRegion) validFor(e *Engine) bool {
+	return r != nil && r.eng == e && r.state.Load() == regLive
+}
+
+// Keys returns the region's registration on NIC i (for providers' tests).
+func (r *MemoryRegion) Keys(i int) MemoryKeys { return r.keys[i] }
+
+// bytesAt views n bytes of non-Go memory at addr.
+func bytesAt(addr uintptr, n int) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), addr)), n)
+}

@@ -1,0 +1,260 @@
+package fabric
+
+import (
+	"context"
+	"fmt"
+)
+
+// The two-sided side channel: small control messages over NIC 0 of the
+// main worker. Sends copy into a pool of registered host buffers; receives
+// are persistent (a caller's buffer, re-posted after each callback) or
+// bouncing (engine buffers, payload copied out, re-posted at once).
+
+type recvSlot struct {
+	live   bool
+	addr   uint64
+	length uint64
+	desc   uint64
+	onRecv func(n int)
+	onData func([]byte)
+	onErr  func(error)
+	buf    *HostBuffer
+}
+
+// Send copies data into a registered send buffer and sends it to the peer
+// whose main address is to. It waits for a free buffer (up to ctx); the
+// send itself completes through c.
+func (e *Engine) Send(ctx context.Context, to Address, data []byte, c Completion) error {
+	if to.IsZero() {
+		return reqErr("send", ErrInvalidArgument, "empty address")
+	}
+	if len(data) > e.cfg.SendBufferSize {
+		return reqErr("send", ErrTooLarge, "%d bytes, buffers hold %d", len(data), e.cfg.SendBufferSize)
+	}
+	if err := e.initSendPool(); err != nil {
+		return err
+	}
+	var slot int32
+	select {
+	case slot = <-e.sendPool:
+	default:
+		select {
+		case slot = <-e.sendPool:
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		case <-e.main().exited:
+			return ErrClosed
+		}
+	}
+	dst := bytesAt(e.sendBuf.Addr()+uintptr(int(slot)*e.cfg.SendBufferSize), len(data))
+	copy(dst, data)
+	r := request{kind: reqSend, c: c, to: to, slot: slot, bytes: uint64(len(data))}
+	if err := e.enqueue(e.main(), &r); err != nil {
+		e.releaseSendSlot(slot)
+		return err
+	}
+	return nil
+}
+
+func (e *Engine) initSendPool() error {
+	e.sendOnce.Do(func() {
+		buf, err := AllocHost(e.cfg.SendBuffers * e.cfg.SendBufferSize)
+		if err != nil {
+			e.sendErr = err
+			return
+		}
+		reg, err := e.Register(buf.Span(), AccessLocal)
+		if err != nil {
+			_ = buf.Free()
+			e.sendErr = fmt.Errorf("register send buffers: %w", err)
+			return
+		}
+		e.sendBuf, e.sendReg = buf, reg
+		e.sendPool = make(chan int32, e.cfg.SendBuffers)
+		for i := 0; i < e.cfg.SendBuffers; i++ {
+			e.sendPool <- int32(i)
+		}
+	})
+	return e.sendErr
+}
+
+func (e *Engine) releaseSendSlot(s int32) { e.sendPool <- s }
+
+func (w *worker) acceptSend(r *request) {
+	xi := w.newXfer(reqSend, r.c)
+	w.xfers[xi].sendSlot = r.slot
+	ds := w.doms[0]
+	p, err := ds.resolve(r.to)
+	if err != nil {
+		w.finishXfer(xi, fmt.Errorf("send: resolve %s: %w", r.to, err))
+		return
+	}
+	e := w.e
+	ds.sendQ = append(ds.sendQ, SendOp{
+		Local:     uint64(e.sendBuf.Addr()) + uint64(r.slot)*uint64(e.cfg.SendBufferSize),
+		Length:    r.bytes,
+		LocalDesc: e.sendReg.keys[0].Local,
+		Peer:      p,
+		Context:   ctxTagSend | uint64(xi),
+	})
+}
+
+func (w *worker) postSends(ds *domState) bool {
+	n, err := ds.d.PostSends(ds.sendQ)
+	ds.posted += n
+	ds.stats.Posted.Add(uint64(n))
+	ds.stats.InFlight.Add(int64(n))
+	for _, s := range ds.sendQ[:n] {
+		ds.stats.Bytes.Add(s.Length)
+	}
+	rest := ds.sendQ[n:]
+	if err != nil && len(rest) > 0 {
+		ds.stats.Errors.Add(1)
+		w.finishXfer(uint32(rest[0].Context&ctxIndexMask), fmt.Errorf("post send: %w", err))
+		rest = rest[1:]
+		n++
+	}
+	ds.sendQ = ds.sendQ[:copy(ds.sendQ, rest)]
+	return n > 0
+}
+
+func (w *worker) sendDone(ds *domState, ev *Event) {
+	ds.posted--
+	ds.stats.InFlight.Add(-1)
+	var err error
+	if ev.Errno != 0 {
+		ds.stats.Errors.Add(1)
+		err = ds.d.DescribeError(*ev)
+	}
+	w.finishXfer(uint32(ev.Context&ctxIndexMask), err)
+}
+
+// PostRecv posts a persistent receive into [off, off+n) of r on the main
+// worker's NIC 0. onRecv runs on the dispatcher with the received length;
+// the buffer is re-posted when it returns. After an error (onErr) the
+// receive is not re-posted. At Close, onErr gets ErrClosed.
+func (e *Engine) PostRecv(r *MemoryRegion, off, n uint64, onRecv func(n int), onErr func(error)) error {
+	if !r.validFor(e) {
+		return reqErr("recv", ErrUnknownRegion, "region not registered with this engine")
+	}
+	if r.w != e.main() {
+		return reqErr("recv", ErrInvalidArgument, "receives use the main worker's memory (device %s)", e.main().dev)
+	}
+	if off > r.span.Len || n == 0 || n > r.span.Len-off {
+		return reqErr("recv", ErrOutOfBounds, "[%d, +%d) of a %d-byte region", off, n, r.span.Len)
+	}
+	if onRecv == nil {
+		return reqErr("recv", ErrInvalidArgument, "nil callback")
+	}
+	s := recvSlot{live: true, addr: uint64(r.span.Addr) + off, length: n, desc: r.keys[0].Local, onRecv: onRecv, onErr: onErr}
+	return e.addRecvSlots([]recvSlot{s})
+}
+
+// BouncingRecvs posts count receives of size bytes into engine-owned
+// buffers. Each message is copied out and handed to onData on the
+// dispatcher; the buffer is re-posted at once. The buffers are unregistered
+// and freed at Close.
+func (e *Engine) BouncingRecvs(count, size int, onData func([]byte), onErr func(error)) error {
+	if count <= 0 || size <= 0 || onData == nil {
+		return reqErr("bouncing recvs", ErrInvalidArgument, "count %d, size %d", count, size)
+	}
+	buf, err := AllocHost(count * size)
+	if err != nil {
+		return err
+	}
+	reg, err := e.Register(buf.Span(), AccessLocal)
+	if err != nil {
+		_ = buf.Free()
+		return err
+	}
+	slots := make([]recvSlot, count)
+	for i := range slots {
+		slots[i] = recvSlot{live: true, addr: uint64(buf.Addr()) + uint64(i*size), length: uint64(size),
+			desc: reg.keys[0].Local, onData: onData, onErr: onErr}
+	}
+	slots[0].buf = buf
+	return e.addRecvSlots(slots)
+}
+
+func (e *Engine) addRecvSlots(slots []recvSlot) error {
+	return e.control(e.main(), func(w *worker) {
+		for _, s := range slots {
+			w.recvs = append(w.recvs, s)
+			w.postRecvSlot(len(w.recvs) - 1)
+		}
+	})
+}
+
+func (w *worker) postRecvSlot(i int) {
+	s := &w.recvs[i]
+	if !s.live || w.stopping {
+		return
+	}
+	w.doms[0].recvQ = append(w.doms[0].recvQ, RecvOp{Local: s.addr, Length: s.length, LocalDesc: s.desc, Context: ctxTagRecv | uint64(i)})
+}
+
+func (w *worker) postRecvs(ds *domState) bool {
+	n, err := ds.d.PostRecvs(ds.recvQ)
+	ds.posted += n
+	ds.stats.Posted.Add(uint64(n))
+	ds.stats.InFlight.Add(int64(n))
+	rest := ds.recvQ[n:]
+	if err != nil && len(rest) > 0 {
+		i := int(rest[0].Context & ctxIndexMask)
+		w.recvFailed(i, fmt.Errorf("post recv: %w", err))
+		rest = rest[1:]
+		n++
+	}
+	ds.recvQ = ds.recvQ[:copy(ds.recvQ, rest)]
+	return n > 0
+}
+
+func (w *worker) recvFailed(i int, err error) {
+	s := &w.recvs[i]
+	s.live = false
+	if s.onErr != nil {
+		w.pending = append(w.pending, dispEvent{kind: dispRecvErr, onErr: s.onErr, err: err})
+	}
+}
+
+func (w *worker) recvDone(ds *domState, ev *Event) {
+	ds.posted--
+	ds.stats.InFlight.Add(-1)
+	i := int(ev.Context & ctxIndexMask)
+	if ev.Context&ctxTagMask != ctxTagRecv || i >= len(w.recvs) {
+		return
+	}
+	if ev.Errno != 0 {
+		ds.stats.Errors.Add(1)
+		w.recvFailed(i, ds.d.DescribeError(*ev))
+		return
+	}
+	s := &w.recvs[i]
+	n := min(ev.Length, s.length)
+	if s.onData != nil {
+		data := make([]byte, n)
+		copy(data, bytesAt(uintptr(s.addr), int(n)))
+		w.postRecvSlot(i)
+		w.pending = append(w.pending, dispEvent{kind: dispRecvData, onData: s.onData, data: data})
+		return
+	}
+	w.pending = append(w.pending, dispEvent{kind: dispRecv, onRecv: s.onRecv, n: int(n), slot: int32(i), w: w})
+}
+
+// failRecvs reports ErrClosed to every live receive.
+func (w *worker) failRecvs(err error) {
+	for i := range w.recvs {
+		if w.recvs[i].live {
+			w.recvFailed(i, err)
+		}
+	}
+}
+
+// freeRecvBuffers releases bouncing buffers after the domains closed.
+func (w *worker) freeRecvBuffers() {
+	for i := range w.recvs {
+		if b := w.recvs[i].buf; b != nil {
+			_ = b.Free()
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package fabric
+
+// Submission: validation happens here, in the caller's goroutine, so bad
+// input is refused synchronously with a typed error and nothing is queued;
+// the worker then only expands and posts.
+
+// SubmitImm posts an immediate-only write through the main worker.
+func (e *Engine) SubmitImm(r ImmWrite, c Completion) error {
+	w := e.main()
+	if err := checkRoute("imm write", r.Route, len(w.doms), true); err != nil {
+		return err
+	}
+	if err := checkDesc("imm write", &r.Dst, len(w.doms)); err != nil {
+		return err
+	}
+	q := request{kind: reqImm, c: c, imm: r.Imm, hasImm: true, route: r.Route, dst: r.Dst}
+	return e.enqueue(w, &q)
+}
+
+// SubmitBarrier posts one immediate-only write to each destination through
+// the main worker.
+func (e *Engine) SubmitBarrier(r Barrier, c Completion) error {
+	w := e.main()
+	if len(r.Dsts) == 0 {
+		return reqErr("barrier", ErrInvalidArgument, "no destinations")
+	}
+	if err := checkRoute("barrier", r.Route, len(w.doms), true); err != nil {
+		return err
+	}
+	for i := range r.Dsts {
+		if err := checkDesc("barrier", &r.Dsts[i], len(w.doms)); err != nil {
+			return err
+		}
+	}
+	q := request{kind: reqBarrier, c: c, imm: r.Imm, hasImm: true, route: r.Route, dsts: r.Dsts}
+	return e.enqueue(w, &q)
+}
+
+// SubmitSingle posts a single write through the worker of the source's
+// device.
+func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
+	const op = "single write"
+	if !r.Src.validFor(e) {
+		return reqErr(op, ErrUnknownRegion, "source")
+	}
+	w := r.Src.w
+	if err := checkRoute(op, r.Route, len(w.doms), false); err != nil {
+		return err
+	}
+	if err := checkDesc(op, &r.Dst, len(w.doms)); err != nil {
+		return err
+	}
+	if !inRange(r.SrcOffset, r.Length, r.Src.span.Len) {
+		return reqErr(op, ErrOutOfBounds, "source [%d, +%d) of %d bytes", r.SrcOffset, r.Length, r.Src.span.Len)
+	}
+	if !r.Dst.check(r.DstOffset, r.Length) {
+		return reqErr(op, ErrOutOfBounds, "destination [%d, +%d) of %d bytes", r.DstOffset, r.Length, r.Dst.Length)
+	}
+	q := request{kind: reqSingle, c: c, imm: r.Imm, hasImm: r.HasImm, route: r.Route, src: r.Src,
+		srcOff: r.SrcOffset, dstOff: r.DstOffset, length: r.Length, dst: r.Dst}
+	return e.enqueue(w, &q)
+}
+
+// SubmitPaged posts a paged write through the worker of the source's
+// device. Every page is bounds-checked against both regions first.
+func (e *Engine) SubmitPaged(r PagedWrite, c Completion) error {
+	const op = "paged write"
+	if !r.Src.validFor(e) {
+		return reqErr(op, ErrUnknownRegion, "source")
+	}
+	w := r.Src.w
+	if len(r.SrcPages) != len(r.DstPages) {
+		return reqErr(op, ErrInvalidArgument, "%d source pages but %d destination pages", len(r.SrcPages), len(r.DstPages))
+	}
+	if len(r.SrcPages) == 0 {
+		return reqErr(op, ErrInvalidArgument, "no pages")
+	}
+	if err := checkDesc(op, &r.Dst, len(w.doms)); err != nil {
+		return err
+	}
+	slen, dlen := r.Src.span.Len, r.Dst.Length
+	for i, p := range r.SrcPages {
+		so := r.SrcOffset + r.SrcStride*uint64(p)
+		do := r.DstOffset + r.DstStride*uint64(r.DstPages[i])
+		if !inRange(so, r.Length, slen) || so < r.SrcOffset {
+			return reqErr(op, ErrOutOfBounds, "source page %d (index %d) at %d+%d of %d bytes", i, p, so, r.Length, slen)
+		}
+		if !inRange(do, r.Length, dlen) || do < r.DstOffset {
+			return reqErr(op, ErrOutOfBounds, "destination page %d (index %d) at %d+%d of %d bytes", i, r.DstPages[i], do, r.Length, dlen)
+		}
+	}
+	q := request{kind: reqPaged, c: c, imm: r.Imm, hasImm: r.HasImm, src: r.Src,
+		srcPages: r.SrcPages, dstPages: r.DstPages, srcStride: r.SrcStride, dstStride: r.DstStride,
+		srcOff: r.SrcOffset, dstOff: r.DstOffset, length: r.Length, dst: r.Dst}
+	return e.enqueue(w, &q)
+}
+
+// SubmitScatter posts a scatter through the worker of the source's device.
+func (e *Engine) SubmitScatter(r ScatterWrite, c Completion) error {
+	const op = "scatter"
+	if !r.Src.validFor(e) {
+		return reqErr(op, ErrUnknownRegion, "source")
+	}
+	w := r.Src.w
+	n := len(w.doms)
+	if len(r.Targets) == 0 {
+		return reqErr(op, ErrInvalidArgument, "no targets")
+	}
+	if r.Route.mode == 2 && (r.Route.nic < 0 || r.Route.nic >= n) {
+		return reqErr(op, ErrInvalidArgument, "pinned nic %d of %d", r.Route.nic, n)
+	}
+	for i := range r.Targets {
+		t := &r.Targets[i]
+		if err := checkDesc(op, &t.Dst, n); err != nil {
+			return err
+		}
+		if !inRange(t.SrcOffset, t.Length, r.Src.span.Len) {
+			return reqErr(op, ErrOutOfBounds, "target %d source [%d, +%d) of %d bytes", i, t.SrcOffset, t.Length, r.Src.span.Len)
+		}
+		if !t.Dst.check(t.DstOffset, t.Length) {
+			return reqErr(op, ErrOutOfBounds, "target %d destination [%d, +%d) of %d bytes", i, t.DstOffset, t.Length, t.Dst.Length)
+		}
+	}
+	q := request{kind: reqScatter, c: c, imm: r.Imm, hasImm: r.HasImm, src: r.Src,
+		targets: r.Targets, sroute: r.Route, group: r.Group}
+	return e.enqueue(w, &q)
+}
+
+func inRange(off, n, size uint64) bool { return off <= size && n <= size-off }
+
+func checkRoute(op string, r Routing, nics int, single bool) error {
+	if d, pinned := r.IsPinned(); pinned {
+		if d < 0 || d >= nics {
+			return reqErr(op, ErrInvalidArgument, "pinned nic %d of %d", d, nics)
+		}
+		return nil
+	}
+	if r.n < 0 || r.n > nics {
+		return reqErr(op, ErrInvalidArgument, "%d shards for %d nics", r.n, nics)
+	}
+	return nil
+}
+
+func checkDesc(op string, d *Descriptor, nics int) error {
+	if len(d.NICs) == 0 {
+		return reqErr(op, ErrInvalidArgument, "empty destination descriptor")
+	}
+	if len(d.NICs) != nics {
+		return reqErr(op, ErrNICMismatch, "descriptor has %d nics, the local group %d", len(d.NICs), nics)
+	}
+	return nil
+}

@@ -1,0 +1,358 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A worker owns one group's domains. Its goroutine is locked to an OS
+// thread (pinned to a CPU when asked, before any domain is opened) and is
+// the only code that touches the domains, the op-context pools and the
+// FIFOs below, so none of that state needs a lock.
+//
+// Lifecycle:
+//
+//	run: pin -> open domains -> initDone -> loop -> drain -> close -> exited
+//
+// stop() asks the loop to drain: queued work fails with ErrClosed,
+// in-flight ops are polled to completion until the deadline.
+type worker struct {
+	e     *Engine
+	idx   int
+	dev   Device
+	spec  GroupSpec
+	infos []DomainInfo
+	doms  []*domState
+
+	reqs chan request
+	ctl  chan func(*worker)
+
+	initDone chan error
+	exited   chan struct{}
+	stopping bool
+	deadline time.Time
+	closeErr error
+	stopReq  chan time.Time
+
+	ctxs     []opCtx
+	freeCtx  []uint32
+	xfers    []xferSlot
+	freeXfer []uint32
+	rr       int
+	inflight int // transfers accepted and not finished
+
+	groups map[uint32]*peerGroupState
+	recvs  []recvSlot
+
+	// pending completions for the dispatcher, handed over once per pass.
+	pending []dispEvent
+	outMu   sync.Mutex
+	out     []dispEvent
+
+	regions map[*MemoryRegion]struct{}
+	timer   *time.Timer
+}
+
+// domState is one domain and the worker's queues for it.
+type domState struct {
+	d      RdmaDomain
+	info   DomainInfo
+	addr   Address
+	peers  map[Address]PeerID
+	fifo   ring
+	batch  []WriteOp
+	segs   []batchSeg
+	events []Event
+	sendQ  []SendOp
+	recvQ  []RecvOp
+	posted int // ops in flight on the provider
+	depth  int
+	stats  DomainStats
+}
+
+type batchSeg struct {
+	ctx uint32
+	n   int
+}
+
+const (
+	batchSize   = 64
+	eventsSize  = 64
+	reqsPerPass = 64
+	queueLen    = 4096
+)
+
+func newWorker(e *Engine, idx int, g GroupSpec, infos []DomainInfo) *worker {
+	return &worker{
+		e: e, idx: idx, dev: g.Device, spec: g, infos: infos,
+		reqs:     make(chan request, queueLen),
+		ctl:      make(chan func(*worker), 16),
+		initDone: make(chan error, 1),
+		exited:   make(chan struct{}),
+		stopReq:  make(chan time.Time, 1),
+		groups:   make(map[uint32]*peerGroupState),
+		regions:  make(map[*MemoryRegion]struct{}),
+	}
+}
+
+func (w *worker) run(opts DomainOptions) {
+	defer close(w.exited)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := w.open(opts); err != nil {
+		w.closeDomains()
+		w.initDone <- err
+		return
+	}
+	w.initDone <- nil
+	w.e.log.Debug("ferry worker start", "device", w.dev.String(), "nics", len(w.doms))
+	defer w.e.log.Debug("ferry worker stop", "device", w.dev.String())
+	w.loop()
+	w.drain()
+	w.flush()
+	w.closeErr = w.closeDomains()
+}
+
+func (w *worker) open(opts DomainOptions) error {
+	if w.spec.Pin {
+		var set unix.CPUSet
+		set.Set(w.spec.CPU)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("pin worker to cpu %d: %w", w.spec.CPU, err)
+		}
+	}
+	p := w.e.choice.Provider
+	for _, info := range w.infos {
+		o := opts
+		o.Instance = int(domainInstance.Add(1))
+		d, err := p.Open(info, o)
+		if err != nil {
+			return fmt.Errorf("open domain %s#%d: %w", info.Name, info.Index, err)
+		}
+		ds := &domState{
+			d: d, info: d.Info(), addr: d.Address(),
+			peers:  make(map[Address]PeerID),
+			batch:  make([]WriteOp, batchSize),
+			segs:   make([]batchSeg, 0, batchSize),
+			events: make([]Event, eventsSize),
+			depth:  opts.QueueDepth,
+		}
+		ds.info.Index = info.Index
+		ds.stats.Name = ds.info.Name
+		w.doms = append(w.doms, ds)
+	}
+	return nil
+}
+
+func (w *worker) closeDomains() error {
+	var errs []error
+	for r := range w.regions {
+		w.unregisterNow(r)
+	}
+	for _, ds := range w.doms {
+		if err := ds.d.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	w.freeRecvBuffers()
+	return errors.Join(errs...)
+}
+
+// stop asks the worker to drain and exit by deadline.
+func (w *worker) stop(deadline time.Time) {
+	select {
+	case w.stopReq <- deadline:
+	default:
+	}
+}
+
+func (w *worker) loop() {
+	idle := 0
+	for {
+		did := false
+		select {
+		case f := <-w.ctl:
+			f(w)
+			did = true
+		case dl := <-w.stopReq:
+			w.stopping, w.deadline = true, dl
+			return
+		default:
+		}
+		for i := 0; i < reqsPerPass; i++ {
+			select {
+			case r := <-w.reqs:
+				w.accept(&r)
+				did = true
+				continue
+			default:
+			}
+			break
+		}
+		if w.progress() {
+			did = true
+		}
+		w.flush()
+		if did {
+			idle = 0
+			continue
+		}
+		idle++
+		if w.e.cfg.Poll == PollSpin {
+			continue
+		}
+		w.idle(idle)
+	}
+}
+
+// idle paces an adaptive worker with nothing to do: spin, then yield,
+// then sleep on the request and control queues with a timer, so a
+// submission wakes it at once. Manual-progress providers need polling to
+// move data at all, so the sleep stays short while ops are in flight and
+// never exceeds 1 ms otherwise.
+func (w *worker) idle(n int) {
+	switch {
+	case n < 64:
+		return
+	case n < 64+256:
+		runtime.Gosched()
+		return
+	}
+	d := 20 * time.Microsecond
+	if w.inflight == 0 {
+		d = time.Duration(min(n-320, 50)) * 20 * time.Microsecond
+		d = max(d, 20*time.Microsecond)
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	select {
+	case r := <-w.reqs:
+		w.accept(&r)
+	case f := <-w.ctl:
+		f(w)
+	case <-w.timer.C:
+		return
+	case dl := <-w.stopReq:
+		// Put it back for loop to see.
+		w.stopReq <- dl
+	}
+	w.timer.Stop()
+}
+
+// drain fails everything not yet posted with ErrClosed and polls in-flight
+// ops until they complete or the deadline passes.
+func (w *worker) drain() {
+	// Requests already queued: every submitter has left (Close waited).
+	for {
+		select {
+		case r := <-w.reqs:
+			w.refuse(&r, ErrClosed)
+			continue
+		default:
+		}
+		break
+	}
+	for _, ds := range w.doms {
+		for !ds.fifo.empty() {
+			ci := ds.fifo.pop()
+			c := &w.ctxs[ci]
+			c.inQueue = false
+			w.failXfer(c.xfer, ErrClosed)
+			w.maybeRetire(ci)
+		}
+		for i := range ds.sendQ {
+			w.finishXfer(uint32(ds.sendQ[i].Context&ctxIndexMask), ErrClosed)
+		}
+		ds.sendQ = ds.sendQ[:0]
+		ds.recvQ = ds.recvQ[:0]
+	}
+	for w.opsInFlight() > 0 && time.Now().Before(w.deadline) {
+		if !w.poll() {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	if n := w.opsInFlight(); n > 0 {
+		w.closeErr = fmt.Errorf("%d operations still in flight at the close deadline: %w", n, ErrTimeout)
+	}
+	// Whatever never completed is failed now, exactly once.
+	for i := range w.xfers {
+		x := &w.xfers[i]
+		if x.live {
+			if x.err == nil {
+				x.err = ErrClosed
+			}
+			w.completeXfer(uint32(i))
+		}
+	}
+	w.failRecvs(ErrClosed)
+}
+
+func (w *worker) opsInFlight() int {
+	n := 0
+	for _, ds := range w.doms {
+		n += ds.posted
+	}
+	return n
+}
+
+// flush hands this pass's completions to the dispatcher.
+func (w *worker) flush() {
+	if len(w.pending) == 0 {
+		return
+	}
+	w.outMu.Lock()
+	w.out = append(w.out, w.pending...)
+	w.outMu.Unlock()
+	clear(w.pending)
+	w.pending = w.pending[:0]
+	w.e.disp.kick()
+}
+
+// ring is a growable FIFO of op-context indexes.
+type ring struct {
+	buf        []uint32
+	head, size int
+}
+
+func (r *ring) empty() bool { return r.size == 0 }
+
+func (r *ring) push(v uint32) {
+	if r.size == len(r.buf) {
+		nb := make([]uint32, max(16, 2*len(r.buf)))
+		for i := 0; i < r.size; i++ {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.size++
+}
+
+func (r *ring) at(i int) uint32 { return r.buf[(r.head+i)%len(r.buf)] }
+
+func (r *ring) pop() uint32 {
+	v := r.buf[r.head]
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return v
+}
+
+// DomainStats counts one domain's traffic.
+type DomainStats struct {
+	Name        string
+	Posted      atomic.Uint64 // write, send and receive ops accepted
+	Bytes       atomic.Uint64 // bytes written and sent
+	Completions atomic.Uint64 // completions reaped (local ops and immediates)
+	Errors      atomic.Uint64 // error completions and refused posts
+	Imms        atomic.Uint64 // immediates received
+	InFlight    atomic.Int64  // ops posted and not completed
+}

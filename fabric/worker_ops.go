@@ -1,0 +1,461 @@
+package fabric
+
+import (
+	"fmt"
+)
+
+// Op contexts. A transfer becomes one opCtx per NIC it uses; an opCtx is a
+// lazily expanded sequence of WriteOps on one domain (a shard, a page
+// range, a block of scatter targets). Contexts and transfer slots live in
+// worker-owned slices addressed by index: the provider's op context is
+// that index plus a tag, never a pointer, and steady state allocates
+// nothing.
+
+// Op context tags, in the top byte of WriteOp/SendOp/RecvOp.Context.
+const (
+	ctxTagWrite   = 1 << 56
+	ctxTagSend    = 2 << 56
+	ctxTagRecv    = 3 << 56
+	ctxTagMask    = 0xff << 56
+	ctxIndexMask  = 1<<32 - 1
+	noGroupMember = -1
+)
+
+type opCtx struct {
+	live     bool
+	xfer     uint32
+	dom      uint8
+	kind     reqKind
+	bad      bool
+	inQueue  bool
+	total    int
+	next     int // ops accepted by the provider
+	finished int
+
+	src       *MemoryRegion
+	localBase uint64
+	localDesc uint64
+	peer      PeerID
+	rkey      uint64
+	rbase     uint64
+	imm       uint32
+	flags     uint32
+
+	srcOff, dstOff, length uint64
+
+	srcPages, dstPages   []uint32
+	srcStride, dstStride uint64
+
+	targets []ScatterTarget
+	dsts    []Descriptor
+	slice   int // byte slice index (ShardBytes)
+	nslices int
+	group   *peerGroupState
+	first   int // index of targets[0] in the group
+}
+
+// xferSlot is one transfer: the contexts it is waiting for and its first error.
+type xferSlot struct {
+	live     bool
+	kind     reqKind
+	c        Completion
+	pending  int
+	err      error
+	sendSlot int32
+	bytes    uint64
+}
+
+func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
+	var i uint32
+	if n := len(w.freeXfer); n > 0 {
+		i = w.freeXfer[n-1]
+		w.freeXfer = w.freeXfer[:n-1]
+	} else {
+		w.xfers = append(w.xfers, xferSlot{})
+		i = uint32(len(w.xfers) - 1)
+	}
+	w.xfers[i] = xferSlot{live: true, kind: kind, c: c, sendSlot: -1}
+	w.inflight++
+	return i
+}
+
+func (w *worker) newCtx(xi uint32, dom int, kind reqKind) uint32 {
+	var i uint32
+	if n := len(w.freeCtx); n > 0 {
+		i = w.freeCtx[n-1]
+		w.freeCtx = w.freeCtx[:n-1]
+	} else {
+		w.ctxs = append(w.ctxs, opCtx{})
+		i = uint32(len(w.ctxs) - 1)
+	}
+	w.ctxs[i] = opCtx{live: true, xfer: xi, dom: uint8(dom), kind: kind}
+	w.xfers[xi].pending++
+	return i
+}
+
+// enqueueCtx puts a prepared context on its domain's FIFO.
+func (w *worker) enqueueCtx(ci uint32) {
+	c := &w.ctxs[ci]
+	if c.src != nil {
+		c.src.inflight++
+	}
+	if c.total == 0 {
+		w.maybeRetire(ci)
+		return
+	}
+	c.inQueue = true
+	w.doms[c.dom].fifo.push(ci)
+}
+
+// failXfer records the transfer's first error.
+func (w *worker) failXfer(xi uint32, err error) {
+	x := &w.xfers[xi]
+	if x.err == nil {
+		x.err = err
+	}
+}
+
+// maybeRetire frees a context once it is off the FIFO and every op it
+// posted has completed; the transfer ends with its last context.
+func (w *worker) maybeRetire(ci uint32) {
+	c := &w.ctxs[ci]
+	if c.inQueue || c.finished < c.next {
+		return
+	}
+	if c.next < c.total && !c.bad && w.xfers[c.xfer].err == nil {
+		return
+	}
+	xi := c.xfer
+	if c.src != nil {
+		c.src.inflight--
+		if c.src.inflight == 0 && c.src.unregWait != nil {
+			f := c.src.unregWait
+			c.src.unregWait = nil
+			f()
+		}
+	}
+	*c = opCtx{}
+	w.freeCtx = append(w.freeCtx, ci)
+	x := &w.xfers[xi]
+	x.pending--
+	if x.pending == 0 {
+		w.completeXfer(xi)
+	}
+}
+
+// completeXfer reports a transfer's end exactly once and frees its slot.
+func (w *worker) completeXfer(xi uint32) {
+	x := &w.xfers[xi]
+	if !x.live {
+		return
+	}
+	c, err := x.c, x.err
+	if x.sendSlot >= 0 {
+		w.e.releaseSendSlot(x.sendSlot)
+	}
+	*x = xferSlot{}
+	w.freeXfer = append(w.freeXfer, xi)
+	w.inflight--
+	if err != nil {
+		w.e.failures.Add(1)
+	} else {
+		w.e.completed.Add(1)
+	}
+	c.finishDirect(err)
+	if c.needsDispatch() {
+		w.pending = append(w.pending, dispEvent{kind: dispXfer, fn: c.fn, err: err})
+	} else if err != nil && c.t == nil && c.counter == nil {
+		w.e.log.Warn("ferry transfer failed with no completion to report to", "err", err)
+	}
+}
+
+// finishXfer ends a transfer that has no contexts (sends).
+func (w *worker) finishXfer(xi uint32, err error) {
+	w.failXfer(xi, err)
+	w.completeXfer(xi)
+}
+
+// refuse fails a request the worker cannot start.
+func (w *worker) refuse(r *request, err error) {
+	xi := w.newXfer(r.kind, r.c)
+	if r.kind == reqSend {
+		w.xfers[xi].sendSlot = r.slot
+	}
+	w.finishXfer(xi, err)
+}
+
+// resolve returns the provider's peer id for addr on domain ds.
+func (ds *domState) resolve(addr Address) (PeerID, error) {
+	if p, ok := ds.peers[addr]; ok {
+		return p, nil
+	}
+	p, err := ds.d.ResolvePeer(addr)
+	if err != nil {
+		return 0, err
+	}
+	ds.peers[addr] = p
+	return p, nil
+}
+
+// target fills the remote half of c for NIC nic of dst.
+func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
+	ds := w.doms[c.dom]
+	rk := &dst.NICs[nic]
+	p, err := ds.resolve(rk.Addr)
+	if err != nil {
+		return fmt.Errorf("resolve peer %s on nic %d: %w", rk.Addr, nic, err)
+	}
+	c.peer, c.rkey = p, rk.Key
+	c.rbase = 0
+	if rk.Mode != AddrOffset {
+		c.rbase = dst.Base
+	}
+	return nil
+}
+
+func (w *worker) source(c *opCtx, src *MemoryRegion) {
+	c.src = src
+	c.localBase = uint64(src.span.Addr)
+	c.localDesc = src.keys[c.dom].Local
+}
+
+// nextNIC returns the next NIC round-robin.
+func (w *worker) nextNIC() int {
+	d := w.rr
+	w.rr = (w.rr + 1) % len(w.doms)
+	return d
+}
+
+// accept turns a request into op contexts on the worker's FIFOs.
+func (w *worker) accept(r *request) {
+	if r.src != nil && !r.src.validFor(w.e) {
+		w.refuse(r, reqErr(r.kind.String(), ErrUnknownRegion, "source region was unregistered"))
+		return
+	}
+	switch r.kind {
+	case reqSend:
+		w.acceptSend(r)
+		return
+	case reqRecv:
+		w.postRecvSlot(int(r.slot))
+		return
+	}
+	xi := w.newXfer(r.kind, r.c)
+	n := len(w.doms)
+	fail := func(ci uint32, err error) {
+		w.failXfer(xi, err)
+		w.ctxs[ci].bad = true
+		w.ctxs[ci].total = 0
+	}
+	imm := func(c *opCtx) {
+		c.imm = r.imm
+		if r.hasImm {
+			c.flags = WriteHasImm
+		}
+	}
+	switch r.kind {
+	case reqImm:
+		d, pinned := r.route.IsPinned()
+		if !pinned {
+			d = w.nextNIC()
+		}
+		ci := w.newCtx(xi, d, reqImm)
+		c := &w.ctxs[ci]
+		c.total, c.imm, c.flags = 1, r.imm, WriteHasImm
+		if err := w.target(c, &r.dst, d); err != nil {
+			fail(ci, err)
+		}
+		w.enqueueCtx(ci)
+	case reqBarrier:
+		if d, pinned := r.route.IsPinned(); pinned {
+			w.barrierBlock(xi, d, r.dsts, r.imm)
+			break
+		}
+		for b := 0; b < blockCount(len(r.dsts), n); b++ {
+			lo, hi := blockRange(len(r.dsts), n, b)
+			w.barrierBlock(xi, w.nextNIC(), r.dsts[lo:hi], r.imm)
+		}
+	case reqSingle:
+		shards := 1
+		d, pinned := r.route.IsPinned()
+		if !pinned {
+			shards = r.route.n
+			if shards == 0 {
+				shards = n
+			}
+		}
+		for k := 0; k < shards; k++ {
+			if !pinned {
+				d = w.nextNIC()
+			}
+			ci := w.newCtx(xi, d, reqSingle)
+			c := &w.ctxs[ci]
+			c.total = 1
+			imm(c)
+			w.source(c, r.src)
+			off, size := shardRange(r.length, shards, k)
+			if size == 0 {
+				c.srcOff, c.dstOff, c.length = 0, 0, 0
+			} else {
+				c.srcOff, c.dstOff, c.length = r.srcOff+off, r.dstOff+off, size
+			}
+			if err := w.target(c, &r.dst, d); err != nil {
+				fail(ci, err)
+			}
+			w.enqueueCtx(ci)
+		}
+	case reqPaged:
+		p := len(r.srcPages)
+		for b := 0; b < blockCount(p, n); b++ {
+			lo, hi := blockRange(p, n, b)
+			d := w.nextNIC()
+			ci := w.newCtx(xi, d, reqPaged)
+			c := &w.ctxs[ci]
+			c.total = hi - lo
+			imm(c)
+			w.source(c, r.src)
+			c.srcPages, c.dstPages = r.srcPages[lo:hi], r.dstPages[lo:hi]
+			c.srcStride, c.dstStride = r.srcStride, r.dstStride
+			c.srcOff, c.dstOff, c.length = r.srcOff, r.dstOff, r.length
+			if err := w.target(c, &r.dst, d); err != nil {
+				fail(ci, err)
+			}
+			w.enqueueCtx(ci)
+		}
+	case reqScatter:
+		w.acceptScatter(xi, r)
+	}
+	if w.xfers[xi].pending == 0 {
+		w.completeXfer(xi)
+	}
+}
+
+func (w *worker) barrierBlock(xi uint32, d int, dsts []Descriptor, immv uint32) {
+	ci := w.newCtx(xi, d, reqBarrier)
+	c := &w.ctxs[ci]
+	c.total, c.imm, c.flags, c.dsts = len(dsts), immv, WriteHasImm, dsts
+	w.enqueueCtx(ci)
+}
+
+func (w *worker) acceptScatter(xi uint32, r *request) {
+	n := len(w.doms)
+	var g *peerGroupState
+	if r.group.id != 0 {
+		g = w.groups[r.group.id]
+		if g == nil {
+			w.failXfer(xi, reqErr("scatter", ErrInvalidArgument, "unknown peer group %d", r.group.id))
+			return
+		}
+		if len(g.peers) != len(r.targets) {
+			w.failXfer(xi, reqErr("scatter", ErrInvalidArgument, "%d targets for a group of %d peers", len(r.targets), len(g.peers)))
+			return
+		}
+	}
+	mk := func(d int, lo, hi, slice, nslices int) {
+		ci := w.newCtx(xi, d, reqScatter)
+		c := &w.ctxs[ci]
+		c.total = hi - lo
+		c.imm = r.imm
+		if r.hasImm {
+			c.flags = WriteHasImm
+		}
+		w.source(c, r.src)
+		c.targets, c.first, c.group = r.targets[lo:hi], lo, g
+		c.slice, c.nslices = slice, nslices
+		w.enqueueCtx(ci)
+	}
+	t := len(r.targets)
+	switch r.sroute.mode {
+	case 0:
+		for b := 0; b < blockCount(t, n); b++ {
+			lo, hi := blockRange(t, n, b)
+			mk(w.nextNIC(), lo, hi, 0, 1)
+		}
+	case 1:
+		for s := 0; s < n; s++ {
+			mk(s, 0, t, s, n)
+		}
+	case 2:
+		mk(r.sroute.nic, 0, t, 0, 1)
+	}
+}
+
+// fill writes c's next ops (from c.next) into out and returns how many.
+// A peer that cannot be resolved marks c bad and stops it.
+func (w *worker) fill(c *opCtx, out []WriteOp) int {
+	k := min(c.total-c.next, len(out))
+	i0 := c.next
+	switch c.kind {
+	case reqImm, reqSingle:
+		if k > 0 {
+			out[0] = WriteOp{
+				Local: c.localBase + c.srcOff, Length: c.length, LocalDesc: c.localDesc,
+				Remote: c.rbase + c.dstOff, RemoteKey: c.rkey, Peer: c.peer,
+				Imm: c.imm, Flags: c.flags,
+			}
+		}
+	case reqPaged:
+		sp, dp := c.srcPages[i0:i0+k], c.dstPages[i0:i0+k]
+		local := c.localBase + c.srcOff
+		remote := c.rbase + c.dstOff
+		for j := range sp {
+			out[j] = WriteOp{
+				Local: local + c.srcStride*uint64(sp[j]), Length: c.length, LocalDesc: c.localDesc,
+				Remote: remote + c.dstStride*uint64(dp[j]), RemoteKey: c.rkey, Peer: c.peer,
+				Imm: c.imm, Flags: c.flags,
+			}
+		}
+	case reqBarrier:
+		ds := w.doms[c.dom]
+		for j := 0; j < k; j++ {
+			dst := &c.dsts[i0+j]
+			rk := &dst.NICs[c.dom]
+			p, err := ds.resolve(rk.Addr)
+			if err != nil {
+				w.failXfer(c.xfer, fmt.Errorf("barrier: resolve peer %s: %w", rk.Addr, err))
+				c.bad = true
+				return j
+			}
+			rb := dst.Base
+			if rk.Mode == AddrOffset {
+				rb = 0
+			}
+			out[j] = WriteOp{Local: c.localBase, Remote: rb, RemoteKey: rk.Key, Peer: p, Imm: c.imm, Flags: c.flags}
+		}
+	case reqScatter:
+		ds := w.doms[c.dom]
+		for j := 0; j < k; j++ {
+			t := &c.targets[i0+j]
+			rk := &t.Dst.NICs[c.dom]
+			var p PeerID
+			if c.group != nil {
+				p = c.group.peers[c.first+i0+j][c.dom]
+			} else {
+				var err error
+				if p, err = ds.resolve(rk.Addr); err != nil {
+					w.failXfer(c.xfer, fmt.Errorf("scatter: resolve peer %s: %w", rk.Addr, err))
+					c.bad = true
+					return j
+				}
+			}
+			rb := t.Dst.Base
+			if rk.Mode == AddrOffset {
+				rb = 0
+			}
+			off, size := uint64(0), t.Length
+			if c.nslices > 1 {
+				off, size = byteSlice(t.Length, c.nslices, c.slice)
+			}
+			op := WriteOp{LocalDesc: c.localDesc, RemoteKey: rk.Key, Peer: p, Imm: c.imm, Flags: c.flags}
+			if size > 0 {
+				op.Local = c.localBase + t.SrcOffset + off
+				op.Remote = rb + t.DstOffset + off
+				op.Length = size
+			} else {
+				op.Local, op.Remote = c.localBase, rb
+			}
+			out[j] = op
+		}
+	}
+	return k
+}

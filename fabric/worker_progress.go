@@ -1,0 +1,239 @@
+package fabric
+
+import "fmt"
+
+// progress posts queued work and reaps completions on every domain. It
+// reports whether anything happened.
+func (w *worker) progress() bool {
+	did := false
+	for _, ds := range w.doms {
+		if w.postWrites(ds) {
+			did = true
+		}
+		if len(ds.sendQ) > 0 && w.postSends(ds) {
+			did = true
+		}
+		if len(ds.recvQ) > 0 && w.postRecvs(ds) {
+			did = true
+		}
+	}
+	if w.poll() {
+		did = true
+	}
+	return did
+}
+
+// postWrites fills batches from the FIFO, head first, and posts each in one
+// call until the provider is busy or the queue depth is reached. Ops are
+// posted in FIFO order; a context leaves the FIFO once all its ops are
+// accepted.
+func (w *worker) postWrites(ds *domState) bool {
+	did := false
+	for !ds.fifo.empty() {
+		room := min(len(ds.batch), ds.depth-ds.posted)
+		if room <= 0 {
+			return did
+		}
+		nb := 0
+		ds.segs = ds.segs[:0]
+		for qi := 0; qi < ds.fifo.size && nb < room; qi++ {
+			ci := ds.fifo.at(qi)
+			c := &w.ctxs[ci]
+			if c.bad || w.xfers[c.xfer].err != nil {
+				if qi == 0 {
+					ds.fifo.pop()
+					c.inQueue = false
+					c.bad = true
+					w.maybeRetire(ci)
+					qi--
+					did = true
+				}
+				continue
+			}
+			k := w.fill(c, ds.batch[nb:room])
+			tag := ctxTagWrite | uint64(ci)
+			for j := nb; j < nb+k; j++ {
+				ds.batch[j].Context = tag
+			}
+			if k > 0 {
+				ds.segs = append(ds.segs, batchSeg{ctx: ci, n: k})
+			}
+			nb += k
+			if c.bad || c.next+k < c.total {
+				break
+			}
+		}
+		if nb == 0 {
+			return did
+		}
+		n, err := ds.d.PostWrites(ds.batch[:nb])
+		if n > 0 {
+			did = true
+			ds.posted += n
+			ds.stats.Posted.Add(uint64(n))
+			ds.stats.InFlight.Add(int64(n))
+			var bytes uint64
+			for j := 0; j < n; j++ {
+				bytes += ds.batch[j].Length
+			}
+			ds.stats.Bytes.Add(bytes)
+		}
+		// Advance the contexts by what was accepted, in order.
+		rem := n
+		for _, s := range ds.segs {
+			c := &w.ctxs[s.ctx]
+			a := min(s.n, rem)
+			c.next += a
+			rem -= a
+			if a < s.n {
+				if err != nil && rem == 0 {
+					// ops[n] was refused for good: the context fails and
+					// posts nothing more.
+					w.failXfer(c.xfer, fmt.Errorf("post write on %s: %w", ds.info.Name, err))
+					c.bad = true
+					ds.stats.Errors.Add(1)
+				}
+				break
+			}
+		}
+		// Pop contexts that are fully posted or dead from the head.
+		for !ds.fifo.empty() {
+			ci := ds.fifo.at(0)
+			c := &w.ctxs[ci]
+			if c.next < c.total && !c.bad && w.xfers[c.xfer].err == nil {
+				break
+			}
+			ds.fifo.pop()
+			c.inQueue = false
+			w.maybeRetire(ci)
+		}
+		if n < nb && err == nil {
+			return did // provider busy: poll, then come back
+		}
+	}
+	return did
+}
+
+// poll reaps every domain's completion queue once.
+func (w *worker) poll() bool {
+	did := false
+	var imms *map[uint32]*immEntry
+	for _, ds := range w.doms {
+		n, err := ds.d.Poll(ds.events)
+		if err != nil {
+			w.domainFailed(ds, err)
+			continue
+		}
+		if n == 0 {
+			continue
+		}
+		did = true
+		ds.stats.Completions.Add(uint64(n))
+		for i := 0; i < n; i++ {
+			ev := &ds.events[i]
+			switch ev.Kind {
+			case EventImm:
+				if ev.Errno != 0 {
+					ds.stats.Errors.Add(1)
+					w.e.log.Warn("ferry incoming write failed", "nic", ds.info.Name, "err", ds.d.DescribeError(*ev))
+					continue
+				}
+				ds.stats.Imms.Add(1)
+				if imms == nil {
+					imms = w.e.imm.Load()
+				}
+				w.immArrived(*imms, ev.Imm)
+			case EventWrite:
+				w.writeDone(ds, ev)
+			case EventSend:
+				w.sendDone(ds, ev)
+			case EventRecv:
+				w.recvDone(ds, ev)
+			}
+		}
+	}
+	return did
+}
+
+func (w *worker) writeDone(ds *domState, ev *Event) {
+	ci := uint32(ev.Context & ctxIndexMask)
+	if ev.Context&ctxTagMask != ctxTagWrite || int(ci) >= len(w.ctxs) {
+		w.e.log.Warn("ferry completion for an unknown write context", "context", ev.Context)
+		return
+	}
+	ds.posted--
+	ds.stats.InFlight.Add(-1)
+	c := &w.ctxs[ci]
+	c.finished++
+	if ev.Errno != 0 {
+		ds.stats.Errors.Add(1)
+		c.bad = true
+		w.failXfer(c.xfer, ds.d.DescribeError(*ev))
+	}
+	w.maybeRetire(ci)
+}
+
+// immArrived counts one incoming immediate.
+func (w *worker) immArrived(m map[uint32]*immEntry, imm uint32) {
+	if ent := m[imm]; ent != nil {
+		reached, counted := ent.arrive()
+		if counted {
+			if reached {
+				w.pending = append(w.pending, dispEvent{kind: dispImmReached, ent: ent})
+			}
+			return
+		}
+	}
+	w.pending = append(w.pending, dispEvent{kind: dispImm, imm: imm})
+}
+
+// domainFailed fails everything on a domain whose provider reported a
+// fatal error; the domain is not polled again.
+func (w *worker) domainFailed(ds *domState, err error) {
+	w.e.log.Error("ferry domain failed", "nic", ds.info.Name, "err", err)
+	di := indexOf(w.doms, ds)
+	for i := range w.ctxs {
+		c := &w.ctxs[i]
+		if !c.live || int(c.dom) != di {
+			continue
+		}
+		ds.posted -= c.next - c.finished
+		ds.stats.InFlight.Add(-int64(c.next - c.finished))
+		c.finished = c.next
+		c.bad = true
+		w.failXfer(c.xfer, err)
+	}
+	for !ds.fifo.empty() {
+		w.ctxs[ds.fifo.pop()].inQueue = false
+	}
+	for i := range w.ctxs {
+		if c := &w.ctxs[i]; c.live && int(c.dom) == di {
+			w.maybeRetire(uint32(i))
+		}
+	}
+	for _, s := range ds.sendQ {
+		w.finishXfer(uint32(s.Context&ctxIndexMask), err)
+	}
+	ds.sendQ = ds.sendQ[:0]
+	ds.d = &failedDomain{RdmaDomain: ds.d, err: err}
+}
+
+func indexOf(doms []*domState, ds *domState) int {
+	for i, d := range doms {
+		if d == ds {
+			return i
+		}
+	}
+	return -1
+}
+
+// failedDomain refuses every post and reports nothing, after a fatal error.
+type failedDomain struct {
+	RdmaDomain
+	err error
+}
+
+func (f *failedDomain) PostWrites(ops []WriteOp) (int, error) { return 0, f.err }
+func (f *failedDomain) PostSends(ops []SendOp) (int, error)   { return 0, f.err }
+func (f *failedDomain) PostRecvs(ops []RecvOp) (int, error)   { return 0, f.err }
+func (f *failedDomain) Poll(ev []Event) (int, error)          { return 0, nil }

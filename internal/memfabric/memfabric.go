@@ -1,0 +1,321 @@
+package memfabric
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+func init() {
+	fabric.Register(provider{name: "mem", copy: true})
+	fabric.Register(provider{name: "null", copy: false})
+}
+
+type provider struct {
+	name string
+	copy bool
+}
+
+func (p provider) Name() string         { return p.name }
+func (p provider) Transports() []string { return []string{p.name} }
+
+func (p provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+	return []fabric.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1,
+		LinkSpeed: 400e9}}, nil
+}
+
+func (p provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
+	d := &Domain{info: info, copy: p.copy, regions: make(map[uint64]region), limit: opts.QueueDepth}
+	id := nextID.Add(1)
+	raw := make([]byte, 9)
+	raw[0] = 'm'
+	binary.LittleEndian.PutUint64(raw[1:], uint64(id))
+	d.addr, _ = fabric.AddressFromRaw(raw)
+	domains.Store(d.addr, d)
+	return d, nil
+}
+
+var (
+	nextID  atomic.Int64
+	domains sync.Map // fabric.Address -> *Domain
+)
+
+// Lookup returns the open domain with address a, for fault injection.
+func Lookup(a fabric.Address) (*Domain, bool) {
+	d, ok := domains.Load(a)
+	if !ok {
+		return nil, false
+	}
+	return d.(*Domain), true
+}
+
+type region struct {
+	addr uintptr
+	len  uint64
+}
+
+type message struct {
+	data []byte
+}
+
+// Domain is one in-process endpoint. The worker calls its data-path
+// methods from one goroutine; peers reach it through inbox, under mu.
+type Domain struct {
+	info  fabric.DomainInfo
+	addr  fabric.Address
+	copy  bool
+	limit int
+
+	mu      sync.Mutex // guards regions, inbox, msgs
+	regions map[uint64]region
+	nextKey uint64
+	inbox   []fabric.Event // immediates from peers
+	msgs    []message      // messages not yet matched to a receive
+
+	peers  []*Domain
+	peerOf map[fabric.Address]fabric.PeerID
+	done   []fabric.Event // local completions not yet polled
+	recvs  []fabric.RecvOp
+	closed bool
+
+	faults Faults
+}
+
+// Faults injects failures into a domain. Set them through Inject.
+type Faults struct {
+	// FailWrites makes the next n write completions fail with Errno.
+	FailWrites int
+	// RefusePosts makes the next n posted writes be refused for good.
+	RefusePosts int
+	// Busy makes PostWrites accept at most this many ops per call (0: no limit).
+	Busy int
+	// PollError makes the next Poll fail the domain as a whole.
+	PollError error
+	Errno     int32
+}
+
+// Inject sets the faults of the domain with address a. It is meant for
+// tests and must be called while the worker is quiescent or accept races.
+func Inject(a fabric.Address, f Faults) error {
+	d, ok := Lookup(a)
+	if !ok {
+		return fmt.Errorf("inject: no mem domain %s: %w", a, fabric.ErrInvalidArgument)
+	}
+	d.mu.Lock()
+	d.faults = f
+	d.mu.Unlock()
+	return nil
+}
+
+var _ fabric.RdmaDomain = (*Domain)(nil)
+
+func (d *Domain) Info() fabric.DomainInfo { return d.info }
+func (d *Domain) Address() fabric.Address { return d.addr }
+
+func (d *Domain) RegisterMemory(s fabric.MemorySpan, a fabric.Access) (fabric.MemoryKeys, error) {
+	if s.Device.IsCUDA() {
+		return fabric.MemoryKeys{}, fmt.Errorf("%s: gpu memory: %w", d.info.Transport, fabric.ErrNotSupported)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.nextKey++
+	k := d.nextKey
+	d.regions[k] = region{addr: s.Addr, len: s.Len}
+	return fabric.MemoryKeys{Handle: uintptr(k), Local: k, Remote: k, Mode: fabric.AddrVirtual}, nil
+}
+
+func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.regions[uint64(k.Handle)]; !ok {
+		return fmt.Errorf("unregister key %d: %w", k.Handle, fabric.ErrUnknownRegion)
+	}
+	delete(d.regions, uint64(k.Handle))
+	return nil
+}
+
+func (d *Domain) ResolvePeer(a fabric.Address) (fabric.PeerID, error) {
+	if p, ok := d.peerOf[a]; ok {
+		return p, nil
+	}
+	t, ok := Lookup(a)
+	if !ok {
+		return 0, fmt.Errorf("%s: no endpoint at %s: %w", d.info.Transport, a, fabric.ErrInvalidArgument)
+	}
+	if d.peerOf == nil {
+		d.peerOf = make(map[fabric.Address]fabric.PeerID)
+	}
+	d.peers = append(d.peers, t)
+	p := fabric.PeerID(len(d.peers) - 1)
+	d.peerOf[a] = p
+	return p, nil
+}
+
+// errno values this provider reports.
+const (
+	errAccess = 13 // EACCES: bad key or range at the target
+	errClosed = 108
+)
+
+func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
+	n := len(ops)
+	d.mu.Lock()
+	f := &d.faults
+	if f.Busy > 0 {
+		n = min(n, f.Busy)
+	}
+	refuse := f.RefusePosts > 0
+	if refuse {
+		f.RefusePosts--
+	}
+	d.mu.Unlock()
+	if refuse {
+		return 0, &fabric.ProviderError{Provider: d.info.Transport, Op: "post write", Errno: 22, Msg: "injected refusal"}
+	}
+	for i := range ops[:n] {
+		op := &ops[i]
+		ev := fabric.Event{Kind: fabric.EventWrite, Context: op.Context}
+		if int(op.Peer) >= len(d.peers) {
+			ev.Errno = 22
+		} else if errno := d.peers[op.Peer].deliver(op, d.copy); errno != 0 {
+			ev.Errno = errno
+		}
+		d.done = append(d.done, ev)
+	}
+	return n, nil
+}
+
+// deliver performs op at its target.
+func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return errClosed
+	}
+	r, ok := t.regions[op.RemoteKey]
+	if !ok {
+		return errAccess
+	}
+	if op.Length > 0 {
+		if op.Remote < uint64(r.addr) || op.Remote+op.Length > uint64(r.addr)+r.len {
+			return errAccess
+		}
+		if copyBytes {
+			dst := bytesAt(op.Remote, op.Length)
+			src := bytesAt(op.Local, op.Length)
+			copy(dst, src)
+		}
+	}
+	if op.Flags&fabric.WriteHasImm != 0 {
+		t.inbox = append(t.inbox, fabric.Event{Kind: fabric.EventImm, Imm: op.Imm})
+	}
+	return 0
+}
+
+func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
+	for i := range ops {
+		op := &ops[i]
+		ev := fabric.Event{Kind: fabric.EventSend, Context: op.Context}
+		if int(op.Peer) >= len(d.peers) {
+			ev.Errno = 22
+		} else {
+			data := make([]byte, op.Length)
+			copy(data, bytesAt(op.Local, op.Length))
+			t := d.peers[op.Peer]
+			t.mu.Lock()
+			if t.closed {
+				ev.Errno = errClosed
+			} else {
+				t.msgs = append(t.msgs, message{data: data})
+			}
+			t.mu.Unlock()
+		}
+		d.done = append(d.done, ev)
+	}
+	return len(ops), nil
+}
+
+func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
+	d.recvs = append(d.recvs, ops...)
+	return len(ops), nil
+}
+
+func (d *Domain) Poll(events []fabric.Event) (int, error) {
+	d.mu.Lock()
+	if err := d.faults.PollError; err != nil {
+		d.faults.PollError = nil
+		d.mu.Unlock()
+		return 0, err
+	}
+	n := 0
+	for n < len(events) && len(d.done) > 0 {
+		ev := d.done[0]
+		d.done = d.done[1:]
+		if ev.Kind == fabric.EventWrite && d.faults.FailWrites > 0 {
+			d.faults.FailWrites--
+			ev.Errno = d.faults.Errno
+			if ev.Errno == 0 {
+				ev.Errno = 5
+			}
+		}
+		events[n] = ev
+		n++
+	}
+	for n < len(events) && len(d.inbox) > 0 {
+		events[n] = d.inbox[0]
+		d.inbox = d.inbox[1:]
+		n++
+	}
+	for n < len(events) && len(d.msgs) > 0 && len(d.recvs) > 0 {
+		m, r := d.msgs[0], d.recvs[0]
+		d.msgs, d.recvs = d.msgs[1:], d.recvs[1:]
+		ev := fabric.Event{Kind: fabric.EventRecv, Context: r.Context, Length: uint64(len(m.data))}
+		if uint64(len(m.data)) > r.Length {
+			ev.Errno = 90 // EMSGSIZE
+		} else {
+			copy(bytesAt(r.Local, r.Length), m.data)
+		}
+		events[n] = ev
+		n++
+	}
+	d.mu.Unlock()
+	if len(d.done) == 0 {
+		d.done = d.done[:0:0]
+	}
+	return n, nil
+}
+
+func (d *Domain) DescribeError(ev fabric.Event) error {
+	msg := "error"
+	switch ev.Errno {
+	case errAccess:
+		msg = "remote access error"
+	case errClosed:
+		msg = "peer closed"
+	case 90:
+		msg = "message too long"
+	case 22:
+		msg = "invalid peer"
+	default:
+		msg = "injected error"
+	}
+	return &fabric.ProviderError{Provider: d.info.Transport, Op: ev.Kind.String() + " completion", Errno: int(ev.Errno), Msg: msg}
+}
+
+func (d *Domain) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.regions = nil
+	d.mu.Unlock()
+	domains.Delete(d.addr)
+	return nil
+}
+
+// bytesAt views n bytes of non-Go memory at addr.
+func bytesAt(addr, n uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), int(n))
+}
