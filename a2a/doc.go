@@ -1,0 +1,129 @@
+// Package a2a is Mixture-of-Experts dispatch and combine for expert
+// parallelism: every rank sends each of its tokens to the K ranks that own
+// the token's experts (dispatch), the experts run, and the results travel
+// back and are summed with the gate weights (combine).
+//
+// # Pieces
+//
+//   - Config and Layout: the world (W ranks, NVLink domains of S ranks,
+//     replica groups of D ranks, NICs per rank), the token shape and types,
+//     the experts, the private window, and every size derived from them.
+//     Validation returns a *ConfigError (errors.Is ErrInvalidConfig).
+//   - Planner: pure Go, allocation-free once built. PlanSend lays out a
+//     rank's copies expert-sorted and picks each copy's path (self, node
+//     push, node pull, RDMA eager into the private window, RDMA overflow);
+//     PlanRecv turns the exchanged count table into receive records, RDMA
+//     transfer lists and expected immediate counts.
+//   - Context: the per-rank call-order state machine (DispatchSend,
+//     DispatchRecv, CombineSend, CombineRecv) over a Backend, the piece that
+//     moves bytes. Misuse returns ErrCallOrder, never a deadlock.
+//   - The oracle, package reference, computes the expected results directly.
+//   - BF16/FP16 conversions with round-to-nearest-even, used by combine.
+//
+// # Semantics
+//
+// Each routing entry (token t, slot k) is one transported row and one output
+// row; nothing is de-duplicated. A token's K experts must differ. Rank r
+// owns experts [r*L, (r+1)*L) with L = ceil(E/W) (the last ranks may own
+// fewer, or none). Dispatch output is expert-major: local expert i's rows
+// start at a multiple of ExpertPadding, groups in the receiver's visiting
+// order, then token-major. Combine sums w*y over k in column order in fp32
+// (each step rounded, no FMA) and rounds once into CombineType.
+//
+// # Data movement
+//
+// Every rank has a send buffer and a receive buffer (Layout.SendBytes,
+// RecvBytes; rows of Layout.Stride bytes) and a [G][E] uint32 count table.
+// With h = Group(r), M = Layout.Private and j the index of a copy among
+// everything h sends rank q (the expert-sorted order):
+//
+//	receive buffer rows [0, G*M)        private windows, window h = [h*M, h*M+M)
+//	receive buffer rows [G*M, ...)      overflow, group h at G*M + sum of counts of groups < h
+//	send buffer rows [0, m*K)           this rank's copies, expert-sorted (staged rows)
+//
+// Only the replica of a group whose replica index equals the receiver's
+// serves it: that rank stages and writes, the others skip (PathReplica).
+//
+// # Immediates (per receiving rank; n = NICsPerGPU)
+//
+//	route             G-1: one count row from each other group (peer-sharded)
+//	dispatch          one eager write per group of another domain (zero rows
+//	                  included, peer-sharded), plus n byte slices for each such
+//	                  group whose count exceeds M
+//	combine           (W-S)*n: every rank of another domain writes the results
+//	                  of this rank's group, split in n byte slices
+//	dispatch-barrier  W-1
+//	combine-barrier   W-1
+//
+// # Fixes relative to the reference (pplx-garden p2p-all-to-all)
+//
+//   - Replicated groups across domains: only the replica with the
+//     receiver's replica index posts the eager write, so the dispatch
+//     counter gets exactly one immediate per remote group; the reference
+//     let every replica post it, leaving D-1 surplus immediates per group
+//     that could raise the next iteration's flag before its data landed.
+//   - Transmit accounting: backends wait for the completion of every
+//     transfer they posted (the count exchange included) before a buffer
+//     is reused; the reference left the count-exchange write out of the
+//     number it waited for, so its counter drifted by one per iteration.
+//   - Zero tokens: an empty plan is still a complete plan (zero-row eager
+//     writes are posted, all counts and barriers run); the reference's
+//     one-block-per-token path never raised its completion flag when the
+//     token count was 0 and the worker hung.
+//   - Fences: the design rule for backends is that every publication to
+//     another agent (CPU worker, NIC, node peer) is a release after the
+//     data it covers (a system-scope fence on GPUs, a mutex or atomic on the
+//     host); the reference raised its MMIO flags with no system fence.
+//   - Scales: any count 0..H, copied in their own loop into their own
+//     16-byte-aligned slot; the reference required Hs*16 <= token bytes.
+//   - Token rows: only H*size bytes are read from and written to caller
+//     memory, so any H works; the reference copied round16(H*size) bytes
+//     and over-read/over-wrote when that was not H*size.
+//   - Sizes: the send and receive buffers hold T*K rows even when
+//     G*min(K,L) < K (combine results land at the expert-sorted positions),
+//     and the output bound adds L*(pad-1) padding rows to the copy bound
+//     instead of taking a minimum that can be too small. The reference's
+//     sizing silently assumed distinct experts per token; PlanSend checks it.
+//   - Deterministic order: ordinals are token-major instead of assigned by
+//     atomics, so outputs can be compared row for row with the oracle.
+//   - Limits: no E <= 512 or W <= 512 limit (the planner is Go); peer
+//     tables always include the rank itself; strides are bytes for rows
+//     and elements for float32 arrays, consistently.
+//
+// # Plugging a backend into fabric.Engine (the host backend)
+//
+// The engine is being written; this is the wiring the planner was designed
+// for. One Engine per context (or disjoint ImmBase ranges per context on a
+// shared engine); the send buffer, receive buffer and count table are
+// AllocHost regions registered with it (receive buffer and table remotely
+// writable), their descriptors all-gathered through the rendezvous.
+// Ranks of one domain map each other's buffers (memfd over a unix socket)
+// for the node paths. A worker goroutine per context runs, per iteration:
+//
+//  1. Count exchange: one Scatter of the own row (E*4 bytes) from the
+//     table region to every rank in SendPlan.Routes, at row Group(r) of
+//     their tables, imm Imm(TagRoute), sharded by peers, over a peer group
+//     built once at setup.
+//  2. After packing: one Scatter of SendPlan.Eager (rows*Stride bytes,
+//     zero-length targets included), imm Imm(TagDispatch), sharded by
+//     peers (Transfer.NIC says which NIC the engine's peer sharding picks).
+//  3. Credit-wait for the G-1 route immediates
+//     (an ImmCounter: early arrivals are kept), then PlanRecv over the
+//     host table.
+//  4. One Scatter of RecvPlan.Overflow, imm Imm(TagDispatch), sharded by
+//     bytes (n immediates per target).
+//  5. Wait for Imm[TagDispatch].Expected, then copy the remote records.
+//  6. Barrier (one zero-byte Imm write to every other rank, imm
+//     Imm(TagDispatchBarrier)), wait for W-1 of them and for the local
+//     completion of every transfer posted in steps 1, 2 and 4.
+//  7. Combine: one Scatter of RecvPlan.Combine, imm Imm(TagCombine),
+//     sharded by bytes; wait for Imm[TagCombine].Expected; barrier with
+//     Imm(TagCombineBarrier) after the local completions, as in 6.
+//
+// Paged writes are not needed: every transfer is one contiguous row range.
+// What the engine must provide: Scatter with per-target (src offset, dst
+// descriptor, dst offset, length) and both sharding modes (byte slices with
+// the remainder in the last slice, empty slices posted), a cached peer
+// group, Barrier/Imm writes, credit-style ImmCounter.Wait(ctx, n) per imm
+// value, and per-request completion (or a transmit counter) to wait on.
+package a2a

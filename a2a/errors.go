@@ -1,0 +1,82 @@
+package a2a
+
+import (
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Sentinel errors. Every error this package returns wraps one of them, so
+// errors.Is tells the category; the typed errors below carry the details.
+// ErrClosed is net.ErrClosed, as in fabric. The planner, oracle and state
+// machine do not import fabric, so they build and test on their own.
+var (
+	// ErrInvalidConfig is a Config that fails validation (see ConfigError).
+	ErrInvalidConfig = errors.New("invalid a2a config")
+	// ErrInvalidArgument is a call argument that fails validation before
+	// anything was sent (see ArgumentError).
+	ErrInvalidArgument = errors.New("invalid a2a argument")
+	// ErrCallOrder is a call that the dispatch/combine state machine does not
+	// allow in the current state (see OrderError). The context is unchanged.
+	ErrCallOrder = errors.New("a2a call out of order")
+	// ErrBusy is a call made while another call on the same Context runs.
+	ErrBusy = errors.New("a2a context busy")
+	// ErrBroken is returned by every call after a backend failure left the
+	// protocol in an unknown state; only Close is still useful.
+	ErrBroken = errors.New("a2a context broken by an earlier failure")
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = net.ErrClosed
+	// ErrTimeout is a wait whose context ended before its peers delivered.
+	ErrTimeout = errors.New("a2a wait timed out")
+)
+
+// ConfigError says which Config field is wrong and why. It wraps
+// ErrInvalidConfig.
+type ConfigError struct {
+	Field  string // the Config field, e.g. "NVLinkSize"
+	Value  int64  // the offending value
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("a2a config: %s = %d: %s", e.Field, e.Value, e.Reason)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+func cfgErr(field string, v int64, format string, args ...any) error {
+	return &ConfigError{Field: field, Value: v, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ArgumentError is a bad argument to a call. It wraps ErrInvalidArgument.
+type ArgumentError struct {
+	Op     string // "dispatch send", "plan recv", ...
+	Arg    string // the argument, e.g. "Indices"
+	Reason string
+}
+
+func (e *ArgumentError) Error() string {
+	return "a2a " + e.Op + ": " + e.Arg + ": " + e.Reason
+}
+
+// Unwrap returns ErrInvalidArgument.
+func (e *ArgumentError) Unwrap() error { return ErrInvalidArgument }
+
+func argErr(op, arg, format string, args ...any) error {
+	return &ArgumentError{Op: op, Arg: arg, Reason: fmt.Sprintf(format, args...)}
+}
+
+// OrderError is a call the state machine refuses. It wraps ErrCallOrder.
+type OrderError struct {
+	Call  string // the refused call
+	State string // the state the context is in
+	Want  string // the calls allowed in that state
+}
+
+func (e *OrderError) Error() string {
+	return "a2a: " + e.Call + " not allowed after " + e.State + " (next: " + e.Want + ")"
+}
+
+// Unwrap returns ErrCallOrder.
+func (e *OrderError) Unwrap() error { return ErrCallOrder }

@@ -1,0 +1,160 @@
+package a2a
+
+// Layout is a validated Config plus everything derived from it: topology
+// arithmetic, the private window, row formats and buffer sizes. It is plain
+// data, safe to copy and to share between goroutines.
+type Layout struct {
+	Config // normalized: defaults filled in
+
+	Groups        int // G = W/D: distinct token sources
+	Nodes         int // W/S: NVLink domains
+	GroupsPerNode int // S/D
+	LocalExperts  int // L = ceil(E/W); the last ranks may own fewer (or none)
+	Private       int // M actually used: the default or the request, at most MaxTokens*min(K, L)
+
+	TokenBytes    int // H * size(DispatchType): bytes of one token
+	ScaleBytes    int // Hs * 4
+	DispatchRow   int // stride of a dispatch row in the transport buffers
+	CombineBytes  int // H * size(CombineType): bytes of one expert output row
+	CombineRow    int // stride of a combine row in the transport buffers
+	MaxCopiesFrom int // most copies one group can send one rank: T*min(K, L)
+
+	// SendRows and RecvRows are the row capacities of the two transport
+	// buffers (each row max(DispatchRow, CombineRow) bytes); SendBytes and
+	// RecvBytes are their sizes rounded to 4 KiB.
+	SendRows, RecvRows   int
+	SendBytes, RecvBytes int64
+	// OutputRows is the smallest row count a dispatch output (and the
+	// matching expert output of combine) may have: it holds every padded
+	// local-expert segment in the worst case.
+	OutputRows int
+	// CountTableBytes is the size of the [G][E] uint32 table of routed
+	// counts that the count exchange fills.
+	CountTableBytes int
+}
+
+// Layout validates c and derives its Layout. The error is a *ConfigError.
+func (c Config) Layout() (Layout, error) {
+	c = c.normalized()
+	if err := c.check(); err != nil {
+		return Layout{}, err
+	}
+	W, S, D, T, E, K := c.WorldSize, c.NVLinkSize, c.ReplicaSize, c.MaxTokens, c.Experts, c.ExpertsPerToken
+	l := Layout{Config: c}
+	l.Groups = W / D
+	l.Nodes = W / S
+	l.GroupsPerNode = S / D
+	l.LocalExperts = ceilDiv(E, W)
+	L, G := l.LocalExperts, l.Groups
+
+	// The K experts of a token differ (PlanSend enforces it), so one token
+	// sends a rank at most min(K, L) copies. The reference's sizing relied on
+	// this without checking it.
+	l.MaxCopiesFrom = T * min(K, L)
+	switch {
+	case c.PrivateTokens == NoPrivateWindow:
+		l.Private = 0
+	case c.PrivateTokens == 0:
+		l.Private = ceilDiv(T*K, E) * privateNumerator / privateDenominato * L
+	default:
+		l.Private = c.PrivateTokens
+	}
+	// A window larger than what one group can ever send only wastes rows.
+	l.Private = min(l.Private, l.MaxCopiesFrom)
+
+	l.TokenBytes = c.Hidden * c.DispatchType.Size()
+	l.ScaleBytes = c.Scales * 4
+	// Rows are padded to 16 bytes for vector copies, but only the real bytes
+	// are ever read from or written to caller memory, so any H works (the
+	// reference over-read and over-wrote when H*size was not a multiple of
+	// 16). Scales have their own 16-byte aligned slot after the token.
+	l.DispatchRow = roundUp(l.TokenBytes, rowAlign) + roundUp(l.ScaleBytes, rowAlign)
+	l.CombineBytes = c.Hidden * c.CombineType.Size()
+	l.CombineRow = roundUp(l.CombineBytes, rowAlign)
+
+	// Receive buffer: in dispatch, G private windows, then the overflow
+	// region indexed by full per-group counts (at most G*T*min(K,L) rows in
+	// all); in combine, the results for this rank's own copies at their
+	// expert-sorted positions (T*K rows). The reference sized it by the
+	// dispatch bound only, which is smaller when G*min(K,L) < K.
+	recv := max(int64(G)*int64(l.Private)+int64(G)*int64(l.MaxCopiesFrom), int64(T)*int64(K))
+	// Send buffer: the expert-sorted copies of this rank's tokens (T*K
+	// rows), later the combine results staged for remote groups (at most
+	// everything received). The reference sized both by the receive bound,
+	// which is smaller than T*K when G*L < K.
+	send := max(int64(T)*int64(K), int64(G)*int64(l.MaxCopiesFrom))
+	// Dispatch output: each local expert's segment rounds up to the
+	// padding; with at most G*T*min(K,L) copies in all that is at most
+	// L*(pad-1) extra rows. The reference bounded it by
+	// min(T*G*K + L*(pad-1), T*G*L), which is too small when every local
+	// expert receives a count that is not a multiple of the padding.
+	out := int64(G)*int64(l.MaxCopiesFrom) + int64(L)*int64(c.ExpertPadding-1)
+	out = int64(roundUp(int(min(out, maxRows)), c.ExpertPadding))
+	stride := int64(max(l.DispatchRow, l.CombineRow))
+	for _, v := range []struct {
+		field string
+		rows  int64
+	}{{"receive rows", recv}, {"send rows", send}, {"output rows", out}} {
+		if v.rows > maxRows || v.rows*stride > maxBufferBytes {
+			return Layout{}, cfgErr("MaxTokens", int64(T), "%s %d of %d bytes exceed the limits (2^31 rows, 2^40 bytes)", v.field, v.rows, stride)
+		}
+	}
+	l.RecvRows, l.SendRows, l.OutputRows = int(recv), int(send), int(out)
+	l.RecvBytes = int64(roundUp(int(recv*stride), bufferAlign))
+	l.SendBytes = int64(roundUp(int(send*stride), bufferAlign))
+	l.CountTableBytes = G * E * 4
+	return l, nil
+}
+
+// Stride is the row stride of both transport buffers.
+func (l *Layout) Stride() int { return max(l.DispatchRow, l.CombineRow) }
+
+// Group returns the replica group of rank r (its token source).
+func (l *Layout) Group(r int) int { return r / l.ReplicaSize }
+
+// Replica returns r's index inside its replica group.
+func (l *Layout) Replica(r int) int { return r % l.ReplicaSize }
+
+// Node returns r's NVLink domain.
+func (l *Layout) Node(r int) int { return r / l.NVLinkSize }
+
+// Owner returns the rank that owns expert e.
+func (l *Layout) Owner(e int) int { return e / l.LocalExperts }
+
+// ExpertRange returns the experts [lo, hi) rank r owns (empty when E is not
+// a multiple of W and r is among the last ranks).
+func (l *Layout) ExpertRange(r int) (lo, hi int) {
+	lo = min(r*l.LocalExperts, l.Experts)
+	hi = min(lo+l.LocalExperts, l.Experts)
+	return lo, hi
+}
+
+// Tag names one of the immediate values a context uses.
+type Tag uint8
+
+const (
+	TagRoute           Tag = iota // count exchange writes
+	TagDispatch                   // eager and overflow dispatch writes
+	TagCombine                    // combine writes
+	TagDispatchBarrier            // barrier after dispatch receive
+	TagCombineBarrier             // barrier after combine receive
+)
+
+// Imm returns the immediate value of tag t.
+func (l *Layout) Imm(t Tag) uint32 { return l.ImmBase + uint32(t) }
+
+func (t Tag) String() string {
+	switch t {
+	case TagRoute:
+		return "route"
+	case TagDispatch:
+		return "dispatch"
+	case TagCombine:
+		return "combine"
+	case TagDispatchBarrier:
+		return "dispatch-barrier"
+	case TagCombineBarrier:
+		return "combine-barrier"
+	}
+	return "tag(?)"
+}

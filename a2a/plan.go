@@ -1,0 +1,101 @@
+package a2a
+
+// Path is how one copy (token t, top-k slot k) travels from its sender to
+// the rank that owns its expert. With q the owner, h the sender's group and
+// j the copy's index among everything h sends q (the expert-sorted order):
+type Path uint8
+
+const (
+	pathNone Path = iota
+	// PathSelf: q is the sender. The row is staged in the sender's own send
+	// buffer, where its own dispatch receive reads it.
+	PathSelf
+	// PathNodePush: q shares the sender's NVLink domain and j < M. The
+	// sender stores the row straight into q's receive buffer, row h*M+j.
+	PathNodePush
+	// PathNodePull: same domain, j >= M. The row is staged in the sender's
+	// send buffer; q reads it from there through its mapping.
+	PathNodePull
+	// PathEager: q is in another domain and j < M. Staged, then written
+	// over RDMA into q's private window (row h*M+j) before counts are known.
+	PathEager
+	// PathOverflow: another domain, j >= M. Staged, then written over RDMA
+	// into q's overflow region once the counts have been exchanged.
+	PathOverflow
+	// PathReplica: another replica of the sender's group serves q (the one
+	// whose replica index equals q's); this rank does nothing with the copy.
+	PathReplica
+)
+
+func (p Path) String() string {
+	switch p {
+	case PathSelf:
+		return "self"
+	case PathNodePush:
+		return "node-push"
+	case PathNodePull:
+		return "node-pull"
+	case PathEager:
+		return "rdma-eager"
+	case PathOverflow:
+		return "rdma-overflow"
+	case PathReplica:
+		return "replica"
+	}
+	return "none"
+}
+
+// Staged reports whether the sender copies a row on path p into its own
+// send buffer at the copy's position.
+func (p Path) Staged() bool {
+	return p == PathSelf || p == PathNodePull || p == PathEager || p == PathOverflow
+}
+
+// Transfer is one RDMA write of consecutive rows from this rank's send
+// buffer into a peer's receive buffer. Rows may be 0: the write is still
+// posted, because the receiver counts its immediate.
+type Transfer struct {
+	Peer   int32 // destination rank
+	NIC    int32 // NIC index for peer-sharded lists; -1 when split across all NICs by bytes
+	SrcRow int32 // first row in this rank's send buffer
+	DstRow int32 // first row in the peer's receive buffer
+	Rows   int32
+}
+
+// Source says where dispatch receive finds a record's row.
+type Source uint8
+
+const (
+	sourceNone Source = iota
+	// SourceOwnSend: this rank's own send buffer (the copy is its own).
+	SourceOwnSend
+	// SourceOwnRecv: this rank's receive buffer (pushed, eager or overflow).
+	SourceOwnRecv
+	// SourcePeerSend: the send buffer of node peer Record.Source (pull).
+	SourcePeerSend
+)
+
+// Record is one copy this rank receives, in the order of RecvPlan.Records.
+type Record struct {
+	Source int32 // sending rank: the replica of Group whose index matches this rank's
+	Group  int32 // source group h
+	SrcRow int32 // row in the buffer Kind names
+	Pos    int32 // the copy's row in its sender's expert-sorted layout
+	// CombineRow is where combine sends the expert output of this copy: for
+	// a record of another domain, a staging row of this rank's send buffer
+	// (shipped by the combine transfers); otherwise the row in the receive
+	// buffer of every replica of Group (a node store), which is the copy's
+	// position in its sender's expert-sorted layout.
+	CombineRow int32
+	Padded     int32 // row of the dispatch output (and of the expert output)
+	Kind       Source
+}
+
+// Remote reports whether the record came from another NVLink domain.
+func (r *Record) Remote(l *Layout) bool { return l.Node(int(r.Source)) != l.Node(l.Rank) }
+
+// Count is an immediate-count summary of one tag: how many immediates this
+// rank sends with it and how many it must wait for.
+type Count struct {
+	Sent, Expected int
+}

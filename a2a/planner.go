@@ -1,0 +1,181 @@
+package a2a
+
+// Planner computes, for one rank, everything dispatch and combine need to
+// know about where rows go: the sender's expert-sorted layout and the path of
+// every copy (PlanSend, from this rank's own routing alone), then, once the
+// routed counts of every group are known, the receive records, the RDMA
+// transfer lists and the immediate counts (PlanRecv).
+//
+// All memory is allocated by NewPlanner for the Layout's maxima and reused:
+// steady-state planning allocates nothing. A Planner is not safe for
+// concurrent use; the slices its plans expose stay valid until the next call
+// that replans them.
+type Planner struct {
+	l    Layout
+	send SendPlan
+	recv RecvPlan
+
+	ordinal []int32  // per copy: index among the copies of its expert
+	seg     []int32  // W+1: start of each rank's segment in the layout
+	stamp   []uint64 // per expert: last token that used it, for duplicates
+	stampAt uint64
+	sendOK  bool
+
+	// Receive-side scratch, all of fixed size.
+	order   []int32 // groups in visiting order (fixed per rank)
+	cnt     []int32 // G: copies each group sends this rank
+	sgo     []int32 // G: exclusive prefix of cnt over groups in numeric order
+	dgo     []int32 // G: start of this rank's segment in each group's layout
+	running []int32 // L: copies placed so far per local expert
+}
+
+// SendPlan is the sender's side of one dispatch, computed by PlanSend.
+// Copies are numbered i = t*K + k.
+type SendPlan struct {
+	Tokens int // m
+	// Counts is this rank's row of the count table: copies per expert. It
+	// is what the count exchange sends to the other groups.
+	Counts []uint32
+	// Offsets is the exclusive prefix of Counts (E+1 entries): expert e's
+	// copies occupy layout rows [Offsets[e], Offsets[e+1]). Copies of one
+	// expert are in token-major order (t, then k), so the layout is
+	// deterministic (the reference assigned ordinals with atomics).
+	Offsets []int32
+	Pos     []int32 // per copy: row in the expert-sorted layout (= send buffer row when staged)
+	Dest    []int32 // per copy: rank that owns its expert
+	Path    []Path  // per copy
+	// PushRow is, for PathNodePush copies, the row in Dest's receive
+	// buffer; other entries are meaningless.
+	PushRow []int32
+	// Routes are the ranks this rank sends its count row to: the replica
+	// with its own replica index in every other group.
+	Routes []int32
+	// Eager lists one write per rank of another domain that this rank
+	// serves (same replica index), in rank order, zero-row writes included:
+	// the first min(count, M) rows of its segment into the private window.
+	// Targets are sharded over NICs by peer (Transfer.NIC).
+	Eager []Transfer
+}
+
+// RecvPlan is the receiver's side of one dispatch and everything combine
+// needs, computed by PlanRecv from the full count table.
+type RecvPlan struct {
+	// TokensPerExpert has L entries: copies received per local expert (0
+	// for experts past E on the last ranks).
+	TokensPerExpert []int32
+	// ExpertOffsets has L+1 entries: local expert i's segment of the
+	// dispatch output starts at row ExpertOffsets[i], a multiple of the
+	// padding; ExpertOffsets[L] is the padded total.
+	ExpertOffsets []int32
+	// Records lists every copy this rank receives. Groups come in a fixed
+	// visiting order: groups of other domains (domain by domain, starting
+	// after this rank's, wrapping), then the other groups of this domain
+	// (starting after its own, wrapping), then its own group; within a
+	// group, local experts ascending, copies in the sender's token-major
+	// order. The first NumRemote records are the ones from other domains,
+	// so a backend can copy everything else while RDMA data still lands.
+	Records   []Record
+	NumRemote int
+	// Overflow lists this rank's overflow writes (as a sender) to ranks of
+	// other domains whose count exceeds M; each is split by bytes across
+	// all NICs.
+	Overflow []Transfer
+	// Combine lists this rank's combine writes: for every group of another
+	// domain and every replica in it, the staged rows of that group's
+	// copies, into the replica's receive buffer at the rows where its
+	// tokens' results belong. Zero-row writes included; split by bytes
+	// across all NICs.
+	Combine []Transfer
+	// Imm gives, per tag, the immediates this rank sends and the number it
+	// must wait for (see the package documentation for the arithmetic).
+	Imm [numTags]Count
+}
+
+// NewPlanner validates cfg and allocates a planner for its maxima.
+func NewPlanner(cfg Config) (*Planner, error) {
+	l, err := cfg.Layout()
+	if err != nil {
+		return nil, err
+	}
+	W, E, G, L := l.WorldSize, l.Experts, l.Groups, l.LocalExperts
+	copies := l.MaxTokens * l.ExpertsPerToken
+	p := &Planner{
+		l:       l,
+		ordinal: make([]int32, copies),
+		seg:     make([]int32, W+1),
+		stamp:   make([]uint64, E),
+		order:   make([]int32, 0, G),
+		cnt:     make([]int32, G),
+		sgo:     make([]int32, G),
+		dgo:     make([]int32, G),
+		running: make([]int32, L),
+	}
+	p.send = SendPlan{
+		Counts:  make([]uint32, E),
+		Offsets: make([]int32, E+1),
+		Pos:     make([]int32, copies),
+		Dest:    make([]int32, copies),
+		Path:    make([]Path, copies),
+		PushRow: make([]int32, copies),
+		Routes:  make([]int32, 0, G),
+		Eager:   make([]Transfer, 0, W),
+	}
+	p.recv = RecvPlan{
+		TokensPerExpert: make([]int32, L),
+		ExpertOffsets:   make([]int32, L+1),
+		Records:         make([]Record, 0, G*l.MaxCopiesFrom),
+		Overflow:        make([]Transfer, 0, W),
+		Combine:         make([]Transfer, 0, W),
+	}
+	r := l.Rank
+	for h := 0; h < G; h++ {
+		if h != l.Group(r) {
+			p.send.Routes = append(p.send.Routes, int32(h*l.ReplicaSize+l.Replica(r)))
+		}
+	}
+	// Visiting order of source groups (see RecvPlan.Records).
+	P, n, g := l.GroupsPerNode, l.Node(r), l.Group(r)
+	for dn := 1; dn < l.Nodes; dn++ {
+		base := ((n + dn) % l.Nodes) * P
+		for h := base; h < base+P; h++ {
+			p.order = append(p.order, int32(h))
+		}
+	}
+	base := n * P
+	for dg := 1; dg < P; dg++ {
+		p.order = append(p.order, int32(base+(g-base+dg)%P))
+	}
+	p.order = append(p.order, int32(g))
+	return p, nil
+}
+
+// Layout returns the planner's validated layout.
+func (p *Planner) Layout() *Layout { return &p.l }
+
+// Send returns the plan of the last successful PlanSend.
+func (p *Planner) Send() *SendPlan { return &p.send }
+
+// Recv returns the plan of the last successful PlanRecv.
+func (p *Planner) Recv() *RecvPlan { return &p.recv }
+
+// shardPeer returns the NIC of target i of t when targets are split into
+// contiguous blocks, one block per NIC (the engine's peer sharding).
+func shardPeer(i, t, nics int) int32 {
+	block := ceilDiv(t, nics)
+	if block == 0 {
+		return 0
+	}
+	return int32(i / block)
+}
+
+// ShardBytes returns slice i of n bytes split across nics NICs: equal
+// slices, the remainder going to the last one. Empty slices are still
+// posted, because the receiver counts one immediate per slice.
+func ShardBytes(n int64, nics, i int) (off, length int64) {
+	each := n / int64(nics)
+	off = each * int64(i)
+	if i == nics-1 {
+		return off, n - off
+	}
+	return off, each
+}
