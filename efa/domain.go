@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -176,6 +177,11 @@ func (d *Domain) checkPeerAddr(raw []byte) error {
 		if !ok {
 			return fmt.Errorf("resolve peer: %q is not a %s address: %w", raw, d.provName, fabric.ErrInvalidArgument)
 		}
+		// shm accepts any name and fails only at the first write; its
+		// endpoints are files in /dev/shm, so look when ours is one.
+		if d.provName == "shm" && shmFileExists(own) && !shmFileExists(raw) {
+			return fmt.Errorf("resolve peer: no shm endpoint %q on this host: %w", name, fabric.ErrInvalidArgument)
+		}
 		return nil
 	}
 	if len(raw) != len(own) {
@@ -209,4 +215,14 @@ func (d *Domain) Close() error {
 	d.ep = nil
 	clear(d.peers)
 	return first
+}
+
+// shmFileExists reports whether the shm endpoint name has its region file.
+func shmFileExists(name []byte) bool {
+	n := string(bytes.TrimRight(name, "\x00"))
+	if n == "" || strings.ContainsAny(n, "/") {
+		return false
+	}
+	_, err := os.Stat("/dev/shm/" + n)
+	return err == nil
 }

@@ -425,7 +425,7 @@ static int read_error(struct ferry_ep *e, struct ferry_event *ev)
 {
 	struct fi_cq_err_entry ee;
 	struct ferry_err *slot;
-	const char *txt;
+	const char *txt, *base;
 	ssize_t ret;
 
 	/* err_data_size 0: the provider lends its own buffer, valid until the
@@ -440,7 +440,10 @@ static int read_error(struct ferry_ep *e, struct ferry_event *ev)
 	ev->context = (uint64_t)(uintptr_t)ee.op_context;
 	ev->kind = classify(ee.flags);
 	ev->length = ee.len;
-	ev->err = ee.err ? ee.err : FI_EIO;
+	/* Some providers (shm) report err negated; the engine gets it positive. */
+	ev->err = ee.err < 0 ? -ee.err : ee.err;
+	if (!ev->err)
+		ev->err = FI_EIO;
 	ev->prov_errno = ee.prov_errno;
 	if (ev->kind == FERRY_EV_IMM && (ee.flags & FI_REMOTE_CQ_DATA))
 		ev->imm = (uint32_t)ee.data;
@@ -449,11 +452,18 @@ static int read_error(struct ferry_ep *e, struct ferry_event *ev)
 	slot->context = ev->context;
 	slot->err = ev->err;
 	slot->prov_errno = ev->prov_errno;
-	txt = fi_cq_strerror(e->cq, ee.prov_errno, ee.err_data, slot->text, sizeof slot->text);
-	if (!txt)
-		txt = fi_strerror(ev->err);
-	if (txt != slot->text)
-		snprintf(slot->text, sizeof slot->text, "%s", txt);
+	/* The generic text, then the provider's own when it says more (with
+	 * prov_errno 0, fi_cq_strerror answers "Success"). */
+	base = fi_strerror(ev->err);
+	snprintf(slot->text, sizeof slot->text, "%s", base ? base : "unknown error");
+	if (ee.prov_errno) {
+		char ptxt[FERRY_ERR_TEXT];
+		txt = fi_cq_strerror(e->cq, ee.prov_errno, ee.err_data, ptxt, sizeof ptxt);
+		if (txt && (!base || strcmp(txt, base) != 0)) {
+			size_t l = strlen(slot->text);
+			snprintf(slot->text + l, sizeof slot->text - l, " (%s)", txt);
+		}
+	}
 	return 0;
 }
 

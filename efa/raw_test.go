@@ -1,0 +1,49 @@
+//go:build cgo
+
+package efa
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+func TestRawBench(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr testTransport) {
+		for _, spec := range []RawSpec{
+			{Size: 1 << 20, Iters: 3, Warmup: 1, Imm: true},
+			{Size: 4096, Pages: 3000, Iters: 2, Warmup: 1, Imm: true},
+			{Size: 64, Pages: 100, Iters: 3},
+			{Size: 0, Pages: 10, Iters: 2, Imm: true},
+		} {
+			spec.Transport, spec.Node = tr.name, tr.node
+			res, err := RawBench(spec)
+			if errors.Is(err, fabric.ErrNotSupported) {
+				t.Skipf("%s not usable here: %v", tr.name, err)
+			}
+			if err != nil {
+				t.Fatalf("%+v: %v", spec, err)
+			}
+			if len(res.Latency) != spec.Iters || res.Ops != max(spec.Pages, 1) || res.Bytes != uint64(res.Ops)*spec.Size {
+				t.Fatalf("%+v: result %+v", spec, res)
+			}
+			t.Logf("%s size %d pages %d imm %v: p50 %v mean %v sd %v, %.2f GB/s, %.0f ops/s",
+				res.Provider, spec.Size, spec.Pages, spec.Imm, res.Median(), res.Mean(), res.Stddev(), res.GBps(), res.OpsPerSec())
+		}
+	})
+}
+
+func TestRawBenchBadSpec(t *testing.T) {
+	for _, spec := range []RawSpec{
+		{Size: 64, Iters: 1},
+		{Transport: "shm", Size: 0, Iters: 1},
+		{Transport: "shm", Size: 64, Iters: 0},
+		{Transport: "shm", Size: 64, Iters: 1, Pages: -1},
+		{Transport: "shm", Size: 1 << 30, Pages: 1 << 10, Iters: 1},
+	} {
+		if _, err := RawBench(spec); !errors.Is(err, fabric.ErrInvalidArgument) {
+			t.Errorf("RawBench(%+v) = %v, want ErrInvalidArgument", spec, err)
+		}
+	}
+}
