@@ -38,3 +38,12 @@ demo: deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./fabric/...
+
+# test-verbs: the verbs provider on a real verbs device, Soft-RoCE (rdma_rxe)
+# in a small VM booting Debian's kernel (tests/vm/run.sh; about 40 s warm,
+# needs root for apt-get and qemu). FERRY_SKIP_VM=1 skips it, loudly.
+.PHONY: test-verbs
+test-verbs: deps
+	@if [ -n "$$FERRY_SKIP_VM" ]; then echo "test-verbs: SKIPPED (FERRY_SKIP_VM set): verbs provider not tested on a device"; \
+	else tests/vm/run.sh; fi
+test: test-verbs

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# make test-verbs: runs ferry's verbs provider against a real verbs device,
+# Soft-RoCE (rdma_rxe), inside a small VM that boots Debian's kernel.
+#
+# Steps: install the host packages that are missing (apt-get), build the
+# test binaries on the host (cgo), build the VM image (image.sh), boot it
+# with qemu (KVM when it can run a stock kernel, else TCG), collect the
+# guest's logs from the second serial port, and exit non-zero on any
+# failure or when the guest gives no verdict.
+#
+# Environment:
+#   FERRY_VM_DIR   work and cache directory (default <repo>/.vm)
+#   FERRY_VM_STAGE a directory with tests/*.test, bin/*, run/*.sh already
+#                  built: skip the Go build
+#   ACCEL          kvm | tcg | auto (default auto)
+#   VM_TIMEOUT     seconds before the VM is killed (default 300)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+work=${FERRY_VM_DIR:-$repo/.vm}
+mkdir -p "$work"
+# One VM at a time per work directory: concurrent make runs queue here.
+exec 9>"$work/lock"
+flock 9
+t0=$(date +%s.%N)
+lap() { awk -v a="$t0" -v b="$(date +%s.%N)" -v s="$1" 'BEGIN { printf "test-verbs: %-34s %6.1fs\n", s, b - a }'; }
+
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+command -v cpio >/dev/null || need+=(cpio)
+command -v depmod >/dev/null || need+=(kmod)
+[ -x /usr/bin/rdma ] || need+=(iproute2)
+ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 || need+=(ibverbs-providers)
+command -v ibv_devinfo >/dev/null || need+=(ibverbs-utils)
+command -v xz >/dev/null || need+=(xz-utils)
+if [ ${#need[@]} -gt 0 ]; then
+	echo "test-verbs: installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	lap "apt-get install"
+fi
+
+stage=${FERRY_VM_STAGE:-}
+if [ -z "$stage" ]; then
+	stage=$work/stage
+	rm -rf "$stage"
+	mkdir -p "$stage/tests" "$stage/bin" "$stage/run"
+	export PATH=/usr/local/go/bin:$PATH
+	cd "$repo"
+	# Every package with verbs tests; add new ones here.
+	for pkg in ./internal/ibv ./verbs; do
+		name=$(basename "$pkg")
+		CGO_ENABLED=1 go test -c -o "$stage/tests/$name.test" "$pkg"
+	done
+	# The conformance suite of the engine, when it exists.
+	if [ -d fabric/conformance ]; then
+		CGO_ENABLED=1 go test -c -o "$stage/tests/conformance.test" ./fabric/conformance
+	fi
+	if [ -d bench/fabric-debug ]; then
+		go build -o "$stage/bin/fabric-debug" ./bench/fabric-debug
+		cp "$here/fabric-debug.sh" "$stage/run/"
+	fi
+	lap "go build"
+fi
+
+"$here/image.sh" "$work" "$stage"
+lap "image"
+
+accel=${ACCEL:-auto}
+if [ "$accel" = auto ]; then
+	# A PVM host (kvm_pvm) has /dev/kvm but runs only PVM guest kernels.
+	accel=tcg
+	if [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ]; then accel=kvm; fi
+fi
+case $accel in
+kvm) acc=(-accel kvm -cpu host) ;;
+*) acc=(-accel tcg,thread=multi -cpu max) ;;
+esac
+console=$work/console.log
+results=$work/results.tar
+rm -f "$results"
+echo "test-verbs: booting ($accel); console in $console"
+set +e
+timeout --foreground "${VM_TIMEOUT:-300}" qemu-system-x86_64 "${acc[@]}" -m 2048 -smp 2 \
+	-machine pc -nodefaults -nographic -no-reboot -display none -net none \
+	-serial "file:$console" -serial "file:$results" \
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04 \
+	-kernel "$work/vmlinuz" -initrd "$work/initramfs.gz" \
+	-append "console=ttyS0 panic=-1 loglevel=3" </dev/null
+rc=$?
+set -e
+lap "vm"
+rm -rf "$work/results"
+mkdir -p "$work/results"
+tar -C "$work/results" -xf "$results" 2>/dev/null || true
+tr -d '\r' <"$console" | grep -E '^ferry-vm|^(--- |ok |FAIL|PASS|panic)' || true
+echo "test-verbs: logs in $work/results"
+case $rc in
+1) echo "test-verbs: PASS" ;;
+3) echo "test-verbs: FAIL"; exit 1 ;;
+*) echo "test-verbs: no verdict from the VM (qemu exit $rc)"; tr -d '\r' <"$console" | tail -30; exit 2 ;;
+esac

@@ -1,0 +1,367 @@
+package verbs
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// The domain-level conformance suite: two domains in one process, on a
+// real verbs device (Soft-RoCE in make test-verbs).
+
+func fill(b []byte, seed byte) {
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+}
+
+func TestWriteWithImm(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 4<<20)
+	b := openT(t, infos[0], fabric.DomainOptions{}, 4<<20)
+	fill(a.buf, 3)
+	peer := a.resolve(b) // ops below are held until the handshake ends
+	sizes := []uint64{1, 4096, 65536, 1 << 20, 3<<20 + 17}
+	var ops []fabric.WriteOp
+	off := uint64(0)
+	for i, n := range sizes {
+		ops = append(ops, fabric.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: n, LocalDesc: a.keys.Local,
+			Remote: uint64(addrOf(b.buf)) + off, RemoteKey: b.keys.Remote, Peer: peer,
+			Context: uint64(100 + i), Imm: uint32(0xabc00000 + i), Flags: fabric.WriteHasImm})
+		off += n
+	}
+	ops[len(ops)-1].Length = uint64(len(a.buf)) - (off - ops[len(ops)-1].Length)
+	postAllWrites(t, a, ops, b)
+	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == len(ops) && len(b.imms) == len(ops) }, a, b)
+	for i := range ops {
+		a.completedOK(uint64(100 + i))
+	}
+	slices.Sort(b.imms)
+	for i, v := range b.imms {
+		if v != uint32(0xabc00000+i) {
+			t.Fatalf("imm %d = %#x", i, v)
+		}
+	}
+	if !bytes.Equal(a.buf, b.buf) {
+		t.Fatal("data differs after writes")
+	}
+	t.Logf("thread domain: %v, gid index %d, info %+v", a.ThreadDomain(), a.GIDIndex(), a.Info())
+}
+
+func TestImmOnlyAndPlainWrites(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	peer := a.resolve(b)
+	fill(a.buf, 9)
+	ops := []fabric.WriteOp{
+		// immediate only: no SGE, still a valid remote address and key
+		{Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: peer, Context: 1, Imm: 0xdeadbeef, Flags: fabric.WriteHasImm},
+		// plain write: data, no immediate at the target
+		{Local: uint64(addrOf(a.buf)), Length: 1 << 16, LocalDesc: a.keys.Local, Remote: uint64(addrOf(b.buf)),
+			RemoteKey: b.keys.Remote, Peer: peer, Context: 2},
+		// zero-byte write with immediate at the very end of the region
+		{Remote: uint64(addrOf(b.buf)) + 1<<16, RemoteKey: b.keys.Remote, Peer: peer, Context: 3, Imm: 7, Flags: fabric.WriteHasImm},
+	}
+	postAllWrites(t, a, ops, b)
+	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == 3 && len(b.imms) == 2 }, a, b)
+	for c := uint64(1); c <= 3; c++ {
+		a.completedOK(c)
+	}
+	slices.Sort(b.imms)
+	if !slices.Equal(b.imms, []uint32{7, 0xdeadbeef}) {
+		t.Fatalf("imms %#x", b.imms)
+	}
+	if !bytes.Equal(a.buf, b.buf) {
+		t.Fatal("plain write did not land")
+	}
+	// Let stray completions arrive: there must be none.
+	time.Sleep(50 * time.Millisecond)
+	a.poll()
+	b.poll()
+	if len(b.imms) != 2 || len(a.events) != 3 {
+		t.Fatalf("extra completions: a %v, b imms %v", a.events, b.imms)
+	}
+}
+
+// TestPagedWritesBackPressure posts many small pages through a shallow
+// domain: the send queue fills (ENOMEM from ibv_post_send, walked through
+// bad_wr) and the slot table fills (EAGAIN), and every op still completes
+// exactly once.
+func TestPagedWritesBackPressure(t *testing.T) {
+	infos := requireDevices(t, 1)
+	sqDepthOverride = 6
+	t.Cleanup(func() { sqDepthOverride = 0 })
+	opts := fabric.DomainOptions{QueueDepth: 32}
+	const pages, page = 2000, 512
+	a := openT(t, infos[0], opts, pages*page)
+	b := openT(t, infos[0], opts, pages*page)
+	peer := a.resolve(b)
+	fill(a.buf, 1)
+	ops := make([]fabric.WriteOp, pages)
+	for i := range ops {
+		// pages land in reverse order, to see each goes where it should
+		src, dst := uint64(i*page), uint64((pages-1-i)*page)
+		ops[i] = fabric.WriteOp{Local: uint64(addrOf(a.buf)) + src, Length: page, LocalDesc: a.keys.Local,
+			Remote: uint64(addrOf(b.buf)) + dst, RemoteKey: b.keys.Remote, Peer: peer, Context: uint64(i),
+			Imm: uint32(i), Flags: fabric.WriteHasImm}
+	}
+	// Wait for the connection, so the pushback below comes from the queues.
+	pump(t, 10*time.Second, func() bool { return a.hs.phase(peer) == hsEstablished }, a, b)
+	pushback := postAllWrites(t, a, ops, b)
+	pump(t, 60*time.Second, func() bool { return len(a.byCtx) == pages && len(b.imms) == pages }, a, b)
+	for i := range pages {
+		a.completedOK(uint64(i))
+		if !bytes.Equal(a.buf[i*page:(i+1)*page], b.buf[(pages-1-i)*page:(pages-i)*page]) {
+			t.Fatalf("page %d differs", i)
+		}
+	}
+	slices.Sort(b.imms)
+	for i, v := range b.imms {
+		if v != uint32(i) {
+			t.Fatalf("imm %d missing", i)
+		}
+	}
+	if pushback == 0 {
+		t.Fatal("a 32-deep domain took 2000 writes without pushing back")
+	}
+	t.Logf("pushed back %d times", pushback)
+}
+
+func TestSendRecv(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	const n, size = 16, 1024
+	var recvs []fabric.RecvOp
+	for i := range n {
+		recvs = append(recvs, fabric.RecvOp{Local: uint64(addrOf(b.buf)) + uint64(i*size), Length: size,
+			LocalDesc: b.keys.Local, Context: uint64(1000 + i)})
+	}
+	if k, err := b.PostRecvs(recvs); err != nil || k != n {
+		t.Fatalf("post recvs: %d, %v", k, err)
+	}
+	peer := a.resolve(b)
+	var sends []fabric.SendOp
+	for i := range n {
+		msg := a.buf[i*size : i*size+100+i]
+		copy(msg, bytes.Repeat([]byte{byte(i + 1)}, len(msg)))
+		sends = append(sends, fabric.SendOp{Local: uint64(addrOf(msg)), Length: uint64(len(msg)),
+			LocalDesc: a.keys.Local, Peer: peer, Context: uint64(i)})
+	}
+	for len(sends) > 0 {
+		k, err := a.PostSends(sends)
+		if err != nil {
+			t.Fatalf("post sends: %v", err)
+		}
+		sends = sends[k:]
+		a.poll()
+		b.poll()
+	}
+	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == n && len(b.byCtx) == n }, a, b)
+	got := map[byte]int{}
+	for i := range n {
+		a.completedOK(uint64(i))
+		e := b.byCtx[uint64(1000+i)]
+		if e.Kind != fabric.EventRecv || e.Errno != 0 {
+			t.Fatalf("recv %d: %+v", i, e)
+		}
+		msg := b.buf[i*size : i*size+int(e.Length)]
+		if len(msg) < 100 || !bytes.Equal(msg, bytes.Repeat(msg[:1], len(msg))) {
+			t.Fatalf("recv %d: %d bytes %x", i, len(msg), msg[:8])
+		}
+		got[msg[0]] = len(msg)
+	}
+	for i := range n {
+		if got[byte(i+1)] != 100+i {
+			t.Fatalf("message %d: %d bytes", i, got[byte(i+1)])
+		}
+	}
+}
+
+// TestCrossingConnect has both sides resolve each other and write at once.
+func TestCrossingConnect(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	pa, pb := a.resolve(b), b.resolve(a)
+	w := func(from, to *tdom, p fabric.PeerID) {
+		postAllWrites(t, from, []fabric.WriteOp{{Local: uint64(addrOf(from.buf)), Length: 4096, LocalDesc: from.keys.Local,
+			Remote: uint64(addrOf(to.buf)) + 8192, RemoteKey: to.keys.Remote, Peer: p, Context: 5, Imm: 55, Flags: fabric.WriteHasImm}})
+	}
+	fill(a.buf[:4096], 1)
+	fill(b.buf[:4096], 2)
+	w(a, b, pa)
+	w(b, a, pb)
+	pump(t, 30*time.Second, func() bool { return len(a.imms) == 1 && len(b.imms) == 1 && len(a.byCtx) == 1 && len(b.byCtx) == 1 }, a, b)
+	a.completedOK(5)
+	b.completedOK(5)
+	if !bytes.Equal(a.buf[8192:12288], b.buf[:4096]) || !bytes.Equal(b.buf[8192:12288], a.buf[:4096]) {
+		t.Fatal("crossing writes differ")
+	}
+	if a.Stats().Peers != 1 || b.Stats().Peers != 1 {
+		t.Fatalf("peers: %d %d", a.Stats().Peers, b.Stats().Peers)
+	}
+}
+
+// TestTwoNICs runs two pairs on two devices at once, as a 2-NIC group does.
+func TestTwoNICs(t *testing.T) {
+	infos := requireDevices(t, 2)
+	var pairs [2][2]*tdom
+	for i := range 2 {
+		pairs[i][0] = openT(t, infos[i], fabric.DomainOptions{}, 1<<20)
+		pairs[i][1] = openT(t, infos[i], fabric.DomainOptions{}, 1<<20)
+		fill(pairs[i][0].buf, byte(10*i))
+	}
+	for i := range 2 {
+		a, b := pairs[i][0], pairs[i][1]
+		p := a.resolve(b)
+		var ops []fabric.WriteOp
+		for k := range 16 {
+			off := uint64(k << 16)
+			ops = append(ops, fabric.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: 1 << 16, LocalDesc: a.keys.Local,
+				Remote: uint64(addrOf(b.buf)) + off, RemoteKey: b.keys.Remote, Peer: p, Context: uint64(k),
+				Imm: uint32(i<<8 | k), Flags: fabric.WriteHasImm})
+		}
+		postAllWrites(t, a, ops, b)
+	}
+	all := []*tdom{pairs[0][0], pairs[0][1], pairs[1][0], pairs[1][1]}
+	pump(t, 30*time.Second, func() bool {
+		return len(pairs[0][1].imms) == 16 && len(pairs[1][1].imms) == 16 && len(pairs[0][0].byCtx) == 16 && len(pairs[1][0].byCtx) == 16
+	}, all...)
+	for i := range 2 {
+		if !bytes.Equal(pairs[i][0].buf, pairs[i][1].buf) {
+			t.Fatalf("nic %d: data differs", i)
+		}
+		if pairs[i][0].Info().Name != infos[i].Name {
+			t.Fatalf("nic %d opened %s", i, pairs[i][0].Info().Name)
+		}
+	}
+}
+
+// TestLoopbackSelf writes from a domain into itself.
+func TestLoopbackSelf(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	self := a.resolve(a)
+	fill(a.buf[:4096], 4)
+	postAllWrites(t, a, []fabric.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 4096, LocalDesc: a.keys.Local,
+		Remote: uint64(addrOf(a.buf)) + 4096, RemoteKey: a.keys.Remote, Peer: self, Context: 1, Imm: 1, Flags: fabric.WriteHasImm}})
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 && len(a.imms) == 1 }, a)
+	a.completedOK(1)
+	if !bytes.Equal(a.buf[:4096], a.buf[4096:8192]) {
+		t.Fatal("self write differs")
+	}
+}
+
+// TestHandshakeTimeoutFailsOps resolves an address nobody answers: the
+// held ops fail with a timeout instead of hanging.
+func TestHandshakeTimeoutFailsOps(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{HandshakeTimeout: 300 * time.Millisecond}, 4096)
+	ghost := a.self
+	ghost.QPN = a.self.QPN + 1000
+	pid, err := a.ResolvePeer(ghost.address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []fabric.WriteOp{
+		{Remote: 4096, RemoteKey: 1, Peer: pid, Context: 1, Imm: 1, Flags: fabric.WriteHasImm},
+		{Local: uint64(addrOf(a.buf)), Length: 8, LocalDesc: a.keys.Local, Remote: 4096, RemoteKey: 1, Peer: pid, Context: 2},
+	}
+	if n, err := a.PostWrites(ops); n != 2 || err != nil {
+		t.Fatalf("post: %d %v", n, err)
+	}
+	if n, err := a.PostSends([]fabric.SendOp{{Local: uint64(addrOf(a.buf)), Length: 8, LocalDesc: a.keys.Local, Peer: pid, Context: 3}}); n != 1 || err != nil {
+		t.Fatalf("send: %d %v", n, err)
+	}
+	start := time.Now()
+	pump(t, 5*time.Second, func() bool { return len(a.byCtx) == 3 }, a)
+	if el := time.Since(start); el < 250*time.Millisecond {
+		t.Fatalf("failed after %v, before the deadline", el)
+	}
+	for c := uint64(1); c <= 3; c++ {
+		e := a.byCtx[c]
+		err := a.DescribeError(e)
+		if e.Errno == 0 || !errors.Is(err, fabric.ErrTimeout) || !errors.Is(err, fabric.ErrProvider) {
+			t.Fatalf("op %d: %+v: %v", c, e, err)
+		}
+	}
+	if a.Stats().Retransmits == 0 {
+		t.Fatal("no handshake retransmission")
+	}
+}
+
+// TestRemoteAccessError writes with a wrong remote key: the error comes
+// back as a completion classified by wr_id (its opcode is undefined).
+func TestRemoteAccessError(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 4096)
+	b := openT(t, infos[0], fabric.DomainOptions{}, 4096)
+	p := a.resolve(b)
+	postAllWrites(t, a, []fabric.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local,
+		Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote ^ 0x5a5a00, Peer: p, Context: 9}}, b)
+	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == 1 }, a, b)
+	e := a.byCtx[9]
+	if e.Kind != fabric.EventWrite || e.Errno == 0 {
+		t.Fatalf("bad key write: %+v", e)
+	}
+	err := a.DescribeError(e)
+	var pe *fabric.ProviderError
+	if !errors.Is(err, fabric.ErrProvider) || !errors.As(err, &pe) || errors.Is(err, fabric.ErrTimeout) {
+		t.Fatalf("error %v", err)
+	}
+	t.Logf("bad key: %v", err)
+}
+
+func TestBadInputs(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 4096)
+	b := openT(t, infos[0], fabric.DomainOptions{}, 4096)
+	raw, _ := fabric.AddressFromRaw([]byte{1, 2, 3})
+	if _, err := a.ResolvePeer(raw); !errors.Is(err, fabric.ErrBadEncoding) {
+		t.Fatalf("short address: %v", err)
+	}
+	p := a.resolve(b)
+	good := fabric.WriteOp{Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p, Context: 1, Imm: 1, Flags: fabric.WriteHasImm}
+	for i, bad := range []fabric.WriteOp{
+		{Peer: 999, Context: 2},
+		{Local: uint64(addrOf(a.buf)), Length: 1 << 33, LocalDesc: a.keys.Local, Peer: p, Context: 2},
+	} {
+		good.Context = uint64(10 + i)
+		n, err := a.PostWrites([]fabric.WriteOp{good, bad, good})
+		if n != 1 || !errors.Is(err, fabric.ErrInvalidArgument) {
+			t.Fatalf("bad op %+v: n=%d err=%v", bad, n, err)
+		}
+	}
+	if n, err := a.PostSends([]fabric.SendOp{{Peer: 77}}); n != 0 || !errors.Is(err, fabric.ErrInvalidArgument) {
+		t.Fatalf("send to unknown peer: %d %v", n, err)
+	}
+	if n, err := a.PostRecvs([]fabric.RecvOp{{Local: 1, Length: 1 << 40}}); n != 0 || !errors.Is(err, fabric.ErrInvalidArgument) {
+		t.Fatalf("huge recv: %d %v", n, err)
+	}
+	if _, err := a.RegisterMemory(fabric.MemorySpan{}, fabric.AccessLocal); !errors.Is(err, fabric.ErrInvalidArgument) {
+		t.Fatalf("empty span: %v", err)
+	}
+	if err := a.UnregisterMemory(fabric.MemoryKeys{Handle: 12345}); !errors.Is(err, fabric.ErrUnknownRegion) {
+		t.Fatalf("unknown region: %v", err)
+	}
+	// The two good ops each completed once.
+	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == 2 && len(b.imms) == 2 }, a, b)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	if _, err := a.PostWrites([]fabric.WriteOp{good}); !errors.Is(err, fabric.ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+	if _, err := a.Poll(make([]fabric.Event, 4)); !errors.Is(err, fabric.ErrClosed) {
+		t.Fatalf("poll after close: %v", err)
+	}
+}

@@ -1,0 +1,287 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/ibv"
+)
+
+// Defaults, each overridable through fabric.DomainOptions where it says so.
+const (
+	defaultDepth     = 1024             // DomainOptions.QueueDepth
+	defaultHandshake = 10 * time.Second // DomainOptions.HandshakeTimeout
+	udQueueDepth     = 64               // handshake datagrams in flight each way
+	qkey             = 0x46525259       // "FRRY": UD datagrams with another qkey are dropped by the HCA
+)
+
+// Domain is one verbs NIC endpoint: a port of a device, with one completion
+// queue for everything, a message SRQ for two-sided receives, an RMA SRQ
+// of zero-length receives consumed by incoming writes with immediate, and
+// a UD queue pair whose address is the domain's public Address. Peers are
+// reached over two RC queue pairs each (messages, RMA), connected lazily by
+// a handshake over UD (see handshake.go).
+//
+// A Domain implements fabric.RdmaDomain: it is owned by one worker and is
+// not safe for concurrent use; nothing but Close blocks.
+type Domain struct {
+	info    fabric.DomainInfo
+	dom     *ibv.Dom
+	self    udAddr
+	addr    fabric.Address
+	path    pathInfo
+	gid     ibv.GIDEntry
+	sqDepth uint32
+	depth   int
+	hs      *handshaker
+
+	peers   []*peer
+	byAddr  map[string]fabric.PeerID
+	backlog []fabric.PeerID // connected peers that still hold ops
+	mrs     map[uintptr]ibv.MR
+	retired []ibv.QP
+	pending []fabric.Event // completions made in Go (handshake failures)
+	closed  bool
+
+	judgeW          func(*fabric.WriteOp) verdict
+	segs            [64]ibv.Seg
+	ud              [16]ibv.UDMsg
+	msgBuf          []byte
+	udSendErrors    uint64
+	dmabufFallbacks uint64
+}
+
+// peer is one remote domain.
+type peer struct {
+	addr     udAddr
+	self     bool
+	local    qpInfo
+	msg, rma ibv.QP
+	ah       ibv.AH
+	ready    bool // connected and visible to the C post helpers
+	queued   bool // in Domain.backlog
+	heldW    []fabric.WriteOp
+	heldS    []fabric.SendOp
+}
+
+var _ fabric.RdmaDomain = (*Domain)(nil)
+
+// Open opens the domain info describes (as listed by the provider's
+// Domains): device info.Name, port info.Index (0 picks the first active
+// port). opts.Node, when it is an IP address, picks the GID of that address.
+func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
+	depth := opts.QueueDepth
+	if depth <= 0 {
+		depth = defaultDepth
+	}
+	if depth > 1<<20 {
+		return nil, fmt.Errorf("verbs: queue depth %d: %w", depth, fabric.ErrInvalidArgument)
+	}
+	hsTimeout := opts.HandshakeTimeout
+	if hsTimeout <= 0 {
+		hsTimeout = defaultHandshake
+	}
+	if _, err := deviceNames(); err != nil {
+		return nil, err
+	}
+	q, err := ibv.OpenDevice(info.Name)
+	if err != nil {
+		return nil, wrapErr("open "+info.Name, err)
+	}
+	attr, port, pa, gid, err := choosePort(q, info.Index, opts.Node)
+	q.Close()
+	if err != nil {
+		return nil, fmt.Errorf("verbs: open %s: %w", info.Name, err)
+	}
+	// Size the CQ for everything that can be outstanding at once, so it
+	// cannot overflow: send-side slots, user receives, the RMA SRQ and the
+	// UD queues. The device's limits shrink the depth, never the CQ alone.
+	if attr.MaxCQE > 0 && 3*depth+2*udQueueDepth > attr.MaxCQE {
+		depth = (attr.MaxCQE - 2*udQueueDepth) / 3
+	}
+	if attr.MaxSRQWR > 0 && depth > attr.MaxSRQWR {
+		depth = attr.MaxSRQWR
+	}
+	sq := depth
+	if attr.MaxQPWR > 0 && sq > attr.MaxQPWR {
+		sq = attr.MaxQPWR
+	}
+	if sqDepthOverride > 0 {
+		sq = sqDepthOverride
+	}
+	cfg := ibv.Config{
+		CQE: uint32(3*depth + 2*udQueueDepth), Slots: uint32(depth), RecvSlots: uint32(depth),
+		MsgSRQWR: uint32(depth), RMASRQWR: uint32(depth), UDRecv: udQueueDepth, UDSend: udQueueDepth,
+		QKey: qkey, Port: uint8(port), WantThreadDomain: true,
+	}
+	dom, err := ibv.OpenDom(info.Name, cfg)
+	if err != nil {
+		return nil, wrapErr("open "+info.Name, err)
+	}
+	d := &Domain{dom: dom, gid: gid, sqDepth: uint32(sq), depth: depth,
+		byAddr: make(map[string]fabric.PeerID), mrs: make(map[uintptr]ibv.MR),
+		msgBuf: make([]byte, 0, hsMsgLen)}
+	d.self = udAddr{Link: pa.LinkLayer, GID: gid.GID, QPN: dom.UDQPN(), LID: pa.LID}
+	d.addr = d.self.address()
+	d.path = pathInfo{port: uint8(port), mtu: pa.ActiveMTU, global: pa.LinkLayer == ibv.LinkEthernet,
+		sgidIndex: uint8(gid.Index)}
+	d.hs = newHandshaker(d, hsTimeout)
+	d.judgeW = d.judgeWrite
+	d.info = fabric.DomainInfo{Provider: provName, Transport: provName, Name: info.Name,
+		PCIAddress: info.PCIAddress, NUMANode: info.NUMANode, LinkSpeed: info.LinkSpeed, Index: port}
+	if d.info.PCIAddress == "" && d.info.LinkSpeed == 0 {
+		if ds, err := Devices(); err == nil {
+			for _, di := range ds {
+				if di.Name == info.Name {
+					d.info.PCIAddress, d.info.NUMANode = di.PCIAddress, di.NUMANode
+					for _, p := range di.Ports {
+						if p.Number == port {
+							d.info.LinkSpeed = p.LinkSpeed
+						}
+					}
+				}
+			}
+		}
+	}
+	return d, nil
+}
+
+// sqDepthOverride shrinks every RC send queue below the slot count, so
+// tests can drive ibv_post_send into ENOMEM and the bad_wr walk.
+var sqDepthOverride int
+
+// choosePort picks the port (index, else the first active one) and its GID.
+func choosePort(q *ibv.Context, index int, node string) (ibv.DeviceAttr, int, ibv.PortAttr, ibv.GIDEntry, error) {
+	attr, err := q.QueryDevice()
+	if err != nil {
+		return attr, 0, ibv.PortAttr{}, ibv.GIDEntry{}, wrapErr("query device", err)
+	}
+	for port := 1; port <= attr.PhysPorts; port++ {
+		if index > 0 && port != index {
+			continue
+		}
+		pa, err := q.QueryPort(port)
+		if err != nil {
+			return attr, 0, pa, ibv.GIDEntry{}, wrapErr("query port", err)
+		}
+		if pa.State != ibv.PortActive {
+			continue
+		}
+		gid, err := chooseGID(pa.LinkLayer, q.GIDs(port, pa.GIDTableLen), node)
+		if err != nil {
+			return attr, 0, pa, gid, err
+		}
+		return attr, port, pa, gid, nil
+	}
+	return attr, 0, ibv.PortAttr{}, ibv.GIDEntry{}, fmt.Errorf("no active port (asked for %d): %w", index, fabric.ErrNotSupported)
+}
+
+// Info describes the domain; Index is the port number.
+func (d *Domain) Info() fabric.DomainInfo { return d.info }
+
+// Address is the domain's public address (its UD queue pair).
+func (d *Domain) Address() fabric.Address { return d.addr }
+
+// GIDIndex is the source GID index in use.
+func (d *Domain) GIDIndex() int { return d.gid.Index }
+
+// ThreadDomain reports whether the domain runs on a thread domain and
+// parent domain (no locks in the provider's data path). Devices without
+// thread domains (rxe) run on a plain protection domain.
+func (d *Domain) ThreadDomain() bool { return d.dom != nil && d.dom.ThreadDomain() }
+
+// Stats are counters for diagnostics.
+type Stats struct {
+	Peers           int
+	Retransmits     uint64 // handshake datagrams sent again
+	StaleHandshakes uint64 // handshake datagrams for a past generation
+	UDSendErrors    uint64
+	DmabufFallbacks uint64 // dma-buf registrations done with ibv_reg_mr instead
+}
+
+// Stats returns the domain's counters.
+func (d *Domain) Stats() Stats {
+	return Stats{Peers: len(d.peers), Retransmits: d.hs.retransmits, StaleHandshakes: d.hs.staleDiscarded,
+		UDSendErrors: d.udSendErrors, DmabufFallbacks: d.dmabufFallbacks}
+}
+
+// RegisterMemory registers span. Relaxed ordering is always asked for
+// (devices without it ignore the flag); GPU spans with a dma-buf fd use
+// ibv_reg_dmabuf_mr with iova = address, else ibv_reg_mr (peer memory).
+func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (fabric.MemoryKeys, error) {
+	if d.closed {
+		return fabric.MemoryKeys{}, fabric.ErrClosed
+	}
+	if span.Addr == 0 || span.Len == 0 {
+		return fabric.MemoryKeys{}, fmt.Errorf("verbs: register %d bytes at %#x: %w", span.Len, span.Addr, fabric.ErrInvalidArgument)
+	}
+	flags := ibv.AccessLocalWrite | ibv.AccessRelaxedOrdering
+	if access&fabric.AccessRemoteWrite != 0 {
+		flags |= ibv.AccessRemoteWrite | ibv.AccessRemoteRead
+	}
+	fd := -1
+	if span.Device.IsCUDA() && span.DmabufFD >= 0 {
+		fd = span.DmabufFD
+	}
+	mr, err := d.dom.RegMR(span.Addr, span.Len, flags, fd)
+	if err != nil && fd >= 0 && errors.Is(wrapErr("", err), fabric.ErrNotSupported) {
+		d.dmabufFallbacks++
+		mr, err = d.dom.RegMR(span.Addr, span.Len, flags, -1)
+	}
+	if err != nil {
+		return fabric.MemoryKeys{}, wrapErr("register memory", err)
+	}
+	d.mrs[mr.Handle()] = mr
+	lkey, rkey := mr.Keys()
+	return fabric.MemoryKeys{Handle: mr.Handle(), Local: uint64(lkey), Remote: uint64(rkey), Mode: fabric.AddrVirtual}, nil
+}
+
+// UnregisterMemory releases a registration made by RegisterMemory.
+func (d *Domain) UnregisterMemory(keys fabric.MemoryKeys) error {
+	if d.closed {
+		return fabric.ErrClosed
+	}
+	mr, ok := d.mrs[keys.Handle]
+	if !ok {
+		return fmt.Errorf("verbs: unregister %#x: %w", keys.Handle, fabric.ErrUnknownRegion)
+	}
+	delete(d.mrs, keys.Handle)
+	return wrapErr("unregister memory", mr.Dereg())
+}
+
+// Close releases everything: queue pairs (connected and retired), address
+// handles, registrations, then the domain. Pending ops are dropped.
+// Calling it again does nothing.
+func (d *Domain) Close() error {
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var first error
+	keep := func(err error) {
+		if first == nil && err != nil {
+			first = err
+		}
+	}
+	for _, p := range d.peers {
+		keep(p.msg.Destroy())
+		keep(p.rma.Destroy())
+		p.ah.Destroy()
+	}
+	for _, q := range d.retired {
+		keep(q.Destroy())
+	}
+	for h, mr := range d.mrs {
+		keep(mr.Dereg())
+		delete(d.mrs, h)
+	}
+	d.dom.Close()
+	d.peers, d.retired, d.pending = nil, nil, nil
+	return wrapErr("close", first)
+}
+
+// validLength reports whether a length fits one scatter-gather entry.
+func validLength(n uint64) bool { return n <= math.MaxUint32 }
