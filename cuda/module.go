@@ -1,0 +1,242 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+	"unsafe"
+
+	"github.com/ferryrdma/ferry/internal/cudadrv"
+)
+
+// Module is loaded device code (a cubin, or PTX the driver compiles).
+type Module struct {
+	ctx       *Context
+	h         cudadrv.Module
+	fromCache bool
+
+	mu     sync.Mutex
+	closed bool
+	funcs  map[string]*Function
+}
+
+// LoadModule loads a cubin, fatbin or NUL-free PTX image.
+func (c *Context) LoadModule(image []byte) (*Module, error) {
+	s, err := c.use("load module")
+	if err != nil {
+		return nil, err
+	}
+	if len(image) == 0 {
+		return nil, invalid("load module", "empty image")
+	}
+	h, r := s.d.ModuleLoadData(c.h, image)
+	if err := s.check("cuModuleLoadData", r); err != nil {
+		return nil, err
+	}
+	c.addChild()
+	return &Module{ctx: c, h: h, funcs: map[string]*Function{}}, nil
+}
+
+// FromCache reports whether the module's code came from the kernel cache
+// rather than a fresh NVRTC compilation.
+func (m *Module) FromCache() bool { return m.fromCache }
+
+// Function returns the kernel called name (an extern "C" name).
+func (m *Module) Function(name string) (*Function, error) {
+	s, err := m.ctx.use("module function")
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, closedErr("module function")
+	}
+	if f, ok := m.funcs[name]; ok {
+		return f, nil
+	}
+	h, r := s.d.ModuleGetFunction(m.ctx.h, m.h, name)
+	if err := s.check("cuModuleGetFunction("+name+")", r); err != nil {
+		return nil, err
+	}
+	f := &Function{mod: m, h: h, name: name}
+	m.funcs[name] = f
+	return f, nil
+}
+
+// Close unloads the module; its Functions become unusable.
+func (m *Module) Close() error {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	defer m.ctx.dropChild()
+	return m.ctx.s.check("cuModuleUnload", m.ctx.s.d.ModuleUnload(m.ctx.h, m.h))
+}
+
+// Function is a kernel in a loaded module. Launches are safe for
+// concurrent use.
+type Function struct {
+	mod  *Module
+	h    cudadrv.Function
+	name string
+}
+
+// Name returns the kernel's name.
+func (f *Function) Name() string { return f.name }
+
+// Dim3 is a grid or block size; zero components count as 1.
+type Dim3 struct{ X, Y, Z uint32 }
+
+func (d Dim3) raw() cudadrv.Dim3 {
+	one := func(v uint32) uint32 { return max(v, 1) }
+	return cudadrv.Dim3{X: one(d.X), Y: one(d.Y), Z: one(d.Z)}
+}
+
+// LaunchConfig is how a kernel runs.
+type LaunchConfig struct {
+	Grid, Block Dim3
+	SharedMem   uint32  // dynamic shared memory, bytes
+	Stream      *Stream // nil: the legacy default stream
+	// Cooperative launches with cuLaunchCooperativeKernel: all blocks are
+	// resident at once, so grid-wide barriers are allowed. The grid must
+	// fit (see MaxActiveBlocksPerSM).
+	Cooperative bool
+}
+
+func (f *Function) use(op string) (*driverState, error) {
+	if f == nil {
+		return nil, invalid(op, "nil function")
+	}
+	f.mod.mu.Lock()
+	closed := f.mod.closed
+	f.mod.mu.Unlock()
+	if closed {
+		return nil, closedErr(op)
+	}
+	return f.mod.ctx.use(op)
+}
+
+// Launch queues the kernel with args, which must match the kernel's
+// parameters in order and size: int8/uint8/bool (1 byte), int16/uint16,
+// int32/uint32/float32, int64/uint64/int/uint/uintptr/float64, DevicePtr
+// and unsafe.Pointer (8 bytes, the address). Other types are refused with
+// ErrInvalidArgument.
+func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
+	s, err := f.use("launch " + f.nameOr())
+	if err != nil {
+		return err
+	}
+	c := f.mod.ctx
+	st, err := cfg.Stream.handle("launch", c)
+	if err != nil {
+		return err
+	}
+	buf, offs, err := packArgs(args)
+	if err != nil {
+		return err
+	}
+	p := cudadrv.LaunchParams{
+		Func: f.h, Grid: cfg.Grid.raw(), Block: cfg.Block.raw(), SharedMem: cfg.SharedMem,
+		Stream: st, Args: buf, Offsets: offs, Cooperative: cfg.Cooperative,
+	}
+	op := "cuLaunchKernel(" + f.name + ")"
+	if cfg.Cooperative {
+		op = "cuLaunchCooperativeKernel(" + f.name + ")"
+	}
+	return s.check(op, s.d.LaunchKernel(c.h, &p))
+}
+
+func (f *Function) nameOr() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
+}
+
+// MaxActiveBlocksPerSM returns how many blocks of blockSize threads (and
+// sharedMem dynamic shared bytes) fit on one SM at once. A cooperative
+// grid may have at most that times the SM count blocks.
+func (f *Function) MaxActiveBlocksPerSM(blockSize int, sharedMem uint64) (int, error) {
+	s, err := f.use("occupancy")
+	if err != nil {
+		return 0, err
+	}
+	n, r := s.d.OccupancyMaxActiveBlocksPerMultiprocessor(f.mod.ctx.h, f.h, blockSize, sharedMem)
+	return n, s.check("cuOccupancyMaxActiveBlocksPerMultiprocessor", r)
+}
+
+// packArgs lays the arguments out back to back, each aligned to its size,
+// and records where each starts; the C side turns the offsets into the
+// kernelParams pointer array.
+func packArgs(args []any) ([]byte, []uint32, error) {
+	if len(args) > cudadrv.MaxKernelArgs {
+		return nil, nil, invalid("launch", "%d arguments, at most %d", len(args), cudadrv.MaxKernelArgs)
+	}
+	buf := make([]byte, 0, 8*len(args))
+	offs := make([]uint32, 0, len(args))
+	put := func(size int, v uint64) {
+		for len(buf)%size != 0 {
+			buf = append(buf, 0)
+		}
+		offs = append(offs, uint32(len(buf)))
+		switch size {
+		case 1:
+			buf = append(buf, byte(v))
+		case 2:
+			buf = binary.LittleEndian.AppendUint16(buf, uint16(v))
+		case 4:
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(v))
+		default:
+			buf = binary.LittleEndian.AppendUint64(buf, v)
+		}
+	}
+	for i, a := range args {
+		switch v := a.(type) {
+		case bool:
+			b := uint64(0)
+			if v {
+				b = 1
+			}
+			put(1, b)
+		case int8:
+			put(1, uint64(v))
+		case uint8:
+			put(1, uint64(v))
+		case int16:
+			put(2, uint64(v))
+		case uint16:
+			put(2, uint64(v))
+		case int32:
+			put(4, uint64(v))
+		case uint32:
+			put(4, uint64(v))
+		case float32:
+			put(4, uint64(math.Float32bits(v)))
+		case int64:
+			put(8, uint64(v))
+		case uint64:
+			put(8, v)
+		case int:
+			put(8, uint64(v))
+		case uint:
+			put(8, uint64(v))
+		case uintptr:
+			put(8, uint64(v))
+		case float64:
+			put(8, math.Float64bits(v))
+		case DevicePtr:
+			put(8, uint64(v))
+		case unsafe.Pointer:
+			put(8, uint64(uintptr(v)))
+		default:
+			return nil, nil, invalid("launch", "argument %d has unsupported type %T", i, a)
+		}
+	}
+	return buf, offs, nil
+}
