@@ -3,6 +3,8 @@
 package efa
 
 import (
+	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -39,6 +41,14 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	if err != nil {
 		return n, callError(d.transport, "fi_writemsg", err)
 	}
+	if n > 0 && (d.stall.active || len(d.dead) > 0) {
+		for i := range n {
+			d.accepted(ops[i].Peer)
+		}
+	}
+	if n < len(ops) {
+		return n, d.refused(ops[n].Peer, "fi_writemsg")
+	}
 	return n, nil
 }
 
@@ -53,6 +63,14 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 	n, err := d.ep.PostSends(unsafe.Pointer(&ops[0]), len(ops))
 	if err != nil {
 		return n, callError(d.transport, "fi_sendmsg", err)
+	}
+	if n > 0 && (d.stall.active || len(d.dead) > 0) {
+		for i := range n {
+			d.accepted(ops[i].Peer)
+		}
+	}
+	if n < len(ops) {
+		return n, d.refused(ops[n].Peer, "fi_sendmsg")
 	}
 	return n, nil
 }
@@ -123,4 +141,54 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 		Msg:       text,
 		Timeout:   ofi.Errno(ev.Errno) == ofi.ETIMEDOUT,
 	}
+}
+
+// stall tracks the peer at the front of a refused post. Providers that
+// connect on first use (tcp;ofi_rxm) answer -FI_EAGAIN for as long as the
+// connection cannot be made, which for a dead peer is forever; the
+// contract wants every op either accepted or failed, so a peer whose ops
+// have been refused for the whole connect timeout is declared unreachable.
+type stall struct {
+	peer   fabric.PeerID
+	since  time.Time
+	active bool
+}
+
+// refused is called when the provider is busy at an op for peer. It returns
+// nil while waiting is still reasonable, and a timeout error for that op
+// once the peer has been refused for connectTimeout. From then on, ops to
+// that peer fail as soon as they are refused, until one is accepted.
+func (d *Domain) refused(peer fabric.PeerID, op string) error {
+	if _, dead := d.dead[peer]; dead {
+		return d.unreachable(peer, op)
+	}
+	now := time.Now()
+	if !d.stall.active || d.stall.peer != peer {
+		d.stall = stall{peer: peer, since: now, active: true}
+		return nil
+	}
+	if now.Sub(d.stall.since) < d.connectTimeout {
+		return nil
+	}
+	d.stall.active = false
+	d.dead[peer] = struct{}{}
+	return d.unreachable(peer, op)
+}
+
+func (d *Domain) unreachable(peer fabric.PeerID, op string) error {
+	return &fabric.ProviderError{
+		Provider: providerLabel(d.transport),
+		Op:       op,
+		Errno:    int(ofi.ETIMEDOUT),
+		Msg:      fmt.Sprintf("peer %d refused every post for %v: unreachable", peer, d.connectTimeout),
+		Timeout:  true,
+	}
+}
+
+// accepted notes that an op to peer was accepted: the peer is reachable.
+func (d *Domain) accepted(peer fabric.PeerID) {
+	if d.stall.active && d.stall.peer == peer {
+		d.stall.active = false
+	}
+	delete(d.dead, peer)
 }

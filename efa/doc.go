@@ -33,6 +33,13 @@
 // queue: the engine must keep polling every domain, including ones that only
 // receive.
 //
+// A peer that can never be reached must not hold its ops forever:
+// tcp;ofi_rxm answers -FI_EAGAIN for as long as it cannot connect, so when
+// the op at the front of a post has been refused for
+// DomainOptions.HandshakeTimeout (10 s by default), the post returns a
+// *fabric.ProviderError for it that also wraps fabric.ErrTimeout, and later
+// refused ops to that peer fail at once until one of them is accepted.
+//
 // # Errors
 //
 // Bad input wraps fabric.ErrInvalidArgument, unknown registrations

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/internal/ofi"
@@ -35,6 +36,11 @@ type Domain struct {
 	mrs     map[uintptr]*ofi.MR
 	nextKey uint64
 	errs    errRing
+
+	// Unreachable-peer detection, see refused.
+	connectTimeout time.Duration
+	stall          stall
+	dead           map[fabric.PeerID]struct{}
 }
 
 var _ fabric.RdmaDomain = (*Domain)(nil)
@@ -88,6 +94,12 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		ep:        ep,
 		peers:     make(map[fabric.Address]fabric.PeerID),
 		mrs:       make(map[uintptr]*ofi.MR),
+
+		connectTimeout: opts.HandshakeTimeout,
+		dead:           make(map[fabric.PeerID]struct{}),
+	}
+	if d.connectTimeout <= 0 {
+		d.connectTimeout = 10 * time.Second
 	}
 	neg := ep.Info()
 	d.provName = neg.ProvName()
