@@ -28,8 +28,10 @@ type Layout struct {
 	// matching expert output of combine) may have: it holds every padded
 	// local-expert segment in the worst case.
 	OutputRows int
-	// CountTableBytes is the size of the [G][E] uint32 table of routed
-	// counts that the count exchange fills.
+	// RowWords is the length in uint32 words of one row of the count table
+	// (SendPlan.Row: E counts, then W+1 segment starts); CountTableBytes is
+	// the size of the G-row table the count exchange fills.
+	RowWords        int
 	CountTableBytes int
 }
 
@@ -102,7 +104,8 @@ func (c Config) Layout() (Layout, error) {
 	l.RecvRows, l.SendRows, l.OutputRows = int(recv), int(send), int(out)
 	l.RecvBytes = int64(roundUp(int(recv*stride), bufferAlign))
 	l.SendBytes = int64(roundUp(int(send*stride), bufferAlign))
-	l.CountTableBytes = G * E * 4
+	l.RowWords = E + W + 1
+	l.CountTableBytes = G * l.RowWords * 4
 	return l, nil
 }
 

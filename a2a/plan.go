@@ -75,24 +75,29 @@ const (
 	SourcePeerSend
 )
 
-// Record is one copy this rank receives, in the order of RecvPlan.Records.
-type Record struct {
+// Run is a set of consecutive copies this rank receives from one group for
+// one local expert that travel the same way: copy c of the run (0 <= c <
+// Count) is read from row SrcRow+c of the buffer Kind names, is the copy at
+// row Pos+c of its sender's layout, lands in dispatch output row Padded+c
+// and sends its expert output to row CombineRow+c. Decode batches make runs
+// of a few copies, prefill batches runs of hundreds, so describing them as
+// runs keeps the planner's cost proportional to G*L instead of to the
+// copies, and lets host backends copy runs with one bounds check.
+type Run struct {
 	Source int32 // sending rank: the replica of Group whose index matches this rank's
 	Group  int32 // source group h
-	SrcRow int32 // row in the buffer Kind names
-	Pos    int32 // the copy's row in its sender's expert-sorted layout
-	// CombineRow is where combine sends the expert output of this copy: for
-	// a record of another domain, a staging row of this rank's send buffer
-	// (shipped by the combine transfers); otherwise the row in the receive
-	// buffer of every replica of Group (a node store), which is the copy's
-	// position in its sender's expert-sorted layout.
+	Expert int32 // local expert index i (global r*L + i)
+	SrcRow int32
+	Pos    int32
+	Padded int32
+	// CombineRow: for a run from another domain, a staging row of this
+	// rank's send buffer (shipped by the combine transfers); otherwise the
+	// row in the receive buffer of every replica of Group (a node store),
+	// which equals Pos.
 	CombineRow int32
-	Padded     int32 // row of the dispatch output (and of the expert output)
+	Count      int32
 	Kind       Source
 }
-
-// Remote reports whether the record came from another NVLink domain.
-func (r *Record) Remote(l *Layout) bool { return l.Node(int(r.Source)) != l.Node(l.Rank) }
 
 // Count is an immediate-count summary of one tag: how many immediates this
 // rank sends with it and how many it must wait for.

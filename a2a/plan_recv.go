@@ -1,27 +1,26 @@
 package a2a
 
-// PlanRecv computes the receive records, the overflow and combine transfer
-// lists and the immediate counts from the full count table: G rows of E
-// routed counts, row h being group h's SendPlan.Counts. If PlanSend ran for
-// this iteration, row Group(Rank) must equal its counts.
+// PlanRecv computes the receive runs, the overflow and combine transfer
+// lists and the immediate counts from the full count table: G rows of
+// Layout.RowWords words, row h being group h's SendPlan.Row. If PlanSend
+// ran for this iteration, row Group(Rank) must equal its row.
 //
-// The table comes from peers, so it is checked before any row index is
-// derived from it: a count that no valid sender could produce is an
-// ArgumentError, never an out-of-range row.
+// The table comes from peers, so everything a row index is derived from is
+// checked first: a count or segment start that no valid sender could
+// produce is an ArgumentError, never an out-of-range row.
 func (p *Planner) PlanRecv(table []uint32) error {
 	const op = "plan recv"
 	l := &p.l
 	G, E, L, D, M := l.Groups, l.Experts, l.LocalExperts, l.ReplicaSize, int32(l.Private)
-	r := l.Rank
+	RW, r := l.RowWords, l.Rank
 	g := l.Group(r)
-	if len(table) < G*E {
-		return argErr(op, "table", "%d entries, need %d", len(table), G*E)
+	if len(table) < G*RW {
+		return argErr(op, "table", "%d words, need %d", len(table), G*RW)
 	}
 	if p.sendOK {
-		own := table[g*E : g*E+E]
-		for e, c := range p.send.Counts {
-			if own[e] != c {
-				return argErr(op, "table", "row %d expert %d: %d, but this rank routed %d", g, e, own[e], c)
+		for i, v := range p.send.Row {
+			if table[g*RW+i] != v {
+				return argErr(op, "table", "row %d word %d: %d, but this rank computed %d", g, i, table[g*RW+i], v)
 			}
 		}
 	}
@@ -29,16 +28,13 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	maxLayout := int64(l.MaxTokens * l.ExpertsPerToken)
 	var total int64
 	for h := 0; h < G; h++ {
-		row := table[h*E : h*E+hi]
-		var before, mine int64
-		for _, c := range row[:lo] {
-			before += int64(c)
-		}
-		for _, c := range row[lo:] {
-			mine += int64(c)
-		}
-		if mine > int64(l.MaxCopiesFrom) || before+mine > maxLayout {
-			return argErr(op, "table", "group %d: %d copies for this rank after %d, beyond what %d tokens can route", h, mine, before, l.MaxTokens)
+		row := table[h*RW : h*RW+RW]
+		seg := row[E:]
+		mine := sum(row[lo:hi])
+		before := int64(seg[r])
+		if mine > int64(l.MaxCopiesFrom) || before+mine > maxLayout || int64(seg[r+1])-before != mine {
+			return argErr(op, "table", "group %d: %d copies for this rank at %d (next segment at %d), impossible for %d tokens",
+				h, mine, before, seg[r+1], l.MaxTokens)
 		}
 		p.cnt[h], p.dgo[h] = int32(mine), int32(before)
 		p.sgo[h] = int32(total)
@@ -46,14 +42,13 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	}
 
 	rp := &p.recv
-	// Local expert totals and their padded segments.
 	pad := int32(l.ExpertPadding)
 	var off int32
 	for i := 0; i < L; i++ {
 		var n int32
 		if lo+i < hi {
 			for h := 0; h < G; h++ {
-				n += int32(table[h*E+lo+i])
+				n += int32(table[h*RW+lo+i])
 			}
 		}
 		rp.TokensPerExpert[i] = n
@@ -63,11 +58,12 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	}
 	rp.ExpertOffsets[L] = off
 
-	// Records, group by group in visiting order.
+	// Runs, group by group in visiting order; at most two per (group,
+	// expert): the private part and the rest.
 	myNode := l.Node(r)
 	GM := int32(G) * M
-	rp.Records = rp.Records[:0]
-	rp.NumRemote = 0
+	runs := rp.Runs[:0]
+	rp.RemoteRuns, rp.RemoteCopies = 0, 0
 	expectDispatch := 0
 	for _, h32 := range p.order {
 		h := int(h32)
@@ -82,68 +78,73 @@ func (p *Planner) PlanRecv(table []uint32) error {
 		var j int32
 		for e := lo; e < hi; e++ {
 			i := e - lo
-			for c := table[h*E+e]; c > 0; c-- {
-				rec := Record{Source: int32(s), Group: h32, Pos: p.dgo[h] + j, Padded: rp.ExpertOffsets[i] + p.running[i]}
-				p.running[i]++
+			c := int32(table[h*RW+e])
+			for c > 0 {
+				// Written in place: appending a struct literal costs a
+				// stack copy per run.
+				runs = runs[:len(runs)+1]
+				run := &runs[len(runs)-1]
+				run.Source, run.Group, run.Expert, run.Pos = int32(s), h32, int32(i), p.dgo[h]+j
+				run.Padded, run.Count = rp.ExpertOffsets[i]+p.running[i], c
 				switch {
 				case s == r:
-					rec.Kind, rec.SrcRow = SourceOwnSend, p.dgo[h]+j
+					run.Kind, run.SrcRow = SourceOwnSend, p.dgo[h]+j
 				case j < M:
-					rec.Kind, rec.SrcRow = SourceOwnRecv, h32*M+j
+					run.Kind, run.SrcRow = SourceOwnRecv, h32*M+j
+					run.Count = min(c, M-j)
 				case !remote:
-					rec.Kind, rec.SrcRow = SourcePeerSend, p.dgo[h]+j
+					run.Kind, run.SrcRow = SourcePeerSend, p.dgo[h]+j
 				default:
-					rec.Kind, rec.SrcRow = SourceOwnRecv, GM+p.sgo[h]+j-M
+					run.Kind, run.SrcRow = SourceOwnRecv, GM+p.sgo[h]+j-M
 				}
 				if remote {
-					rec.CombineRow = p.sgo[h] + j
+					run.CombineRow = p.sgo[h] + j
 				} else {
-					rec.CombineRow = p.dgo[h] + j
+					run.CombineRow = p.dgo[h] + j
 				}
-				rp.Records = append(rp.Records, rec)
-				j++
+				p.running[i] += run.Count
+				j += run.Count
+				c -= run.Count
 			}
 		}
 		if remote {
-			rp.NumRemote = len(rp.Records)
+			rp.RemoteRuns = len(runs)
 		}
+	}
+	rp.Runs = runs
+	rp.Copies = int(total)
+	rp.RemoteCopies = 0
+	for _, run := range runs[:rp.RemoteRuns] {
+		rp.RemoteCopies += int(run.Count)
 	}
 
 	// Overflow writes, as a sender: to each served rank q of another
 	// domain that this group sends more than M copies, landing after the
 	// overflow of the groups numbered below it.
 	rp.Overflow = rp.Overflow[:0]
-	own := table[g*E : g*E+E]
-	var seg int32
-	segAt := 0 // experts summed into seg so far
+	ownSeg := table[g*RW+E : g*RW+RW]
 	for q := l.Replica(r); q < l.WorldSize; q += D {
-		qlo, qhi := l.ExpertRange(q)
-		for ; segAt < qlo; segAt++ {
-			seg += int32(own[segAt])
-		}
 		if l.Node(q) == myNode {
 			continue
 		}
-		var n int32
-		for e := qlo; e < qhi; e++ {
-			n += int32(own[e])
-		}
-		if n <= M {
+		n := int64(ownSeg[q+1]) - int64(ownSeg[q])
+		if n <= int64(M) {
 			continue
+		}
+		if n > int64(l.MaxCopiesFrom) || int64(ownSeg[q+1]) > maxLayout {
+			return argErr(op, "table", "own segment for rank %d: %d copies at %d", q, n, ownSeg[q])
 		}
 		var below int64
 		for h := 0; h < g; h++ {
-			var c int64
-			for _, v := range table[h*E+qlo : h*E+qhi] {
-				c += int64(v)
-			}
-			if c > int64(l.MaxCopiesFrom) {
-				return argErr(op, "table", "group %d: %d copies for rank %d, beyond what %d tokens can route", h, c, q, l.MaxTokens)
+			seg := table[h*RW+E : h*RW+RW]
+			c := int64(seg[q+1]) - int64(seg[q])
+			if c < 0 || c > int64(l.MaxCopiesFrom) {
+				return argErr(op, "table", "group %d: %d copies for rank %d, impossible for %d tokens", h, c, q, l.MaxTokens)
 			}
 			below += c
 		}
 		rp.Overflow = append(rp.Overflow, Transfer{
-			Peer: int32(q), NIC: -1, SrcRow: seg + M, DstRow: GM + int32(below), Rows: n - M,
+			Peer: int32(q), NIC: -1, SrcRow: int32(ownSeg[q]) + M, DstRow: GM + int32(below), Rows: int32(n) - M,
 		})
 	}
 

@@ -42,36 +42,34 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 		sum += int32(c)
 	}
 	s.Offsets[E] = sum
-	for q := range p.seg {
-		p.seg[q] = s.Offsets[min(q*L, E)]
+	seg := s.Segments
+	for q := range seg {
+		seg[q] = uint32(s.Offsets[min(q*L, E)])
 	}
 
 	r, M := l.Rank, int32(l.Private)
 	myNode, myRep := l.Node(r), l.Replica(r)
 	h := int32(l.Group(r))
-	for i, e := range idx {
-		q := int(e) / L
-		pos := s.Offsets[e] + p.ordinal[i]
-		j := pos - p.seg[q]
-		s.Pos[i], s.Dest[i] = pos, int32(q)
-		var path Path
-		switch {
-		case q == r:
-			path = PathSelf
-		case l.Replica(q) != myRep:
-			path = PathReplica
-		case l.Node(q) == myNode && j < M:
-			path = PathNodePush
-			s.PushRow[i] = h*M + j
-		case l.Node(q) == myNode:
-			path = PathNodePull
-		case j < M:
-			path = PathEager
+	// Per expert e with owner q: its copies have j = Offsets[e]-seg[q] +
+	// ordinal, so those with ordinal < M - (Offsets[e]-seg[q]) are private.
+	for e := range s.split {
+		q := p.owner[e]
+		j0 := s.Offsets[e] - int32(seg[q])
+		s.split[e] = max(M-j0, 0)
+		s.pushBase[e] = h*M + j0
+		switch p.destKind[q] {
+		case destSelf:
+			s.low[e], s.high[e] = PathSelf, PathSelf
+		case destReplica:
+			s.low[e], s.high[e] = PathReplica, PathReplica
+		case destNode:
+			s.low[e], s.high[e] = PathNodePush, PathNodePull
 		default:
-			path = PathOverflow
+			s.low[e], s.high[e] = PathEager, PathOverflow
 		}
-		s.Path[i] = path
 	}
+	s.Expert = s.Expert[:m*K]
+	copy(s.Expert, idx)
 
 	// One eager write per served rank of another domain, so each receiver
 	// gets exactly one per remote group. The reference let every replica
@@ -81,8 +79,8 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 		if l.Node(q) == myNode {
 			continue
 		}
-		rows := min(p.seg[q+1]-p.seg[q], M)
-		s.Eager = append(s.Eager, Transfer{Peer: int32(q), SrcRow: p.seg[q], DstRow: h * M, Rows: rows})
+		rows := min(int32(seg[q+1]-seg[q]), M)
+		s.Eager = append(s.Eager, Transfer{Peer: int32(q), SrcRow: int32(seg[q]), DstRow: h * M, Rows: rows})
 	}
 	for i := range s.Eager {
 		s.Eager[i].NIC = shardPeer(i, len(s.Eager), l.NICsPerGPU)

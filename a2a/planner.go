@@ -16,10 +16,13 @@ type Planner struct {
 	recv RecvPlan
 
 	ordinal []int32  // per copy: index among the copies of its expert
-	seg     []int32  // W+1: start of each rank's segment in the layout
 	stamp   []uint64 // per expert: last token that used it, for duplicates
 	stampAt uint64
 	sendOK  bool
+	owner   []int32 // per expert: owning rank (saves a division per copy)
+	// kind of each destination rank as seen from this one, so classifying
+	// a copy costs a table lookup instead of three divisions.
+	destKind []uint8
 
 	// Receive-side scratch, all of fixed size.
 	order   []int32 // groups in visiting order (fixed per rank)
@@ -31,22 +34,30 @@ type Planner struct {
 
 // SendPlan is the sender's side of one dispatch, computed by PlanSend.
 // Copies are numbered i = t*K + k.
+//
+// Per copy the plan stores only the expert and its ordinal; position, path
+// and destination row follow from small per-expert tables in O(1) (Copy).
+// That halves the planner's per-copy work, and the pack loop, which visits
+// every copy anyway, pays a few loads instead.
 type SendPlan struct {
 	Tokens int // m
-	// Counts is this rank's row of the count table: copies per expert. It
-	// is what the count exchange sends to the other groups.
-	Counts []uint32
+	// Row is what the count exchange sends: Layout.RowWords words, the E
+	// per-expert counts (Counts) followed by the W+1 starts of each rank's
+	// segment in the layout (Segments). Carrying the segment starts lets a
+	// receiver find its segment in every group's layout without summing
+	// the counts of all experts before its own (O(G*L) instead of O(G*E)).
+	Row      []uint32
+	Counts   []uint32
+	Segments []uint32
 	// Offsets is the exclusive prefix of Counts (E+1 entries): expert e's
 	// copies occupy layout rows [Offsets[e], Offsets[e+1]). Copies of one
 	// expert are in token-major order (t, then k), so the layout is
 	// deterministic (the reference assigned ordinals with atomics).
 	Offsets []int32
-	Pos     []int32 // per copy: row in the expert-sorted layout (= send buffer row when staged)
-	Dest    []int32 // per copy: rank that owns its expert
-	Path    []Path  // per copy
-	// PushRow is, for PathNodePush copies, the row in Dest's receive
-	// buffer; other entries are meaningless.
-	PushRow []int32
+	// Expert and Ordinal give, per copy, its expert (a copy of the indices)
+	// and its index among that expert's copies.
+	Expert  []uint32
+	Ordinal []int32
 	// Routes are the ranks this rank sends its count row to: the replica
 	// with its own replica index in every other group.
 	Routes []int32
@@ -55,6 +66,34 @@ type SendPlan struct {
 	// the first min(count, M) rows of its segment into the private window.
 	// Targets are sharded over NICs by peer (Transfer.NIC).
 	Eager []Transfer
+
+	// Per expert: owner rank, the ordinal below which copies take the
+	// private path, the paths below and from that ordinal, and the private
+	// row of ordinal 0 in the owner's receive buffer.
+	owner    []int32
+	split    []int32
+	low      []Path
+	high     []Path
+	pushBase []int32
+}
+
+// CopyPlan is where one copy goes.
+type CopyPlan struct {
+	Pos  int32 // row in the expert-sorted layout (= send buffer row when staged)
+	Dest int32 // rank that owns the copy's expert
+	// PushRow is, for PathNodePush, the row in Dest's receive buffer.
+	PushRow int32
+	Path    Path
+}
+
+// Copy returns the plan of copy i (0 <= i < Tokens*K).
+func (s *SendPlan) Copy(i int) CopyPlan {
+	e, o := s.Expert[i], s.Ordinal[i]
+	c := CopyPlan{Pos: s.Offsets[e] + o, Dest: s.owner[e], Path: s.high[e]}
+	if o < s.split[e] {
+		c.Path, c.PushRow = s.low[e], s.pushBase[e]+o
+	}
+	return c
 }
 
 // RecvPlan is the receiver's side of one dispatch and everything combine
@@ -67,15 +106,18 @@ type RecvPlan struct {
 	// dispatch output starts at row ExpertOffsets[i], a multiple of the
 	// padding; ExpertOffsets[L] is the padded total.
 	ExpertOffsets []int32
-	// Records lists every copy this rank receives. Groups come in a fixed
-	// visiting order: groups of other domains (domain by domain, starting
-	// after this rank's, wrapping), then the other groups of this domain
-	// (starting after its own, wrapping), then its own group; within a
-	// group, local experts ascending, copies in the sender's token-major
-	// order. The first NumRemote records are the ones from other domains,
-	// so a backend can copy everything else while RDMA data still lands.
-	Records   []Record
-	NumRemote int
+	// Runs lists every copy this rank receives (see Run). Groups come in a
+	// fixed visiting order: groups of other domains (domain by domain,
+	// starting after this rank's, wrapping), then the other groups of this
+	// domain (starting after its own, wrapping), then its own group; within
+	// a group, local experts ascending, copies in the sender's token-major
+	// order. The first RemoteRuns runs come from other domains, so a
+	// backend can copy everything else while RDMA data still lands.
+	Runs       []Run
+	RemoteRuns int
+	// Copies is the number of copies in Runs; RemoteCopies of them come
+	// from other domains.
+	Copies, RemoteCopies int
 	// Overflow lists this rank's overflow writes (as a sender) to ranks of
 	// other domains whose count exceeds M; each is split by bytes across
 	// all NICs.
@@ -102,7 +144,6 @@ func NewPlanner(cfg Config) (*Planner, error) {
 	p := &Planner{
 		l:       l,
 		ordinal: make([]int32, copies),
-		seg:     make([]int32, W+1),
 		stamp:   make([]uint64, E),
 		order:   make([]int32, 0, G),
 		cnt:     make([]int32, G),
@@ -110,20 +151,42 @@ func NewPlanner(cfg Config) (*Planner, error) {
 		dgo:     make([]int32, G),
 		running: make([]int32, L),
 	}
-	p.send = SendPlan{
-		Counts:  make([]uint32, E),
-		Offsets: make([]int32, E+1),
-		Pos:     make([]int32, copies),
-		Dest:    make([]int32, copies),
-		Path:    make([]Path, copies),
-		PushRow: make([]int32, copies),
-		Routes:  make([]int32, 0, G),
-		Eager:   make([]Transfer, 0, W),
+	p.owner = make([]int32, E)
+	for e := range p.owner {
+		p.owner[e] = int32(l.Owner(e))
 	}
+	p.destKind = make([]uint8, W)
+	for q := range p.destKind {
+		switch {
+		case q == l.Rank:
+			p.destKind[q] = destSelf
+		case l.Replica(q) != l.Replica(l.Rank):
+			p.destKind[q] = destReplica
+		case l.Node(q) == l.Node(l.Rank):
+			p.destKind[q] = destNode
+		default:
+			p.destKind[q] = destRemote
+		}
+	}
+	p.send = SendPlan{
+		Row:      make([]uint32, l.RowWords),
+		Offsets:  make([]int32, E+1),
+		Expert:   make([]uint32, copies),
+		Ordinal:  p.ordinal,
+		Routes:   make([]int32, 0, G),
+		Eager:    make([]Transfer, 0, W),
+		owner:    p.owner,
+		split:    make([]int32, E),
+		low:      make([]Path, E),
+		high:     make([]Path, E),
+		pushBase: make([]int32, E),
+	}
+	p.send.Counts = p.send.Row[:E]
+	p.send.Segments = p.send.Row[E:]
 	p.recv = RecvPlan{
 		TokensPerExpert: make([]int32, L),
 		ExpertOffsets:   make([]int32, L+1),
-		Records:         make([]Record, 0, G*l.MaxCopiesFrom),
+		Runs:            make([]Run, 0, 2*G*L),
 		Overflow:        make([]Transfer, 0, W),
 		Combine:         make([]Transfer, 0, W),
 	}
@@ -133,7 +196,7 @@ func NewPlanner(cfg Config) (*Planner, error) {
 			p.send.Routes = append(p.send.Routes, int32(h*l.ReplicaSize+l.Replica(r)))
 		}
 	}
-	// Visiting order of source groups (see RecvPlan.Records).
+	// Visiting order of source groups (see RecvPlan.Runs).
 	P, n, g := l.GroupsPerNode, l.Node(r), l.Group(r)
 	for dn := 1; dn < l.Nodes; dn++ {
 		base := ((n + dn) % l.Nodes) * P
@@ -157,6 +220,31 @@ func (p *Planner) Send() *SendPlan { return &p.send }
 
 // Recv returns the plan of the last successful PlanRecv.
 func (p *Planner) Recv() *RecvPlan { return &p.recv }
+
+const (
+	destSelf uint8 = iota
+	destReplica
+	destNode
+	destRemote
+)
+
+// sum adds v with four independent accumulators: the planner's prefix sums
+// over the count table are its largest loop, and one dependency chain
+// would make them latency-bound.
+func sum(v []uint32) int64 {
+	var a, b, c, d int64
+	for len(v) >= 4 {
+		a += int64(v[0])
+		b += int64(v[1])
+		c += int64(v[2])
+		d += int64(v[3])
+		v = v[4:]
+	}
+	for _, x := range v {
+		a += int64(x)
+	}
+	return a + b + c + d
+}
 
 // shardPeer returns the NIC of target i of t when targets are split into
 // contiguous blocks, one block per NIC (the engine's peer sharding).

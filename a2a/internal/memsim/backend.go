@@ -59,15 +59,11 @@ func (b *backend) row(buf []byte, r int32) []byte {
 func (b *backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.DispatchInput) error {
 	rk, l := b.rk, p.Layout()
 	sp := p.Send()
-	g := l.Group(rk.id)
-	E := l.Experts
-	copy(rk.table[g*E:(g+1)*E], sp.Counts)
+	g, RW := l.Group(rk.id), l.RowWords
+	copy(rk.table[g*RW:(g+1)*RW], sp.Row)
 	for _, q := range sp.Routes {
 		to := rk.w.ranks[q]
-		buf := make([]byte, 4*E)
-		for e, c := range sp.Counts {
-			binary.LittleEndian.PutUint32(buf[4*e:], c)
-		}
+		row := append([]uint32(nil), sp.Row...) // the bytes on the wire
 		rk.inflight.Add(1)
 		d := rk.w.delay()
 		go func() {
@@ -75,19 +71,18 @@ func (b *backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 			if d > 0 {
 				time.Sleep(d)
 			}
-			for e := range E {
-				to.table[g*E+e] = binary.LittleEndian.Uint32(buf[4*e:])
-			}
+			copy(to.table[g*RW:(g+1)*RW], row)
 			to.credit(int(a2a.TagRoute), 1)
 		}()
 	}
 	K := l.ExpertsPerToken
-	for i, path := range sp.Path[:sp.Tokens*K] {
+	for i := range sp.Tokens * K {
+		c := sp.Copy(i)
 		switch {
-		case path.Staged():
-			packRow(l, b.row(rk.send, sp.Pos[i]), in, i/K)
-		case path == a2a.PathNodePush:
-			packRow(l, b.row(rk.w.ranks[sp.Dest[i]].recv, sp.PushRow[i]), in, i/K)
+		case c.Path.Staged():
+			packRow(l, b.row(rk.send, c.Pos), in, i/K)
+		case c.Path == a2a.PathNodePush:
+			packRow(l, b.row(rk.w.ranks[c.Dest].recv, c.PushRow), in, i/K)
 		}
 	}
 	rk.signalNode(sigNodeDispatch)
@@ -112,26 +107,26 @@ func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 	if err := rk.wait(ctx, sigNodeDispatch, l.NVLinkSize-1); err != nil {
 		return err
 	}
-	copyRecords := func(recs []a2a.Record) {
-		for i := range recs {
-			rec := &recs[i]
-			var src []byte
-			switch rec.Kind {
+	copyRuns := func(runs []a2a.Run) {
+		for i := range runs {
+			run := &runs[i]
+			buf := rk.recv
+			switch run.Kind {
 			case a2a.SourceOwnSend:
-				src = b.row(rk.send, rec.SrcRow)
-			case a2a.SourceOwnRecv:
-				src = b.row(rk.recv, rec.SrcRow)
+				buf = rk.send
 			case a2a.SourcePeerSend:
-				src = b.row(rk.w.ranks[rec.Source].send, rec.SrcRow)
+				buf = rk.w.ranks[run.Source].send
 			}
-			unpackRow(l, out, int(rec.Padded), src)
+			for c := int32(0); c < run.Count; c++ {
+				unpackRow(l, out, int(run.Padded+c), b.row(buf, run.SrcRow+c))
+			}
 		}
 	}
-	copyRecords(rp.Records[rp.NumRemote:])
+	copyRuns(rp.Runs[rp.RemoteRuns:])
 	if err := rk.wait(ctx, int(a2a.TagDispatch), rp.Imm[a2a.TagDispatch].Expected); err != nil {
 		return err
 	}
-	copyRecords(rp.Records[:rp.NumRemote])
+	copyRuns(rp.Runs[:rp.RemoteRuns])
 	copy(out.ExpertTokens, rp.TokensPerExpert)
 	if out.ExpertOffsets != nil {
 		copy(out.ExpertOffsets, rp.ExpertOffsets)
@@ -143,21 +138,24 @@ func (b *backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	rk, l := b.rk, p.Layout()
 	rp := p.Recv()
 	ys := orDefault(in.YStride, l.CombineBytes)
-	yrow := func(rec *a2a.Record) []byte {
-		return in.Y[int(rec.Padded)*ys : int(rec.Padded)*ys+l.CombineBytes]
+	yrow := func(row int32) []byte {
+		return in.Y[int(row)*ys : int(row)*ys+l.CombineBytes]
 	}
-	for i := range rp.Records[:rp.NumRemote] {
-		rec := &rp.Records[i]
-		copy(b.row(rk.send, rec.CombineRow), yrow(rec))
+	for _, run := range rp.Runs[:rp.RemoteRuns] {
+		for c := int32(0); c < run.Count; c++ {
+			copy(b.row(rk.send, run.CombineRow+c), yrow(run.Padded+c))
+		}
 	}
 	for _, t := range rp.Combine {
 		rk.writeRows(t, a2a.TagCombine, true)
 	}
 	D := l.ReplicaSize
-	for i := rp.NumRemote; i < len(rp.Records); i++ {
-		rec := &rp.Records[i]
-		for q := int(rec.Group) * D; q < int(rec.Group)*D+D; q++ {
-			copy(b.row(rk.w.ranks[q].recv, rec.CombineRow), yrow(rec))
+	for _, run := range rp.Runs[rp.RemoteRuns:] {
+		for q := int(run.Group) * D; q < int(run.Group)*D+D; q++ {
+			dst := rk.w.ranks[q].recv
+			for c := int32(0); c < run.Count; c++ {
+				copy(b.row(dst, run.CombineRow+c), yrow(run.Padded+c))
+			}
 		}
 	}
 	rk.signalNode(sigNodeCombine)
@@ -185,7 +183,7 @@ func (b *backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 			}
 		}
 		for k := 0; k < K; k++ {
-			y := b.row(rk.recv, sp.Pos[t*K+k])
+			y := b.row(rk.recv, sp.Copy(t*K+k).Pos)
 			w := out.Weights[t*K+k]
 			for x := range acc {
 				acc[x] = a2a.MulAdd(acc[x], w, a2a.DecodeFloat32(ct, y, x))

@@ -65,7 +65,7 @@ func NewWorld(cfg a2a.Config, opt Options) (*World, error) {
 			id:    r,
 			send:  make([]byte, l.SendBytes),
 			recv:  make([]byte, l.RecvBytes),
-			table: make([]uint32, l.Groups*l.Experts),
+			table: make([]uint32, l.Groups*l.RowWords),
 		}
 		rk.cond = sync.NewCond(&rk.mu)
 		w.ranks = append(w.ranks, rk)

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package a2a_test
+
+func threadCPU() int64 { return 0 }
