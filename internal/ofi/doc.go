@@ -1,5 +1,5 @@
 // Package ofi is ferry's binding to libfabric: thin wrappers over the calls
-// the efa provider makes, plus a small C shim (shim.c) that holds every
+// the efa provider makes, plus a small C shim (shim.h, shim.c, datapath.c, raw.c) that holds every
 // per-operation loop, so Go crosses into C once per batch of posts or
 // completions rather than once per operation.
 //

@@ -217,7 +217,7 @@ func (ep *Endpoint) CompletionError(i int) CompletionError {
 	}
 }
 
-// RawLoop runs the C benchmark loop (ferry_raw_loop in shim.c): iters timed
+// RawLoop runs the C benchmark loop (ferry_raw_loop in raw.c): iters timed
 // rounds after warmup untimed ones, each posting the n write ops on init and
 // waiting for their completions and for the immediates at target. lat
 // receives one duration in ns per timed round. On failure it returns the

@@ -192,7 +192,7 @@ func goString(s *C.char) string {
 }
 
 // Layout reports sizes and offsets of the C structs shared with Go, in the
-// order of ferry_layout in shim.c: write op (size, 9 offsets), send op
+// order of ferry_layout in raw.c: write op (size, 9 offsets), send op
 // (size, 5), recv op (size, 4), event (size, 6).
 func Layout() []uint64 {
 	out := make([]uint64, 28)
