@@ -2,6 +2,7 @@ package dl_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -134,5 +135,23 @@ func TestConcurrentOpenClose(t *testing.T) {
 	wg.Wait()
 	if l.Refs() != 0 {
 		t.Fatalf("refs %d after balanced open/close", l.Refs())
+	}
+}
+
+func TestGroupFailuresKeepsDistinctReasons(t *testing.T) {
+	requireCgo(t)
+	// A file that exists but is not a shared library fails differently
+	// from missing files, and must not be lost among them.
+	bad := t.TempDir() + "/libbad.so"
+	if err := os.WriteFile(bad, []byte("not an ELF file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := dl.New(dl.Now, "/nonexistent/a.so", bad, "/nonexistent/b.so").Open()
+	msg := err.Error()
+	if !strings.Contains(msg, "(/nonexistent/a.so, /nonexistent/b.so)") {
+		t.Errorf("missing files not grouped: %s", msg)
+	}
+	if !strings.Contains(msg, bad) || strings.Count(msg, ";") != 1 {
+		t.Errorf("bad library reason not kept apart: %s", msg)
 	}
 }

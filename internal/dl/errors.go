@@ -39,3 +39,30 @@ func joinMsgs(msgs []string) string {
 	}
 	return strings.Join(msgs, "; ")
 }
+
+// failure is one candidate that did not open, with the dlerror text.
+type failure struct{ candidate, msg string }
+
+// groupFailures reports candidates that failed for the same reason
+// together ("reason (a, b, c)"), so that twenty paths that do not exist
+// take one line while a library that exists but cannot load (wrong
+// architecture, missing dependency) stands out with its own reason.
+func groupFailures(fails []failure) string {
+	if len(fails) == 0 {
+		return "no candidate paths"
+	}
+	var order []string
+	byReason := map[string][]string{}
+	for _, f := range fails {
+		reason := strings.TrimPrefix(f.msg, f.candidate+": ")
+		if _, ok := byReason[reason]; !ok {
+			order = append(order, reason)
+		}
+		byReason[reason] = append(byReason[reason], f.candidate)
+	}
+	parts := make([]string, len(order))
+	for i, r := range order {
+		parts[i] = r + " (" + strings.Join(byReason[r], ", ") + ")"
+	}
+	return strings.Join(parts, "; ")
+}

@@ -61,20 +61,20 @@ func (l *Library) Open() error {
 		l.refs++
 		return nil
 	}
-	var msgs []string
+	var fails []failure
 	for _, c := range l.candidates {
 		h, msg := dlopen(c, l.flags)
 		if h != nil {
 			l.handle, l.path, l.refs = h, c, 1
 			return nil
 		}
-		msgs = append(msgs, msg)
+		fails = append(fails, failure{c, msg})
 	}
 	name := "library"
 	if len(l.candidates) > 0 {
 		name = l.candidates[0]
 	}
-	return &Error{Op: "open", Name: name, Msg: joinMsgs(msgs), Err: ErrNotSupported}
+	return &Error{Op: "open", Name: name, Msg: groupFailures(fails), Err: ErrNotSupported}
 }
 
 // Close drops one reference; the last one unloads the library. Closing a

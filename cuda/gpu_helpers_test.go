@@ -1,0 +1,116 @@
+package cuda
+
+import (
+	_ "embed"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+//go:embed testdata/test_kernels.cu
+var testKernelsCode string
+
+// required reports whether FERRY_TEST_REQUIRE names feature: then a
+// missing feature fails the test instead of skipping it (GPU CI).
+func required(feature string) bool {
+	return slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), feature)
+}
+
+// skipUnlessSupported skips (or, when required, fails) on an error that
+// wraps ErrNotSupported, and fails on any other error.
+func skipUnlessSupported(tb testing.TB, feature string, err error) {
+	tb.Helper()
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, ErrNotSupported) {
+		tb.Fatalf("%s: %v", feature, err)
+	}
+	if required(feature) {
+		tb.Fatalf("FERRY_TEST_REQUIRE=%s but %s is not available: %v", os.Getenv("FERRY_TEST_REQUIRE"), feature, err)
+	}
+	tb.Skipf("%s not available here: %v", feature, err)
+}
+
+// requireCUDA returns device 0's primary context, or skips the test with
+// the reason when there is no usable driver or device. At cleanup the
+// context must close cleanly: an ErrBusy there means the test leaked
+// memory, streams or modules.
+func requireCUDA(tb testing.TB) *Context {
+	tb.Helper()
+	skipUnlessSupported(tb, "cuda", Init())
+	dev, err := GetDevice(0)
+	skipUnlessSupported(tb, "cuda", err)
+	c, err := dev.PrimaryContext()
+	if err != nil {
+		tb.Fatalf("primary context: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Errorf("context close at cleanup (leaked objects?): %v", err)
+		}
+	})
+	return c
+}
+
+// testModule compiles the test kernels (cached under dir, or a temp dir).
+func testModule(tb testing.TB, c *Context) *Module {
+	tb.Helper()
+	_, _, err := NVRTCVersion()
+	skipUnlessSupported(tb, "nvrtc", err)
+	m, _, err := c.CompileModule(Source{Name: "test_kernels.cu", Code: testKernelsCode}, CompileOptions{CacheDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatalf("compile test kernels: %v", err)
+	}
+	tb.Cleanup(func() { m.Close() })
+	return m
+}
+
+func flagsModule(tb testing.TB, c *Context) *Module {
+	tb.Helper()
+	_, _, err := NVRTCVersion()
+	skipUnlessSupported(tb, "nvrtc", err)
+	src, err := KernelSource("flags.cu")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, _, err := c.CompileModule(src, CompileOptions{CacheDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatalf("compile flags.cu: %v", err)
+	}
+	tb.Cleanup(func() { m.Close() })
+	return m
+}
+
+// try(f()).must(tb) unwraps a (value, error) pair, failing tb on error.
+func try[T any](v T, err error) result[T] { return result[T]{v, err} }
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+func (r result[T]) must(tb testing.TB) T {
+	tb.Helper()
+	if r.err != nil {
+		tb.Fatal(r.err)
+	}
+	return r.v
+}
+
+func check(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func pattern(seed uint32, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(uint32(i)*2654435761>>24) ^ byte(seed)
+	}
+	return b
+}
