@@ -12,6 +12,8 @@
 
 #include "shim.h"
 
+#define FERRY_HDR_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+
 _Static_assert(sizeof(struct ferry_write_op) == 64, "write op is 8 words");
 _Static_assert(sizeof(struct ferry_send_op) == 40, "send op is 5 words");
 _Static_assert(sizeof(struct ferry_recv_op) == 32, "recv op is 4 words");
@@ -100,26 +102,27 @@ size_t ferry_link_speed(const struct fi_info *info)
 }
 
 /* EFA options that keep every byte on the NIC: no shared-memory shortcut
- * and no provider-side CUDA copies. Options this libfabric does not know
- * are compiled out; ones the provider refuses with -FI_ENOPROTOOPT do not
- * apply to it. */
+ * and no provider-side CUDA copies. The option names are enum constants,
+ * not macros, so they are compiled in by header version (CUDA_API_PERMITTED
+ * came with 1.18, SHARED_MEMORY_PERMITTED with 1.21). A library older than
+ * the headers, or a provider the option does not concern, answers
+ * -FI_ENOPROTOOPT: not applicable. */
 static int efa_setopts(struct fid_ep *ep)
 {
-	int ret = 0;
 	(void)ep;
-#ifdef FI_OPT_SHARED_MEMORY_PERMITTED
+#if FERRY_HDR_VERSION >= FI_VERSION(1, 21)
 	{
-		int off = 0;
-		ret = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &off,
+		bool off = false; /* both options take a bool, checked by size */
+		int ret = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &off,
 				sizeof off);
 		if (ret && ret != -FI_ENOPROTOOPT)
 			return ret;
 	}
 #endif
-#ifdef FI_OPT_CUDA_API_PERMITTED
+#if FERRY_HDR_VERSION >= FI_VERSION(1, 18)
 	{
 		bool off = false;
-		ret = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &off,
+		int ret = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &off,
 				sizeof off);
 		if (ret && ret != -FI_ENOPROTOOPT)
 			return ret;
