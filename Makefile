@@ -47,3 +47,14 @@ test-verbs: deps
 	@if [ -n "$$FERRY_SKIP_VM" ]; then echo "test-verbs: SKIPPED (FERRY_SKIP_VM set): verbs provider not tested on a device"; \
 	else tests/vm/run.sh; fi
 test: test-verbs
+
+# gpu-build: build the GPU test binaries here (go test -c) and gather the
+# libraries they link into .gpu/ (scripts/gpu/build.sh). gpu-test: run them
+# on the GPU machine from the repository root, no Go needed there
+# (scripts/gpu/run.sh; prints a results table last). Without a driver the
+# CUDA tests skip, unless FERRY_TEST_REQUIRE=cuda (run.sh's default).
+.PHONY: gpu-build gpu-test
+gpu-build:
+	scripts/gpu/build.sh
+gpu-test:
+	scripts/gpu/run.sh

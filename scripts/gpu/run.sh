@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs the GPU test binaries built by scripts/gpu/build.sh. Run it on the
+# GPU machine from the repository root (no Go needed there):
+#
+#   scripts/gpu/run.sh                  # tests, then benchmarks
+#   GPU_BENCH=0 scripts/gpu/run.sh      # tests only
+#   GPU_RUN='TestGPUFlag' scripts/gpu/run.sh
+#
+# FERRY_TEST_REQUIRE defaults to "cuda" here: on the GPU machine a missing
+# driver or device is a failure, not a skip. Each binary runs in its
+# package directory (so testdata/ paths work); logs go to .gpu/results/.
+# A short table comes last; the exit status is non-zero if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=.gpu
+if [ ! -s "$OUT/manifest" ]; then
+	echo "gpu-run: no $OUT/manifest: run scripts/gpu/build.sh first (on a machine with Go)" >&2
+	exit 2
+fi
+
+export FERRY_TEST_REQUIRE=${FERRY_TEST_REQUIRE-cuda}
+libpath="$PWD/$OUT/lib"
+for d in "${CUDA_HOME:-}" /usr/local/cuda; do
+	if [ -n "$d" ] && [ -d "$d/lib64" ]; then libpath="$libpath:$d/lib64"; fi
+done
+export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+RUN=${GPU_RUN:-.}
+BENCH=${GPU_BENCH:-1}
+BENCHTIME=${GPU_BENCHTIME:-1s}
+TIMEOUT=${GPU_TIMEOUT:-15m}
+mkdir -p "$OUT/results"
+[ -f "$OUT/BUILD" ] && sed 's/^/gpu-run: /' "$OUT/BUILD"
+command -v nvidia-smi >/dev/null 2>&1 &&
+	nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader | sed 's/^/gpu-run: gpu /'
+
+status=0
+while read -r bin dir; do
+	name=${bin%.test}
+	log="$OUT/results/$name.log"
+	args=(-test.v -test.count=1 -test.timeout="$TIMEOUT" -test.run="$RUN")
+	if [ "$BENCH" = 1 ]; then args+=(-test.bench=. -test.benchtime="$BENCHTIME" -test.benchmem); fi
+	echo "gpu-run: $bin (in $dir) ${args[*]}"
+	(cd "$dir" && "$OLDPWD/$OUT/bin/$bin" "${args[@]}") 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	echo "$rc" >"$OUT/results/$name.rc"
+	[ "$rc" -ne 0 ] && status=1
+done <"$OUT/manifest"
+
+# The table: one row per top-level test and per benchmark.
+echo
+echo "==================== GPU results ===================="
+printf '%-16s %-44s %-5s %s\n' PACKAGE TEST RESULT DETAIL
+while read -r bin dir; do
+	name=${bin%.test}
+	log="$OUT/results/$name.log"
+	awk -v pkg="$name" '
+		/^--- (PASS|FAIL|SKIP): / && $3 !~ /\// {
+			res = $2; sub(":", "", res); t = $4; gsub(/[()]/, "", t)
+			printf "%-16s %-44s %-5s %s\n", pkg, $3, res, t; n[res]++
+		}
+		/^Benchmark/ && NF >= 3 {
+			detail = ""
+			for (i = 3; i <= NF; i++) if ($i ~ /(ns\/op|MB\/s|_us)$/) detail = detail $(i-1) " " $i "  "
+			printf "%-16s %-44s %-5s %s\n", pkg, $1, "BENCH", detail
+		}
+		/^(panic:|FAIL\t)/ { crashed = 1 }
+		END { printf "%-16s %-44s %-5s pass %d, fail %d, skip %d%s\n", pkg, "(total)", "", n["PASS"], n["FAIL"], n["SKIP"], crashed ? ", FAIL reported" : "" }
+	' "$log"
+	rc=$(cat "$OUT/results/$name.rc")
+	[ "$rc" -ne 0 ] && printf '%-16s %-44s %-5s exit status %s (log: %s)\n' "$name" "(binary)" FAIL "$rc" "$log"
+done <"$OUT/manifest"
+if [ $status -eq 0 ]; then echo "gpu-run: all passed"; else echo "gpu-run: FAILURES (see $OUT/results/)"; fi
+exit $status
