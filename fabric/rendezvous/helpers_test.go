@@ -1,0 +1,68 @@
+package rendezvous_test
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric/rendezvous"
+)
+
+// leakCheck fails the test if goroutines started during it outlive it. The
+// wait is bounded: Close already waits for the group's goroutines; this
+// only allows the runtime a moment to retire exiting ones.
+func leakCheck(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		var n int
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if n = runtime.NumGoroutine(); n <= before {
+				return
+			}
+		}
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf)
+	})
+}
+
+const testToken = "0123456789abcdef"
+
+// world returns configs for n ranks sharing a loopback listener that rank 0
+// takes over.
+func world(t *testing.T, n int) []rendezvous.Config {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfgs := make([]rendezvous.Config, n)
+	for r := range cfgs {
+		cfgs[r] = rendezvous.Config{Rank: r, WorldSize: n, LocalRank: r, Master: ln.Addr().String(), Token: testToken}
+	}
+	cfgs[0].Listener = ln
+	return cfgs
+}
+
+// joinAll joins ranks concurrently and returns the groups and errors.
+func joinAll(ctx context.Context, cfgs []rendezvous.Config, ranks []int) ([]*rendezvous.Group, []error) {
+	gs := make([]*rendezvous.Group, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		wg.Go(func() { gs[r], errs[r] = rendezvous.Join(ctx, cfgs[r]) })
+	}
+	wg.Wait()
+	return gs, errs
+}
+
+func closeAll(gs []*rendezvous.Group) {
+	// Rank 0 last: it hosts the store.
+	for i := len(gs) - 1; i >= 0; i-- {
+		if gs[i] != nil {
+			gs[i].Close()
+		}
+	}
+}
