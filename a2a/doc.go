@@ -33,7 +33,9 @@
 // # Data movement
 //
 // Every rank has a send buffer and a receive buffer (Layout.SendBytes,
-// RecvBytes; rows of Layout.Stride bytes) and a [G][E] uint32 count table.
+// RecvBytes; rows of Layout.Stride bytes) and a count table of G rows of
+// Layout.RowWords uint32 words: each group's per-expert counts followed by
+// the start of every rank's segment in its layout (SendPlan.Row).
 // With h = Group(r), M = Layout.Private and j the index of a copy among
 // everything h sends rank q (the expert-sorted order):
 //
@@ -86,6 +88,9 @@
 //     sizing silently assumed distinct experts per token; PlanSend checks it.
 //   - Deterministic order: ordinals are token-major instead of assigned by
 //     atomics, so outputs can be compared row for row with the oracle.
+//   - Planner cost: count rows carry their segment starts and the receive
+//     plan is a list of runs (consecutive copies that travel together), so
+//     PlanRecv costs O(G*L + runs) rather than O(G*E + copies).
 //   - Limits: no E <= 512 or W <= 512 limit (the planner is Go); peer
 //     tables always include the rank itself; strides are bytes for rows
 //     and elements for float32 arrays, consistently.
@@ -100,7 +105,7 @@
 // Ranks of one domain map each other's buffers (memfd over a unix socket)
 // for the node paths. A worker goroutine per context runs, per iteration:
 //
-//  1. Count exchange: one Scatter of the own row (E*4 bytes) from the
+//  1. Count exchange: one Scatter of the own row (RowWords*4 bytes) from the
 //     table region to every rank in SendPlan.Routes, at row Group(r) of
 //     their tables, imm Imm(TagRoute), sharded by peers, over a peer group
 //     built once at setup.

@@ -1,0 +1,342 @@
+package a2a_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/reference"
+)
+
+// slot names one copy: its group and its row in that group's layout.
+type slot struct{ group, pos int32 }
+
+// TestPlannerInvariants moves symbolic rows through every rank's planned
+// paths, without a transport, and checks that each copy lands in exactly
+// one receiver slot, that every run reads the slot holding its copy, that
+// combine returns every copy's result exactly once to every replica of its
+// group, that rows stay inside the buffers, and that per destination and
+// tag the immediates produced equal the immediates expected.
+func TestPlannerInvariants(t *testing.T) {
+	n := 400
+	if testing.Short() {
+		n = 60
+	}
+	rng := rand.New(rand.NewPCG(77, 1))
+	for it := 0; it < n; it++ {
+		cfg := randomConfig(rng)
+		l0, err := cfg.Layout()
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := randomGroups(rng, &l0, rng.IntN(3) == 0)
+		if err := checkPlans(cfg, groups); err != nil {
+			t.Fatalf("config %d %+v: %v", it, cfg, err)
+		}
+	}
+}
+
+func checkPlans(cfg a2a.Config, groups []reference.Group) error {
+	W := cfg.WorldSize
+	planners := make([]*a2a.Planner, W)
+	var l *a2a.Layout
+	for r := range planners {
+		c := cfg
+		c.Rank = r
+		p, err := a2a.NewPlanner(c)
+		if err != nil {
+			return err
+		}
+		l = p.Layout()
+		g := &groups[l.Group(r)]
+		if err := p.PlanSend(g.Indices, g.Tokens); err != nil {
+			return err
+		}
+		planners[r] = p
+	}
+	G, RW, K, D, M := l.Groups, l.RowWords, l.ExpertsPerToken, l.ReplicaSize, int32(l.Private)
+	table := make([]uint32, G*RW)
+	for r, p := range planners {
+		h := l.Group(r)
+		row := table[h*RW : h*RW+RW]
+		if l.Replica(r) == 0 {
+			copy(row, p.Send().Row)
+		} else if fmt.Sprint(row) != fmt.Sprint(p.Send().Row) {
+			return fmt.Errorf("replicas of group %d disagree on their count row", h)
+		}
+	}
+	for r, p := range planners {
+		if err := p.PlanRecv(table); err != nil {
+			return fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+
+	// Dispatch: fill every receive buffer symbolically.
+	recv := make([]map[int32]slot, W)
+	for q := range recv {
+		recv[q] = map[int32]slot{}
+	}
+	imm := make([][5]int, W)
+	put := func(q int, row int32, s slot) error {
+		if row < 0 || int(row) >= l.RecvRows {
+			return fmt.Errorf("rank %d: receive row %d outside [0, %d)", q, row, l.RecvRows)
+		}
+		if old, ok := recv[q][row]; ok {
+			return fmt.Errorf("rank %d: receive row %d written twice (%v, %v)", q, row, old, s)
+		}
+		recv[q][row] = s
+		return nil
+	}
+	dests := make([]map[slot]int32, G) // per group: copy -> destination rank
+	for r, p := range planners {
+		sp, h := p.Send(), int32(l.Group(r))
+		if dests[h] == nil {
+			dests[h] = map[slot]int32{}
+		}
+		for i := 0; i < sp.Tokens*K; i++ {
+			c := sp.Copy(i)
+			if int(c.Pos) >= l.SendRows {
+				return fmt.Errorf("rank %d: layout row %d beyond %d", r, c.Pos, l.SendRows)
+			}
+			dests[h][slot{h, c.Pos}] = c.Dest
+			if c.Path == a2a.PathNodePush {
+				if err := put(int(c.Dest), c.PushRow, slot{h, c.Pos}); err != nil {
+					return err
+				}
+			}
+		}
+		for _, q := range sp.Routes {
+			imm[q][a2a.TagRoute]++
+		}
+		for _, tr := range sp.Eager {
+			imm[tr.Peer][a2a.TagDispatch]++
+			if tr.Rows > M {
+				return fmt.Errorf("rank %d: eager write of %d rows, window %d", r, tr.Rows, M)
+			}
+			for c := int32(0); c < tr.Rows; c++ {
+				if err := put(int(tr.Peer), tr.DstRow+c, slot{h, tr.SrcRow + c}); err != nil {
+					return err
+				}
+			}
+		}
+		for _, tr := range p.Recv().Overflow {
+			imm[tr.Peer][a2a.TagDispatch] += l.NICsPerGPU
+			for c := int32(0); c < tr.Rows; c++ {
+				if err := put(int(tr.Peer), tr.DstRow+c, slot{h, tr.SrcRow + c}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	// Every copy is received exactly once, by its destination, from the
+	// place the run says.
+	seen := map[slot]int32{}
+	for q, p := range planners {
+		rp := p.Recv()
+		copies := 0
+		for ri, run := range rp.Runs {
+			if int(run.Padded+run.Count) > l.OutputRows {
+				return fmt.Errorf("rank %d run %d: output rows to %d beyond %d", q, ri, run.Padded+run.Count, l.OutputRows)
+			}
+			remote := l.Node(int(run.Source)) != l.Node(q)
+			if remote != (ri < rp.RemoteRuns) {
+				return fmt.Errorf("rank %d run %d: remote %v but RemoteRuns %d", q, ri, remote, rp.RemoteRuns)
+			}
+			for c := int32(0); c < run.Count; c++ {
+				s := slot{run.Group, run.Pos + c}
+				if d, ok := dests[run.Group][s]; !ok || d != int32(q) {
+					return fmt.Errorf("rank %d: run holds %v, which goes to %d (exists %v)", q, s, d, ok)
+				}
+				if prev, dup := seen[s]; dup {
+					return fmt.Errorf("copy %v received by %d and %d", s, prev, q)
+				}
+				seen[s] = int32(q)
+				copies++
+				var got slot
+				switch run.Kind {
+				case a2a.SourceOwnRecv:
+					got = recv[q][run.SrcRow+c]
+				case a2a.SourceOwnSend, a2a.SourcePeerSend:
+					src := planners[run.Source].Send()
+					if (run.Kind == a2a.SourceOwnSend) != (int(run.Source) == q) || l.Node(int(run.Source)) != l.Node(q) {
+						return fmt.Errorf("rank %d: run kind %d from rank %d", q, run.Kind, run.Source)
+					}
+					got = slot{int32(l.Group(int(run.Source))), run.SrcRow + c}
+					if int(got.pos) >= src.Tokens*K+1 && src.Tokens*K > 0 && int(got.pos) >= l.SendRows {
+						return fmt.Errorf("rank %d: send row %d out of range", q, got.pos)
+					}
+				default:
+					return fmt.Errorf("rank %d: run without a source kind", q)
+				}
+				if got != s {
+					return fmt.Errorf("rank %d: run reads %v from kind %d row %d, holds %v", q, s, run.Kind, run.SrcRow+c, got)
+				}
+			}
+		}
+		if copies != rp.Copies {
+			return fmt.Errorf("rank %d: %d copies in runs, Copies says %d", q, copies, rp.Copies)
+		}
+	}
+	total := 0
+	for h := range groups {
+		total += groups[h].Tokens * K
+	}
+	if len(seen) != total {
+		return fmt.Errorf("%d copies received, %d routed", len(seen), total)
+	}
+
+	// Combine: every rank sends each received copy's result back; each
+	// replica of the copy's group must get it exactly once at its position.
+	back := make([]map[int32]slot, W)
+	for q := range back {
+		back[q] = map[int32]slot{}
+	}
+	putBack := func(q int, row int32, s slot) error {
+		if row < 0 || int(row) >= l.RecvRows {
+			return fmt.Errorf("combine: rank %d row %d outside [0, %d)", q, row, l.RecvRows)
+		}
+		if old, ok := back[q][row]; ok {
+			return fmt.Errorf("combine: rank %d row %d written twice (%v, %v)", q, row, old, s)
+		}
+		back[q][row] = s
+		return nil
+	}
+	for r, p := range planners {
+		rp := p.Recv()
+		staged := map[int32]slot{}
+		for ri, run := range rp.Runs {
+			for c := int32(0); c < run.Count; c++ {
+				s := slot{run.Group, run.Pos + c}
+				if ri < rp.RemoteRuns {
+					if int(run.CombineRow+c) >= l.SendRows {
+						return fmt.Errorf("rank %d: staging row %d beyond %d", r, run.CombineRow+c, l.SendRows)
+					}
+					staged[run.CombineRow+c] = s
+					continue
+				}
+				for q := int(run.Group) * D; q < int(run.Group)*D+D; q++ {
+					if err := putBack(q, run.CombineRow+c, s); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for _, tr := range rp.Combine {
+			imm[tr.Peer][a2a.TagCombine] += l.NICsPerGPU
+			for c := int32(0); c < tr.Rows; c++ {
+				s, ok := staged[tr.SrcRow+c]
+				if !ok {
+					return fmt.Errorf("rank %d: combine write of unstaged row %d", r, tr.SrcRow+c)
+				}
+				if err := putBack(int(tr.Peer), tr.DstRow+c, s); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for q, p := range planners {
+		h := int32(l.Group(q))
+		sp := p.Send()
+		if len(back[q]) != sp.Tokens*K {
+			return fmt.Errorf("rank %d: %d combine rows arrived for %d copies", q, len(back[q]), sp.Tokens*K)
+		}
+		for i := 0; i < sp.Tokens*K; i++ {
+			pos := sp.Copy(i).Pos
+			if got := back[q][pos]; got != (slot{h, pos}) {
+				return fmt.Errorf("rank %d: combine row %d holds %v", q, pos, got)
+			}
+		}
+		rp := p.Recv()
+		imm[q][a2a.TagDispatchBarrier] = W - 1
+		imm[q][a2a.TagCombineBarrier] = W - 1
+		for tag := a2a.TagRoute; tag <= a2a.TagCombineBarrier; tag++ {
+			if imm[q][tag] != rp.Imm[tag].Expected {
+				return fmt.Errorf("rank %d tag %v: %d immediates produced, %d expected", q, tag, imm[q][tag], rp.Imm[tag].Expected)
+			}
+		}
+	}
+	return nil
+}
+
+func TestPlanSendRejects(t *testing.T) {
+	p, err := a2a.NewPlanner(a2a.Config{WorldSize: 2, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16,
+		CombineType: a2a.BF16, Experts: 4, ExpertsPerToken: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		idx []uint32
+		m   int
+	}{
+		"expert out of range": {[]uint32{0, 4}, 1},
+		"duplicate expert":    {[]uint32{1, 1}, 1},
+		"too many tokens":     {make([]uint32, 10), 5},
+		"negative tokens":     {nil, -1},
+		"short indices":       {[]uint32{0, 1, 2}, 2},
+	} {
+		if err := p.PlanSend(c.idx, c.m); !errors.Is(err, a2a.ErrInvalidArgument) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+	if err := p.PlanSend(nil, 0); err != nil {
+		t.Fatalf("zero tokens: %v", err)
+	}
+}
+
+func TestPlanRecvRejectsBadTables(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16,
+		CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 2, PrivateTokens: a2a.NoPrivateWindow}
+	l, _ := cfg.Layout()
+	groups := randomGroups(rand.New(rand.NewPCG(1, 1)), &l, false)
+	mk := func(rank int) (*a2a.Planner, []uint32) {
+		c := cfg
+		table := make([]uint32, l.Groups*l.RowWords)
+		for h := range groups {
+			c.Rank = h
+			p, _ := a2a.NewPlanner(c)
+			if err := p.PlanSend(groups[h].Indices, groups[h].Tokens); err != nil {
+				t.Fatal(err)
+			}
+			copy(table[h*l.RowWords:], p.Send().Row)
+		}
+		c.Rank = rank
+		p, _ := a2a.NewPlanner(c)
+		return p, table
+	}
+	p, table := mk(0)
+	if err := p.PlanRecv(table); err != nil {
+		t.Fatalf("good table: %v", err)
+	}
+	if err := p.PlanRecv(table[:len(table)-1]); !errors.Is(err, a2a.ErrInvalidArgument) {
+		t.Fatalf("short table: %v", err)
+	}
+	// A corrupt word concerns only some receivers; at least one must
+	// notice, and none may go out of range.
+	for word := 0; word < l.RowWords; word++ {
+		rejected := 0
+		for r := 0; r < cfg.WorldSize; r++ {
+			p, table := mk(r)
+			table[3*l.RowWords+word] += 1 << 20
+			switch err := p.PlanRecv(table); {
+			case errors.Is(err, a2a.ErrInvalidArgument):
+				rejected++
+			case err != nil:
+				t.Errorf("corrupt word %d rank %d: %v", word, r, err)
+			}
+		}
+		if rejected == 0 {
+			t.Errorf("corrupt word %d: no rank noticed", word)
+		}
+	}
+	// A table whose own row disagrees with this rank's PlanSend.
+	p, table = mk(1)
+	if err := p.PlanSend(groups[1].Indices, groups[1].Tokens); err != nil {
+		t.Fatal(err)
+	}
+	table[1*l.RowWords] ^= 1
+	if err := p.PlanRecv(table); !errors.Is(err, a2a.ErrInvalidArgument) {
+		t.Fatalf("own row mismatch: %v", err)
+	}
+}
