@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -287,4 +288,58 @@ func TestClosedDomain(t *testing.T) {
 			t.Errorf("RegisterMemory: %v", err)
 		}
 	})
+}
+
+// TestCloseReleasesFDs opens, uses and closes domains and checks that the
+// process has no more file descriptors than before.
+func TestCloseReleasesFDs(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr testTransport) {
+		// Warm up once: libfabric opens a few descriptors it keeps for the
+		// life of the process (provider initialisation).
+		cycle := func() {
+			infos, err := Domains(tr.name, fabric.DomainOptions{Node: tr.node})
+			if err != nil {
+				t.Skipf("%s: %v", tr.name, err)
+			}
+			a, err := Open(infos[0], fabric.DomainOptions{Node: tr.node, Instance: 700})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Open(infos[0], fabric.DomainOptions{Node: tr.node, Instance: 701})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, dst := register(t, a, 4096, fabric.AccessLocal), register(t, b, 4096, fabric.AccessRemoteWrite)
+			peer, err := a.ResolvePeer(b.Address())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			doms := []*Domain{a, b}
+			postAll(t, a, []fabric.WriteOp{write(src, 0, dst, 0, 64, peer, 1)}, doms, func(int, fabric.Event) { n++ })
+			pump(t, 10*time.Second, doms, func(int, fabric.Event) { n++ }, func() bool { return n >= 1 })
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cycle()
+		before := countFDs(t)
+		for range 5 {
+			cycle()
+		}
+		if after := countFDs(t); after > before {
+			t.Errorf("%d file descriptors before, %d after 5 open/close cycles", before, after)
+		}
+	})
+}
+
+func countFDs(tb testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Skipf("cannot count descriptors: %v", err)
+	}
+	return len(ents)
 }

@@ -1,7 +1,8 @@
 // Package ofi is ferry's binding to libfabric: thin wrappers over the calls
-// the efa provider makes, plus a small C shim (shim.h, shim.c, datapath.c, raw.c) that holds every
-// per-operation loop, so Go crosses into C once per batch of posts or
-// completions rather than once per operation.
+// the efa provider makes, plus a small C shim (shim.h; shim.c for setup,
+// datapath.c for the per-operation loops, raw.c for the benchmark loop), so
+// Go crosses into C once per batch of posts or completions rather than once
+// per operation.
 //
 // It is one of the few packages allowed to import "C". It adds no policy:
 // which hints to ask for, how to name endpoints, what an error means to the
