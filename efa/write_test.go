@@ -181,3 +181,64 @@ func TestAddrMode(t *testing.T) {
 		}
 	})
 }
+
+// TestPollSmallArray polls into arrays smaller than libfabric's read batch
+// and checks that no completion is lost or repeated.
+func TestPollSmallArray(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr testTransport) {
+		a, b := openTest(t, tr), openTest(t, tr)
+		src := register(t, a, 4096, fabric.AccessLocal)
+		dst := register(t, b, 4096, fabric.AccessRemoteWrite)
+		peer, err := a.ResolvePeer(b.Address())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 300
+		ops := make([]fabric.WriteOp, n)
+		for i := range ops {
+			ops[i] = write(src, 0, dst, uint64(i%64)*64, 64, peer, uint64(i))
+			ops[i].Imm, ops[i].Flags = uint32(i), fabric.WriteHasImm
+		}
+		writes, imms := make([]int, n), make([]int, n)
+		evs := make([]fabric.Event, 3)
+		posted, seen := 0, 0
+		deadline := time.Now().Add(20 * time.Second)
+		for seen < 2*n {
+			if posted < n {
+				k, err := a.PostWrites(ops[posted:])
+				if err != nil {
+					t.Fatal(err)
+				}
+				posted += k
+			}
+			for i, d := range []*Domain{a, b} {
+				k, err := d.Poll(evs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if k > len(evs) {
+					t.Fatalf("Poll stored %d events in an array of %d", k, len(evs))
+				}
+				for _, ev := range evs[:k] {
+					if ev.Errno != 0 {
+						t.Fatal(d.DescribeError(ev))
+					}
+					if i == 0 {
+						writes[ev.Context]++
+					} else {
+						imms[ev.Imm]++
+					}
+					seen++
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("saw %d of %d events", seen, 2*n)
+			}
+		}
+		for i := range n {
+			if writes[i] != 1 || imms[i] != 1 {
+				t.Fatalf("op %d: %d write and %d imm completions", i, writes[i], imms[i])
+			}
+		}
+	})
+}

@@ -142,8 +142,10 @@ static int read_error(struct ferry_ep *e, struct ferry_event *ev)
 	if (ret == 0)
 		return -FI_EAGAIN;
 	memset(ev, 0, sizeof *ev);
-	ev->context = (uint64_t)(uintptr_t)ee.op_context;
 	ev->kind = classify(ee.flags);
+	/* A target-side entry has no op of ours behind it. */
+	if (ev->kind != FERRY_EV_IMM)
+		ev->context = (uint64_t)(uintptr_t)ee.op_context;
 	ev->length = ee.len;
 	/* Some providers (shm) report err negated; the engine gets it positive. */
 	ev->err = ee.err < 0 ? -ee.err : ee.err;
