@@ -134,18 +134,22 @@ func (p *Planner) PlanRecv(table []uint32) error {
 		if n > int64(l.MaxCopiesFrom) || int64(ownSeg[q+1]) > maxLayout {
 			return argErr(op, "table", "own segment for rank %d: %d copies at %d", q, n, ownSeg[q])
 		}
-		var below int64
-		for h := 0; h < g; h++ {
-			seg := table[h*RW+E : h*RW+RW]
-			c := int64(seg[q+1]) - int64(seg[q])
-			if c < 0 || c > int64(l.MaxCopiesFrom) {
-				return argErr(op, "table", "group %d: %d copies for rank %d, impossible for %d tokens", h, c, q, l.MaxTokens)
-			}
-			below += c
-		}
 		rp.Overflow = append(rp.Overflow, Transfer{
-			Peer: int32(q), NIC: -1, SrcRow: int32(ownSeg[q]) + M, DstRow: GM + int32(below), Rows: int32(n) - M,
+			Peer: int32(q), NIC: -1, SrcRow: int32(ownSeg[q]) + M, DstRow: GM, Rows: int32(n) - M,
 		})
+	}
+	// Each lands after the overflow of the lower-numbered groups: add their
+	// counts for the target, row by row so the table is read in order.
+	for h := 0; h < g && len(rp.Overflow) > 0; h++ {
+		seg := table[h*RW+E : h*RW+RW]
+		for i := range rp.Overflow {
+			t := &rp.Overflow[i]
+			c := int64(seg[t.Peer+1]) - int64(seg[t.Peer])
+			if c < 0 || c > int64(l.MaxCopiesFrom) {
+				return argErr(op, "table", "group %d: %d copies for rank %d, impossible for %d tokens", h, c, t.Peer, l.MaxTokens)
+			}
+			t.DstRow += int32(c)
+		}
 	}
 
 	// Combine writes: the staged results of every other-domain group go to
