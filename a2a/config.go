@@ -20,7 +20,7 @@ const (
 	defaultImmBase    = 0x80000000
 	bufferAlign       = 4096
 	rowAlign          = 16
-	numTags           = 5
+	numTags           = 7
 	privateNumerator  = 12 // the default window is 1.2x the mean load,
 	privateDenominato = 10 // computed exactly in integers
 )
@@ -70,7 +70,7 @@ type Config struct {
 	// floor(ceil(T*K/E) * 1.2) * L; NoPrivateWindow means none.
 	PrivateTokens int
 
-	// ImmBase is the first of the five immediate values the context uses
+	// ImmBase is the first of the seven immediate values the context uses
 	// (see Tag); contexts sharing an engine need disjoint ranges.
 	ImmBase uint32
 }

@@ -56,6 +56,8 @@
 //	                  of this rank's group, split in n byte slices
 //	dispatch-barrier  W-1
 //	combine-barrier   W-1
+//	node-dispatch     S-1: each node peer's pushed and staged dispatch rows are ready
+//	node-combine      S-1: each node peer's combine rows are pushed
 //
 // # Fixes relative to the reference (pplx-garden p2p-all-to-all)
 //

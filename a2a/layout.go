@@ -141,6 +141,8 @@ const (
 	TagCombine                    // combine writes
 	TagDispatchBarrier            // barrier after dispatch receive
 	TagCombineBarrier             // barrier after combine receive
+	TagNodeDispatch               // node peer's dispatch rows (pushed or staged) are ready
+	TagNodeCombine                // node peer's combine rows are pushed
 )
 
 // Imm returns the immediate value of tag t.
@@ -158,6 +160,10 @@ func (t Tag) String() string {
 		return "dispatch-barrier"
 	case TagCombineBarrier:
 		return "combine-barrier"
+	case TagNodeDispatch:
+		return "node-dispatch"
+	case TagNodeCombine:
+		return "node-combine"
 	}
 	return "tag(?)"
 }

@@ -174,5 +174,7 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	rp.Imm[TagCombine] = Count{Sent: len(rp.Combine) * nics, Expected: (W - S) * nics}
 	rp.Imm[TagDispatchBarrier] = Count{Sent: W - 1, Expected: W - 1}
 	rp.Imm[TagCombineBarrier] = Count{Sent: W - 1, Expected: W - 1}
+	rp.Imm[TagNodeDispatch] = Count{Sent: S - 1, Expected: S - 1}
+	rp.Imm[TagNodeCombine] = Count{Sent: S - 1, Expected: S - 1}
 	return nil
 }

@@ -78,7 +78,7 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 	for q := range recv {
 		recv[q] = map[int32]slot{}
 	}
-	imm := make([][5]int, W)
+	imm := make([][7]int, W)
 	put := func(q int, row int32, s slot) error {
 		if row < 0 || int(row) >= l.RecvRows {
 			return fmt.Errorf("rank %d: receive row %d outside [0, %d)", q, row, l.RecvRows)
@@ -251,7 +251,10 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 		rp := p.Recv()
 		imm[q][a2a.TagDispatchBarrier] = W - 1
 		imm[q][a2a.TagCombineBarrier] = W - 1
-		for tag := a2a.TagRoute; tag <= a2a.TagCombineBarrier; tag++ {
+		// Every rank signals each node peer once per phase.
+		imm[q][a2a.TagNodeDispatch] = l.NVLinkSize - 1
+		imm[q][a2a.TagNodeCombine] = l.NVLinkSize - 1
+		for tag := a2a.TagRoute; tag <= a2a.TagNodeCombine; tag++ {
 			if imm[q][tag] != rp.Imm[tag].Expected {
 				return fmt.Errorf("rank %d tag %v: %d immediates produced, %d expected", q, tag, imm[q][tag], rp.Imm[tag].Expected)
 			}

@@ -2,11 +2,10 @@ package memsim
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/internal/rows"
 )
 
 type backend struct {
@@ -15,41 +14,6 @@ type backend struct {
 }
 
 var _ a2a.Backend = (*backend)(nil)
-
-func orDefault(v, d int) int {
-	if v == 0 {
-		return d
-	}
-	return v
-}
-
-// packRow writes token t of in (bytes, then scales) into row.
-func packRow(l *a2a.Layout, row []byte, in *a2a.DispatchInput, t int) {
-	xs := orDefault(in.XStride, l.TokenBytes)
-	copy(row[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
-	if l.Scales == 0 {
-		return
-	}
-	ts, es := orDefault(in.ScaleTokenStride, l.Scales), orDefault(in.ScaleElemStride, 1)
-	sc := row[(l.TokenBytes+15)&^15:]
-	for s := 0; s < l.Scales; s++ {
-		binary.LittleEndian.PutUint32(sc[4*s:], math.Float32bits(in.Scales[t*ts+s*es]))
-	}
-}
-
-// unpackRow writes a dispatch row into output row o.
-func unpackRow(l *a2a.Layout, out *a2a.DispatchOutput, o int, row []byte) {
-	xs := orDefault(out.XStride, l.TokenBytes)
-	copy(out.X[o*xs:o*xs+l.TokenBytes], row[:l.TokenBytes])
-	if l.Scales == 0 {
-		return
-	}
-	ts, es := orDefault(out.ScaleTokenStride, l.Scales), orDefault(out.ScaleElemStride, 1)
-	sc := row[(l.TokenBytes+15)&^15:]
-	for s := 0; s < l.Scales; s++ {
-		out.Scales[o*ts+s*es] = math.Float32frombits(binary.LittleEndian.Uint32(sc[4*s:]))
-	}
-}
 
 func (b *backend) row(buf []byte, r int32) []byte {
 	s := b.rk.w.l.Stride()
@@ -80,12 +44,12 @@ func (b *backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		c := sp.Copy(i)
 		switch {
 		case c.Path.Staged():
-			packRow(l, b.row(rk.send, c.Pos), in, i/K)
+			rows.Pack(l, b.row(rk.send, c.Pos), in, i/K)
 		case c.Path == a2a.PathNodePush:
-			packRow(l, b.row(rk.w.ranks[c.Dest].recv, c.PushRow), in, i/K)
+			rows.Pack(l, b.row(rk.w.ranks[c.Dest].recv, c.PushRow), in, i/K)
 		}
 	}
-	rk.signalNode(sigNodeDispatch)
+	rk.signalNode(int(a2a.TagNodeDispatch))
 	for _, t := range sp.Eager {
 		rk.writeRows(t, a2a.TagDispatch, false)
 	}
@@ -104,7 +68,7 @@ func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 	for _, t := range rp.Overflow {
 		rk.writeRows(t, a2a.TagDispatch, true)
 	}
-	if err := rk.wait(ctx, sigNodeDispatch, l.NVLinkSize-1); err != nil {
+	if err := rk.wait(ctx, int(a2a.TagNodeDispatch), l.NVLinkSize-1); err != nil {
 		return err
 	}
 	copyRuns := func(runs []a2a.Run) {
@@ -118,7 +82,7 @@ func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 				buf = rk.w.ranks[run.Source].send
 			}
 			for c := int32(0); c < run.Count; c++ {
-				unpackRow(l, out, int(run.Padded+c), b.row(buf, run.SrcRow+c))
+				rows.Unpack(l, out, int(run.Padded+c), b.row(buf, run.SrcRow+c))
 			}
 		}
 	}
@@ -137,10 +101,7 @@ func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 func (b *backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.CombineInput) error {
 	rk, l := b.rk, p.Layout()
 	rp := p.Recv()
-	ys := orDefault(in.YStride, l.CombineBytes)
-	yrow := func(row int32) []byte {
-		return in.Y[int(row)*ys : int(row)*ys+l.CombineBytes]
-	}
+	yrow := func(i int32) []byte { return rows.ExpertRow(l, in, i) }
 	for _, run := range rp.Runs[:rp.RemoteRuns] {
 		for c := int32(0); c < run.Count; c++ {
 			copy(b.row(rk.send, run.CombineRow+c), yrow(run.Padded+c))
@@ -158,41 +119,20 @@ func (b *backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 		}
 	}
-	rk.signalNode(sigNodeCombine)
+	rk.signalNode(int(a2a.TagNodeCombine))
 	return nil
 }
 
 func (b *backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.CombineOutput) error {
 	rk, l := b.rk, p.Layout()
-	if err := rk.wait(ctx, sigNodeCombine, l.NVLinkSize-1); err != nil {
+	if err := rk.wait(ctx, int(a2a.TagNodeCombine), l.NVLinkSize-1); err != nil {
 		return err
 	}
 	if err := rk.wait(ctx, int(a2a.TagCombine), p.Recv().Imm[a2a.TagCombine].Expected); err != nil {
 		return err
 	}
-	sp := p.Send()
-	K, H, ct := l.ExpertsPerToken, l.Hidden, l.CombineType
-	os := orDefault(out.OutStride, l.CombineBytes)
-	acc := make([]float32, H)
-	for t := 0; t < sp.Tokens; t++ {
-		dst := out.Out[t*os : t*os+l.CombineBytes]
-		for x := range acc {
-			acc[x] = 0
-			if out.Accumulate {
-				acc[x] = a2a.DecodeFloat32(ct, dst, x)
-			}
-		}
-		for k := 0; k < K; k++ {
-			y := b.row(rk.recv, sp.Copy(t*K+k).Pos)
-			w := out.Weights[t*K+k]
-			for x := range acc {
-				acc[x] = a2a.MulAdd(acc[x], w, a2a.DecodeFloat32(ct, y, x))
-			}
-		}
-		for x, v := range acc {
-			a2a.EncodeFloat32(ct, dst, x, v)
-		}
-	}
+	acc := make([]float32, l.Hidden)
+	rows.Reduce(l, p.Send(), out, acc, func(pos int32) []byte { return b.row(rk.recv, pos) })
 	return rk.barrier(ctx, a2a.TagCombineBarrier)
 }
 

@@ -10,12 +10,8 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 )
 
-// Signal counters beside the immediate tags: node-local data-ready edges.
-const (
-	sigNodeDispatch = 5 + iota
-	sigNodeCombine
-	numCounters
-)
+// One counter per immediate tag.
+const numCounters = int(a2a.TagNodeCombine) + 1
 
 // Options tune a World.
 type Options struct {
