@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"os"
 	"regexp"
 	"testing"
 	"time"
@@ -122,6 +123,9 @@ func TestGPUPointerAndDmabuf(t *testing.T) {
 	if info.Type != MemoryDevice || info.Device != c.Device().Ordinal() {
 		t.Fatalf("pointer info %+v", info)
 	}
+	if uint64(m.Ptr())%uint64(os.Getpagesize()) != 0 {
+		t.Fatalf("cuMemAlloc returned %#x, not page aligned", uint64(m.Ptr()))
+	}
 	fd, err := m.DmabufFD()
 	skipUnlessSupported(t, "dmabuf", err)
 	if fd < 0 {
@@ -134,6 +138,13 @@ func TestGPUPointerAndDmabuf(t *testing.T) {
 	if _, err := c.DmabufFD(m.Ptr().Add(1), 4096); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("unaligned dma-buf: %v", err)
 	}
+	// An unaligned sub-range (a tensor inside an allocation).
+	buf, err := DmabufRange(uintptr(m.Ptr())+4096+100, 1000)
+	check(t, err)
+	if buf.FD < 0 || buf.Offset != 100 || buf.Size != uint64(os.Getpagesize()) {
+		t.Fatalf("dma-buf range %+v", buf)
+	}
+	check(t, buf.Close())
 }
 
 func TestGPUEventsTiming(t *testing.T) {

@@ -196,3 +196,38 @@ func (m *DeviceMemory) Close() error {
 	}
 	return s.check("cuMemFree", s.d.MemFree(m.ctx.h, cudadrv.DevicePtr(m.ptr)))
 }
+
+// DmaBuf is a dma-buf file descriptor over a page-aligned device range
+// that contains the range asked for, which starts Offset bytes into it.
+// NIC registration takes (FD, Offset, length, address): ibv_reg_dmabuf_mr
+// and fi_mr_dmabuf both have an offset field for this.
+type DmaBuf struct {
+	FD     int
+	Offset uint64 // where the requested range starts inside the dma-buf
+	Size   uint64 // size of the dma-buf (page multiple)
+}
+
+// Close closes the fd.
+func (b DmaBuf) Close() error {
+	if b.FD < 0 {
+		return nil
+	}
+	return syscallClose(b.FD)
+}
+
+// DmabufRange is DmabufFD for any range: it widens [ptr, ptr+n) to host
+// page boundaries (device allocations are at least 2 MiB granular, so the
+// widened range stays inside the allocation) and reports the offset.
+func (c *Context) DmabufRange(ptr DevicePtr, n uint64) (DmaBuf, error) {
+	if n == 0 {
+		return DmaBuf{FD: -1}, invalid("dma-buf", "empty range")
+	}
+	page := uint64(os.Getpagesize())
+	base := uint64(ptr) / page * page
+	end := roundUp(uint64(ptr)+n, page)
+	fd, err := c.DmabufFD(DevicePtr(base), end-base)
+	if err != nil {
+		return DmaBuf{FD: -1}, err
+	}
+	return DmaBuf{FD: fd, Offset: uint64(ptr) - base, Size: end - base}, nil
+}

@@ -61,6 +61,8 @@ func TestNoDriver(t *testing.T) {
 	notSupported("Compile", err)
 	_, err = DmabufFD(0x1000, 4096)
 	notSupported("DmabufFD", err)
+	_, err = DmabufRange(0x1000, 10)
+	notSupported("DmabufRange", err)
 	_, err = LookupPointer(0x1000)
 	notSupported("LookupPointer", err)
 	notSupported("GDRAvailable", GDRAvailable())

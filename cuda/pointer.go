@@ -58,32 +58,50 @@ func LookupPointer(ptr uintptr) (PointerInfo, error) {
 	return PointerInfo{Type: MemoryType(uint32(t)), Device: int(int32(uint32(o)))}, nil
 }
 
-// DmabufFD returns a new dma-buf fd for [ptr, ptr+n) of device memory
-// allocated by anyone in this process (this package, the CUDA runtime,
-// PyTorch): it finds the owning device and uses its primary context. The
-// caller closes the fd once its NIC registration is made. Errors wrap
-// ErrNotSupported where dma-buf export is unavailable, and
-// ErrInvalidArgument for host memory or unaligned ranges.
-func DmabufFD(ptr uintptr, n uint64) (int, error) {
+// primaryFor returns a retained primary context of the device owning ptr.
+func primaryFor(op string, ptr uintptr) (*Context, error) {
 	info, err := LookupPointer(ptr)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	if info.Type != MemoryDevice {
-		return -1, invalid("dma-buf", "%#x is %s memory, not device memory", ptr, info.Type)
+		return nil, invalid(op, "%#x is %s memory, not device memory", ptr, info.Type)
 	}
 	dev, err := GetDevice(info.Device)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
-	c, err := dev.PrimaryContext()
+	return dev.PrimaryContext()
+}
+
+// DmabufRange is DmabufFD for a range that need not be page aligned (a
+// tensor inside a larger allocation): see Context.DmabufRange. The caller
+// closes the DmaBuf.
+func DmabufRange(ptr uintptr, n uint64) (DmaBuf, error) {
+	c, err := primaryFor("dma-buf", ptr)
+	if err != nil {
+		return DmaBuf{FD: -1}, err
+	}
+	defer c.Close()
+	return c.DmabufRange(DevicePtr(ptr), n)
+}
+
+// DmabufFD returns a new dma-buf fd for [ptr, ptr+n) of device memory
+// allocated by anyone in this process (this package, the CUDA runtime,
+// PyTorch): it finds the owning device and uses its primary context. The
+// caller closes the fd once its NIC registration is made. ptr and n must be
+// page aligned (else use DmabufRange). Errors wrap ErrNotSupported where
+// dma-buf export is unavailable, and ErrInvalidArgument for host memory or
+// unaligned ranges.
+func DmabufFD(ptr uintptr, n uint64) (int, error) {
+	c, err := primaryFor("dma-buf", ptr)
 	if err != nil {
 		return -1, err
 	}
 	defer c.Close()
 	fd, err := c.DmabufFD(DevicePtr(ptr), n)
 	if err != nil {
-		return -1, fmt.Errorf("cuda: dma-buf for %#x+%d on %s: %w", ptr, n, dev, err)
+		return -1, fmt.Errorf("cuda: dma-buf for %#x+%d on %s: %w", ptr, n, c.dev, err)
 	}
 	return fd, nil
 }

@@ -49,7 +49,7 @@ func (st *Stream) handle(op string, c *Context) (cudadrv.Stream, error) {
 	if st.closed {
 		return nil, closedErr(op)
 	}
-	if st.ctx != c {
+	if st.ctx.h != c.h {
 		return nil, invalid(op, "stream belongs to %s, not %s", st.ctx.dev, c.dev)
 	}
 	return st.h, nil

@@ -186,3 +186,5 @@ func closeFD(fd int) {
 		syscall.Close(fd)
 	}
 }
+
+func syscallClose(fd int) error { return syscall.Close(fd) }
