@@ -50,7 +50,9 @@ func (a Address) AppendBinary(b []byte) ([]byte, error) {
 }
 
 // MarshalBinary implements encoding.BinaryMarshaler.
-func (a Address) MarshalBinary() ([]byte, error) { return a.AppendBinary(make([]byte, 0, 2+len(a.raw))) }
+func (a Address) MarshalBinary() ([]byte, error) {
+	return a.AppendBinary(make([]byte, 0, 2+len(a.raw)))
+}
 
 // UnmarshalBinary implements encoding.BinaryUnmarshaler.
 func (a *Address) UnmarshalBinary(b []byte) error {

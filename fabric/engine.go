@@ -258,6 +258,12 @@ func (e *Engine) Close(ctx context.Context) error {
 		if e.disp != nil {
 			e.disp.stop()
 		}
+		e.regMu.Lock()
+		for r := range e.regions {
+			r.state.Store(regDead)
+		}
+		clear(e.regions)
+		e.regMu.Unlock()
 		if e.sendBuf != nil {
 			_ = e.sendBuf.Free()
 		}

@@ -194,10 +194,10 @@ func (w *worker) postRecvSlot(i int) {
 }
 
 func (w *worker) postRecvs(ds *domState) bool {
+	// Posted receives are not counted in ds.posted: they wait for peers,
+	// not for the provider, and Close cancels them with the domain.
 	n, err := ds.d.PostRecvs(ds.recvQ)
-	ds.posted += n
 	ds.stats.Posted.Add(uint64(n))
-	ds.stats.InFlight.Add(int64(n))
 	rest := ds.recvQ[n:]
 	if err != nil && len(rest) > 0 {
 		i := int(rest[0].Context & ctxIndexMask)
@@ -218,8 +218,6 @@ func (w *worker) recvFailed(i int, err error) {
 }
 
 func (w *worker) recvDone(ds *domState, ev *Event) {
-	ds.posted--
-	ds.stats.InFlight.Add(-1)
 	i := int(ev.Context & ctxIndexMask)
 	if ev.Context&ctxTagMask != ctxTagRecv || i >= len(w.recvs) {
 		return

@@ -1,5 +1,7 @@
 package fabric
 
+import "math/bits"
+
 // Submission: validation happens here, in the caller's goroutine, so bad
 // input is refused synchronously with a typed error and nothing is queued;
 // the worker then only expands and posts.
@@ -80,13 +82,13 @@ func (e *Engine) SubmitPaged(r PagedWrite, c Completion) error {
 	}
 	slen, dlen := r.Src.span.Len, r.Dst.Length
 	for i, p := range r.SrcPages {
-		so := r.SrcOffset + r.SrcStride*uint64(p)
-		do := r.DstOffset + r.DstStride*uint64(r.DstPages[i])
-		if !inRange(so, r.Length, slen) || so < r.SrcOffset {
-			return reqErr(op, ErrOutOfBounds, "source page %d (index %d) at %d+%d of %d bytes", i, p, so, r.Length, slen)
+		if !pageInRange(r.SrcOffset, r.SrcStride, p, r.Length, slen) {
+			return reqErr(op, ErrOutOfBounds, "source page %d (index %d, stride %d, offset %d, %d bytes) outside %d bytes",
+				i, p, r.SrcStride, r.SrcOffset, r.Length, slen)
 		}
-		if !inRange(do, r.Length, dlen) || do < r.DstOffset {
-			return reqErr(op, ErrOutOfBounds, "destination page %d (index %d) at %d+%d of %d bytes", i, r.DstPages[i], do, r.Length, dlen)
+		if !pageInRange(r.DstOffset, r.DstStride, r.DstPages[i], r.Length, dlen) {
+			return reqErr(op, ErrOutOfBounds, "destination page %d (index %d, stride %d, offset %d, %d bytes) outside %d bytes",
+				i, r.DstPages[i], r.DstStride, r.DstOffset, r.Length, dlen)
 		}
 	}
 	q := request{kind: reqPaged, c: c, imm: r.Imm, hasImm: r.HasImm, src: r.Src,
@@ -127,6 +129,16 @@ func (e *Engine) SubmitScatter(r ScatterWrite, c Completion) error {
 }
 
 func inRange(off, n, size uint64) bool { return off <= size && n <= size-off }
+
+// pageInRange checks [off+stride*idx, +n) against size without wrapping.
+func pageInRange(off, stride uint64, idx uint32, n, size uint64) bool {
+	hi, lo := bits.Mul64(stride, uint64(idx))
+	if hi != 0 {
+		return false
+	}
+	start, carry := bits.Add64(lo, off, 0)
+	return carry == 0 && inRange(start, n, size)
+}
 
 func checkRoute(op string, r Routing, nics int, single bool) error {
 	if d, pinned := r.IsPinned(); pinned {

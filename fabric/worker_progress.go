@@ -131,7 +131,13 @@ func (w *worker) poll() bool {
 		ds.stats.Completions.Add(uint64(n))
 		for i := 0; i < n; i++ {
 			ev := &ds.events[i]
-			switch ev.Kind {
+			kind := ev.Kind
+			if ev.Errno != 0 && kind != EventImm {
+				// Error completions may not say what the op was; the
+				// context tag always does.
+				kind = tagKind(ev.Context)
+			}
+			switch kind {
 			case EventImm:
 				if ev.Errno != 0 {
 					ds.stats.Errors.Add(1)
@@ -149,10 +155,26 @@ func (w *worker) poll() bool {
 				w.sendDone(ds, ev)
 			case EventRecv:
 				w.recvDone(ds, ev)
+			default:
+				ds.stats.Errors.Add(1)
+				w.e.log.Warn("ferry completion of unknown kind", "nic", ds.info.Name, "context", ev.Context, "errno", ev.Errno)
 			}
 		}
 	}
 	return did
+}
+
+// tagKind recovers an op's kind from the tag the engine put in its context.
+func tagKind(ctx uint64) EventKind {
+	switch ctx & ctxTagMask {
+	case ctxTagWrite:
+		return EventWrite
+	case ctxTagSend:
+		return EventSend
+	case ctxTagRecv:
+		return EventRecv
+	}
+	return 0
 }
 
 func (w *worker) writeDone(ds *domState, ev *Event) {

@@ -1,0 +1,205 @@
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/memfabric"
+)
+
+// testCompletions: callbacks, handles and counters each report exactly
+// once; on the mem provider an injected error completion reaches its
+// transfer once, and later transfers are unaffected.
+func testCompletions(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	var calls atomic.Int32
+	done := make(chan error, 1)
+	require.NoError(t, env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 100000, Dst: env.Desc},
+		fabric.OnDone(func(err error) { calls.Add(1); done <- err })))
+	require.NoError(t, <-done)
+	tr := fabric.NewTransfer()
+	require.NoError(t, env.A.SubmitImm(fabric.ImmWrite{Imm: 1, Dst: env.Desc}, fabric.Notify(tr)))
+	require.ErrorIs(t, env.A.SubmitImm(fabric.ImmWrite{Imm: 1, Dst: env.Desc}, fabric.Notify(tr)), fabric.ErrBusy)
+	require.NoError(t, tr.Wait(Ctx(t)))
+	require.EqualValues(t, 1, calls.Load())
+
+	if p.Transport != "mem" {
+		return
+	}
+	addr := env.A.Info().Groups[0].Domains[0].Address
+	require.NoError(t, memfabric.Inject(addr, memfabric.Faults{FailWrites: 1, Errno: 5}))
+	idx := []uint32{0, 1, 2, 3, 4, 5, 6, 7}
+	var errs []error
+	var mu sync.Mutex
+	fin := make(chan struct{})
+	require.NoError(t, env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: idx, SrcStride: 64,
+		Dst: env.Desc, DstPages: idx, DstStride: 64, Length: 64},
+		fabric.OnDone(func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock(); close(fin) })))
+	<-fin
+	Settle()
+	mu.Lock()
+	require.Len(t, errs, 1, "an error is reported exactly once")
+	require.ErrorIs(t, errs[0], fabric.ErrProvider)
+	mu.Unlock()
+	require.NoError(t, Wait(t, func(c fabric.Completion) error {
+		return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 10, Dst: env.Desc}, c)
+	}))
+	tc := new(fabric.TransferCounter)
+	require.NoError(t, memfabric.Inject(addr, memfabric.Faults{FailWrites: 1}))
+	require.NoError(t, env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 10, Dst: env.Desc, Route: fabric.Pinned(0)}, fabric.Count(tc)))
+	require.NoError(t, tc.Wait(Ctx(t), 1))
+	require.EqualValues(t, 1, tc.Errors())
+	// A post the provider refuses for good fails its transfer.
+	require.NoError(t, memfabric.Inject(addr, memfabric.Faults{RefusePosts: 1}))
+	err := Wait(t, func(c fabric.Completion) error {
+		return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 10, Dst: env.Desc, Route: fabric.Pinned(0)}, c)
+	})
+	require.ErrorIs(t, err, fabric.ErrProvider)
+	require.NotZero(t, env.A.Stats().Failed)
+}
+
+// testSendRecv: bouncing and persistent receives, ordered messages of many
+// sizes, and the size limit.
+func testSendRecv(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	got := make(chan []byte, 64)
+	require.NoError(t, env.B.BouncingRecvs(8, 4096, func(b []byte) { got <- b }, func(err error) {
+		if err != nil && !errorsIsClosed(err) {
+			t.Errorf("bouncing recv: %v", err)
+		}
+	}))
+	to := env.B.MainAddress()
+	want := map[string]bool{}
+	for i := 0; i < 20; i++ {
+		msg := bytes.Repeat([]byte{byte(i)}, 1+i*150)
+		want[string(msg)] = true
+		require.NoError(t, Wait(t, func(c fabric.Completion) error { return env.A.Send(Ctx(t), to, msg, c) }))
+	}
+	for i := 0; i < 20; i++ {
+		select {
+		case m := <-got:
+			require.True(t, want[string(m)], "unexpected message of %d bytes", len(m))
+			delete(want, string(m))
+		case <-time.After(Timeout):
+			t.Fatalf("received %d of 20 messages", i)
+		}
+	}
+	require.ErrorIs(t, env.A.Send(Ctx(t), to, make([]byte, 1<<20), fabric.Completion{}), fabric.ErrTooLarge)
+	require.ErrorIs(t, env.A.Send(Ctx(t), fabric.Address{}, []byte{1}, fabric.Completion{}), fabric.ErrInvalidArgument)
+
+	// Persistent receive into a caller's region on A, re-posted after each callback.
+	buf, err := fabric.AllocHost(4096)
+	require.NoError(t, err)
+	defer buf.Free()
+	reg, err := env.A.RegisterHost(buf, fabric.AccessLocal)
+	require.NoError(t, err)
+	lens := make(chan int, 8)
+	require.NoError(t, env.A.PostRecv(reg, 0, 4096, func(n int) {
+		lens <- n
+		if buf.Bytes()[0] != byte(n) {
+			t.Errorf("persistent recv: first byte %d for length %d", buf.Bytes()[0], n)
+		}
+	}, nil))
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, Wait(t, func(c fabric.Completion) error {
+			return env.B.Send(Ctx(t), env.A.MainAddress(), bytes.Repeat([]byte{byte(i * 10)}, i*10), c)
+		}))
+		select {
+		case n := <-lens:
+			require.Equal(t, i*10, n)
+		case <-time.After(Timeout):
+			t.Fatal("persistent receive did not complete")
+		}
+	}
+}
+
+func errorsIsClosed(err error) bool { return err == fabric.ErrClosed || fmt.Sprint(err) == fabric.ErrClosed.Error() }
+
+// testClose: Close fails what is pending with ErrClosed, reports every
+// transfer exactly once, leaks no goroutine, and every later call fails
+// with ErrClosed.
+func testClose(t *testing.T, p Params) {
+	before := runtime.NumGoroutine()
+	func() {
+		a := openRaw(t, p)
+		b := openRaw(t, p)
+		src, _ := fabric.AllocHost(1 << 20)
+		dst, _ := fabric.AllocHost(1 << 20)
+		defer src.Free()
+		defer dst.Free()
+		sr, err := a.RegisterHost(src, fabric.AccessLocal)
+		require.NoError(t, err)
+		dr, err := b.RegisterHost(dst, fabric.AccessRemoteWrite)
+		require.NoError(t, err)
+		desc, _ := dr.Descriptor()
+		var calls, fails atomic.Int32
+		const n = 200
+		idx := make([]uint32, 64)
+		for i := 0; i < n; i++ {
+			require.NoError(t, a.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, Dst: desc, DstPages: idx, Length: 4096},
+				fabric.OnDone(func(err error) {
+					calls.Add(1)
+					if err != nil {
+						require.ErrorIs(t, err, fabric.ErrClosed)
+						fails.Add(1)
+					}
+				})))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		defer cancel()
+		require.NoError(t, a.Close(ctx))
+		require.NoError(t, b.Close(ctx))
+		require.EqualValues(t, n, calls.Load(), "every transfer reported once")
+		require.ErrorIs(t, a.SubmitImm(fabric.ImmWrite{Imm: 1, Dst: desc}, fabric.Completion{}), fabric.ErrClosed)
+		_, err = a.RegisterHost(src, fabric.AccessLocal)
+		require.ErrorIs(t, err, fabric.ErrClosed)
+		_, err = a.ImmCounter(3)
+		require.ErrorIs(t, err, fabric.ErrClosed)
+		require.NoError(t, a.Close(ctx), "second Close")
+		require.Zero(t, a.Regions())
+		t.Logf("%d of %d transfers failed with ErrClosed", fails.Load(), n)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines leaked by Close")
+}
+
+func openRaw(t *testing.T, p Params) *fabric.Engine {
+	e, err := fabric.Open(context.Background(), fabric.Config{Transport: p.Transport, Node: p.Node, NICs: p.NICs, Poll: p.Poll})
+	require.NoError(t, err)
+	return e
+}
+
+// testInfo: Info names the provider and domains; Stats count the traffic.
+func testInfo(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	in := env.A.Info()
+	require.Equal(t, p.Transport, in.Transport)
+	require.Len(t, in.Groups, 1)
+	require.Len(t, in.Groups[0].Domains, p.NICs)
+	require.Equal(t, in.Main, env.A.MainAddress())
+	require.Equal(t, p.NICs, env.A.NICs())
+	require.NoError(t, Wait(t, func(c fabric.Completion) error {
+		return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 100000, Dst: env.Desc}, c)
+	}))
+	st := env.A.Stats()
+	var posted, bytes uint64
+	for _, d := range st.Domains {
+		posted += d.Posted
+		bytes += d.Bytes
+	}
+	require.EqualValues(t, p.NICs, posted)
+	require.EqualValues(t, 100000, bytes)
+	require.EqualValues(t, 1, st.Completed)
+}
