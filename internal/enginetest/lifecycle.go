@@ -122,7 +122,9 @@ func testSendRecv(t *testing.T, p Params) {
 	}
 }
 
-func errorsIsClosed(err error) bool { return err == fabric.ErrClosed || fmt.Sprint(err) == fabric.ErrClosed.Error() }
+func errorsIsClosed(err error) bool {
+	return err == fabric.ErrClosed || fmt.Sprint(err) == fabric.ErrClosed.Error()
+}
 
 // testClose: Close fails what is pending with ErrClosed, reports every
 // transfer exactly once, leaks no goroutine, and every later call fails
