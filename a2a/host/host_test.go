@@ -1,0 +1,213 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/host"
+	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
+	_ "github.com/ferryrdma/ferry/efa"
+	"github.com/ferryrdma/ferry/fabric"
+	_ "github.com/ferryrdma/ferry/internal/memfabric"
+)
+
+// exchange is a one-shot in-process all-gather.
+type exchange struct {
+	mu    sync.Mutex
+	data  [][]byte
+	n     int
+	ready chan struct{}
+}
+
+func newExchange(w int) *exchange {
+	return &exchange{data: make([][]byte, w), ready: make(chan struct{})}
+}
+
+type member struct {
+	x *exchange
+	r int
+}
+
+func (m member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	x := m.x
+	x.mu.Lock()
+	x.data[m.r] = data
+	x.n++
+	if x.n == len(x.data) {
+		close(x.ready)
+	}
+	x.mu.Unlock()
+	select {
+	case <-x.ready:
+		return x.data, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// world builds W ranks over transport, each with its own engine, and
+// closes everything at the end of the test.
+func world(t *testing.T, cfg a2a.Config, transport string) []*a2a.Context {
+	t.Helper()
+	l, err := cfg.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	W := cfg.WorldSize
+	x := newExchange(W)
+	nodes := make([]*host.LocalNode, l.Nodes)
+	for n := range nodes {
+		nodes[n] = host.NewLocalNode(l.NVLinkSize)
+	}
+	engines := make([]*fabric.Engine, W)
+	ctxs := make([]*a2a.Context, W)
+	errs := make([]error, W)
+	t.Cleanup(func() {
+		for _, c := range ctxs {
+			if c != nil {
+				if err := c.Close(); err != nil {
+					t.Errorf("close context: %v", err)
+				}
+			}
+		}
+		for _, e := range engines {
+			if e != nil {
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := e.Close(cctx); err != nil {
+					t.Errorf("close engine: %v", err)
+				}
+				cancel()
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for r := range W {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := fabric.Open(ctx, fabric.Config{Transport: transport, NICs: l.NICsPerGPU, Node: "127.0.0.1",
+				Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			engines[r] = e
+			c := cfg
+			c.Rank = r
+			b, err := host.New(ctx, c, host.Options{Engine: e, Exchange: member{x, r},
+				Node: nodes[l.Node(r)].Member(r % l.NVLinkSize)})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			ctxs[r], errs[r] = a2a.New(c, b)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return ctxs
+}
+
+func TestHostOverMemRandom(t *testing.T) {
+	n := 24
+	if testing.Short() {
+		n = 6
+	}
+	rng := rand.New(rand.NewPCG(31, 7))
+	for i := 0; i < n; i++ {
+		cfg := a2atest.RandomConfig(rng, 8)
+		seed := rng.Uint64()
+		name := fmt.Sprintf("%d/W%d_S%d_D%d_E%d_K%d_T%d_M%d_pad%d_nic%d", i, cfg.WorldSize, cfg.NVLinkSize,
+			cfg.ReplicaSize, cfg.Experts, cfg.ExpertsPerToken, cfg.MaxTokens, cfg.PrivateTokens, cfg.ExpertPadding, cfg.NICsPerGPU)
+		t.Run(name, func(t *testing.T) {
+			ctxs := world(t, cfg, "mem")
+			a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, seed, 3)
+		})
+	}
+}
+
+// TestHostShapes runs the shapes that exercise every path class at once:
+// two domains of two ranks (node push and pull, RDMA eager and overflow),
+// replicas across domains, and two NICs.
+func TestHostShapes(t *testing.T) {
+	for name, cfg := range map[string]a2a.Config{
+		"all-paths": {WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 8, Hidden: 16, Scales: 2,
+			DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 3, PrivateTokens: 2},
+		"replicas": {WorldSize: 8, NVLinkSize: 4, ReplicaSize: 2, MaxTokens: 6, Hidden: 8,
+			DispatchType: a2a.BF16, CombineType: a2a.FP32, Experts: 16, ExpertsPerToken: 4, PrivateTokens: 1, ExpertPadding: 16},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctxs := world(t, cfg, "mem")
+			a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 3, 4)
+		})
+	}
+}
+
+// TestHostOverLibfabric carries the protocol over real libfabric providers
+// on loopback: tcp;ofi_rxm and shm.
+func TestHostOverLibfabric(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 16, Hidden: 64, Scales: 4,
+		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 12, ExpertsPerToken: 4, PrivateTokens: 3}
+	for _, transport := range []string{"tcp;ofi_rxm", "shm"} {
+		t.Run(transport, func(t *testing.T) {
+			if _, err := fabric.ChooseTransport(transport, fabric.DomainOptions{Node: "127.0.0.1"}); err != nil {
+				if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
+					t.Skipf("libfabric %s not available here: %v", transport, err)
+				}
+				t.Fatal(err)
+			}
+			ctxs := world(t, cfg, transport)
+			a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 9, 5)
+		})
+	}
+}
+
+func TestHostNewRejects(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 1, MaxTokens: 1, Hidden: 1, DispatchType: a2a.FP8, CombineType: a2a.BF16,
+		Experts: 1, ExpertsPerToken: 1, NICsPerGPU: 2}
+	ctx := context.Background()
+	if _, err := host.New(ctx, cfg, host.Options{}); !errors.Is(err, a2a.ErrInvalidArgument) {
+		t.Fatalf("no engine: %v", err)
+	}
+	e, err := fabric.Open(ctx, fabric.Config{Transport: "mem", NICs: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	opt := host.Options{Engine: e, Exchange: member{newExchange(1), 0}, Node: host.NewLocalNode(1).Member(0)}
+	if _, err := host.New(ctx, cfg, opt); !errors.Is(err, a2a.ErrInvalidArgument) {
+		t.Fatalf("nic mismatch: %v", err)
+	}
+	cfg.NICsPerGPU = 1
+	cfg.Experts = 0
+	if _, err := host.New(ctx, cfg, opt); !errors.Is(err, a2a.ErrInvalidConfig) {
+		t.Fatalf("bad config: %v", err)
+	}
+	cfg.Experts = 1
+	b, err := host.New(ctx, cfg, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Regions(); n != 0 {
+		t.Fatalf("%d regions left registered", n)
+	}
+}
