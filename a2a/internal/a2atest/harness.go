@@ -141,24 +141,11 @@ func Run(tb testing.TB, cfg a2a.Config, w *World, seed uint64, iters int) {
 		timeout = 30 * time.Second
 	}
 	for it := 0; it < iters; it++ {
-		groups := RandomGroups(rng, l, rng.IntN(4) == 0)
-		want, err := reference.Dispatch(cfg, groups)
+		in, err := newIteration(rng, cfg, l)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		ys := ExpertOutputs(l, want)
-		accumulate := rng.IntN(2) == 0
-		prev := make([][]byte, l.Groups)
-		for h := range prev {
-			prev[h] = make([]byte, groups[h].Tokens*l.CombineBytes)
-			for i := 0; i < groups[h].Tokens*l.Hidden; i++ {
-				a2a.EncodeFloat32(l.CombineType, prev[h], i, rng.Float32())
-			}
-		}
-		wantOut, err := reference.Combine(cfg, groups, want, ys, prev, accumulate)
-		if err != nil {
-			tb.Fatal(err)
-		}
+		groups, want, ys, prev, wantOut, accumulate := in.groups, in.want, in.ys, in.prev, in.wantOut, in.accumulate
 		if w.BeforeIteration != nil {
 			w.BeforeIteration(it)
 		}
@@ -209,6 +196,77 @@ func Run(tb testing.TB, cfg a2a.Config, w *World, seed uint64, iters int) {
 			}
 		}
 	}
+}
+
+// iteration is one iteration's inputs and the oracle's answers.
+type iteration struct {
+	groups     []reference.Group
+	want       []reference.Dispatched
+	ys         [][]byte
+	prev       [][]byte
+	wantOut    [][]byte
+	accumulate bool
+}
+
+// newIteration draws an iteration from rng; every rank drawing from the
+// same seed gets the same one.
+func newIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout) (*iteration, error) {
+	it := &iteration{groups: RandomGroups(rng, l, rng.IntN(4) == 0)}
+	var err error
+	if it.want, err = reference.Dispatch(cfg, it.groups); err != nil {
+		return nil, err
+	}
+	it.ys = ExpertOutputs(l, it.want)
+	it.accumulate = rng.IntN(2) == 0
+	it.prev = make([][]byte, l.Groups)
+	for h := range it.prev {
+		it.prev[h] = make([]byte, it.groups[h].Tokens*l.CombineBytes)
+		for i := 0; i < it.groups[h].Tokens*l.Hidden; i++ {
+			a2a.EncodeFloat32(l.CombineType, it.prev[h], i, rng.Float32())
+		}
+	}
+	it.wantOut, err = reference.Combine(cfg, it.groups, it.want, it.ys, it.prev, it.accumulate)
+	return it, err
+}
+
+// RunRank is Run for one rank of a world whose ranks live in different
+// processes: every rank draws the same inputs from seed, runs its own
+// part, and checks its own results. It returns the first mismatch.
+func RunRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed uint64, iters int) error {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	l := c.Layout()
+	for it := 0; it < iters; it++ {
+		in, err := newIteration(rng, cfg, l)
+		if err != nil {
+			return err
+		}
+		g := &in.groups[l.Group(rank)]
+		dout := a2a.DispatchOutput{
+			ExpertTokens:  make([]int32, l.LocalExperts),
+			ExpertOffsets: make([]int32, l.LocalExperts+1),
+			X:             make([]byte, l.OutputRows*l.TokenBytes),
+			Scales:        make([]float32, l.OutputRows*l.Scales),
+		}
+		cout := a2a.CombineOutput{
+			Out:        append([]byte(nil), in.prev[l.Group(rank)]...),
+			Weights:    g.Weights,
+			Accumulate: in.accumulate,
+		}
+		din := a2a.DispatchInput{Tokens: g.Tokens, X: g.X, Scales: g.Scales, Indices: g.Indices}
+		if err := c.Dispatch(ctx, &din, &dout); err != nil {
+			return fmt.Errorf("iteration %d dispatch: %w", it, err)
+		}
+		if err := compare(l, &in.want[rank], &dout); err != nil {
+			return fmt.Errorf("iteration %d: %w", it, err)
+		}
+		if err := c.Combine(ctx, &a2a.CombineInput{Y: in.ys[rank]}, &cout); err != nil {
+			return fmt.Errorf("iteration %d combine: %w", it, err)
+		}
+		if string(cout.Out) != string(in.wantOut[l.Group(rank)]) {
+			return fmt.Errorf("iteration %d: combine output differs from the oracle", it)
+		}
+	}
+	return nil
 }
 
 func compare(l *a2a.Layout, w *reference.Dispatched, d *a2a.DispatchOutput) error {
