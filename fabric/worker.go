@@ -38,7 +38,6 @@ type worker struct {
 	stopping bool
 	deadline time.Time
 	closeErr error
-	stopReq  chan time.Time
 
 	ctxs     []opCtx
 	freeCtx  []uint32
@@ -95,7 +94,6 @@ func newWorker(e *Engine, idx int, g GroupSpec, infos []DomainInfo) *worker {
 		ctl:      make(chan func(*worker), 16),
 		initDone: make(chan error, 1),
 		exited:   make(chan struct{}),
-		stopReq:  make(chan time.Time, 1),
 		groups:   make(map[uint32]*peerGroupState),
 		regions:  make(map[*MemoryRegion]struct{}),
 	}
@@ -164,25 +162,24 @@ func (w *worker) closeDomains() error {
 	return errors.Join(errs...)
 }
 
-// stop asks the worker to drain and exit by deadline.
+// stop asks the worker to drain and exit by deadline. The request is a
+// control message, so the loop checks one channel per pass.
 func (w *worker) stop(deadline time.Time) {
 	select {
-	case w.stopReq <- deadline:
-	default:
+	case w.ctl <- func(w *worker) { w.stopping, w.deadline = true, deadline }:
+	case <-w.exited:
 	}
 }
 
 func (w *worker) loop() {
 	idle := 0
-	for {
+	for !w.stopping {
 		did := false
 		select {
 		case f := <-w.ctl:
 			f(w)
 			did = true
-		case dl := <-w.stopReq:
-			w.stopping, w.deadline = true, dl
-			return
+			continue
 		default:
 		}
 		for i := 0; i < reqsPerPass; i++ {
@@ -241,9 +238,6 @@ func (w *worker) idle(n int) {
 		f(w)
 	case <-w.timer.C:
 		return
-	case dl := <-w.stopReq:
-		// Put it back for loop to see.
-		w.stopReq <- dl
 	}
 	w.timer.Stop()
 }

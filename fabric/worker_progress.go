@@ -119,6 +119,7 @@ func (w *worker) poll() bool {
 	did := false
 	var imms *map[uint32]*immEntry
 	for _, ds := range w.doms {
+	again:
 		n, err := ds.d.Poll(ds.events)
 		if err != nil {
 			w.domainFailed(ds, err)
@@ -159,6 +160,11 @@ func (w *worker) poll() bool {
 				ds.stats.Errors.Add(1)
 				w.e.log.Warn("ferry completion of unknown kind", "nic", ds.info.Name, "context", ev.Context, "errno", ev.Errno)
 			}
+		}
+		if n == len(ds.events) && ds.posted > 0 {
+			// A full batch: more are likely waiting; reap them before
+			// posting again so the queue depth frees up.
+			goto again
 		}
 	}
 	return did

@@ -41,6 +41,7 @@ func (p provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabri
 
 var (
 	nextID  atomic.Int64
+	nextKey atomic.Int64
 	domains sync.Map // fabric.Address -> *Domain
 )
 
@@ -72,13 +73,13 @@ type Domain struct {
 
 	mu      sync.Mutex // guards regions, inbox, msgs
 	regions map[uint64]region
-	nextKey uint64
 	inbox   []fabric.Event // immediates from peers
 	msgs    []message      // messages not yet matched to a receive
 
 	peers  []*Domain
 	peerOf map[fabric.Address]fabric.PeerID
-	done   []fabric.Event // local completions not yet polled
+	done     []fabric.Event // local completions, polled from doneHead
+	doneHead int
 	recvs  []fabric.RecvOp
 	closed bool
 
@@ -122,8 +123,7 @@ func (d *Domain) RegisterMemory(s fabric.MemorySpan, a fabric.Access) (fabric.Me
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.nextKey++
-	k := d.nextKey
+	k := uint64(nextKey.Add(1)) // unique across domains, so a key used on the wrong NIC fails
 	d.regions[k] = region{addr: s.Addr, len: s.Len}
 	return fabric.MemoryKeys{Handle: uintptr(k), Local: k, Remote: k, Mode: fabric.AddrVirtual}, nil
 }
@@ -252,9 +252,9 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 		return 0, err
 	}
 	n := 0
-	for n < len(events) && len(d.done) > 0 {
-		ev := d.done[0]
-		d.done = d.done[1:]
+	for n < len(events) && d.doneHead < len(d.done) {
+		ev := d.done[d.doneHead]
+		d.doneHead++
 		if ev.Kind == fabric.EventWrite && d.faults.FailWrites > 0 {
 			d.faults.FailWrites--
 			ev.Errno = d.faults.Errno
@@ -283,8 +283,8 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 		n++
 	}
 	d.mu.Unlock()
-	if len(d.done) == 0 {
-		d.done = d.done[:0:0]
+	if d.doneHead == len(d.done) {
+		d.done, d.doneHead = d.done[:0], 0
 	}
 	return n, nil
 }
