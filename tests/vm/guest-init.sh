@@ -43,12 +43,14 @@ $RDMA link show
 ibv_devinfo -v -d rxe0 >/tmp/results/ibv_devinfo.txt 2>&1
 ulimit -l unlimited
 
+# Extra go test flags (-test.run=...) from FERRY_VM_TESTARGS on the host.
+ARGS=$(cat /ferry/testargs 2>/dev/null)
 for t in /ferry/tests/*.test; do
 	[ -x "$t" ] || continue
 	name=${t##*/}
 	say "run $name"
 	(cd /tmp && FERRY_TEST_REQUIRE=verbs FERRY_VERBS_DEVICES=rxe0,rxe1 \
-		timeout 240 "$t" -test.v -test.count=1 -test.timeout 200s) >"/tmp/results/$name.txt" 2>&1
+		timeout 240 "$t" -test.v -test.count=1 -test.timeout 200s $ARGS) >"/tmp/results/$name.txt" 2>&1
 	rc=$?
 	grep -E '^(--- |=== RUN|ok|PASS|FAIL|panic)' "/tmp/results/$name.txt" | grep -v '=== RUN' | tail -60
 	[ $rc = 0 ] && say "ok $name" || failed "$name (exit $rc)"

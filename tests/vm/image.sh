@@ -89,6 +89,7 @@ for f in "$stage_in"/tests/*.test "$stage_in"/bin/*; do
 	[ -f "$f" ] || continue
 	add_elf "$f" "/ferry/${f#"$stage_in"/}"
 done
+[ -f "$stage_in/testargs" ] && cp "$stage_in/testargs" "$root/ferry/testargs"
 for f in "$stage_in"/run/*.sh; do
 	[ -f "$f" ] && cp "$f" "$root/ferry/run/"
 done

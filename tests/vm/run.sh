@@ -12,6 +12,7 @@
 #   FERRY_VM_DIR   work and cache directory (default <repo>/.vm)
 #   FERRY_VM_STAGE a directory with tests/*.test, bin/*, run/*.sh already
 #                  built: skip the Go build
+#   FERRY_VM_TESTARGS extra flags for every test binary (-test.run=...)
 #   ACCEL          kvm | tcg | auto (default auto)
 #   VM_TIMEOUT     seconds before the VM is killed (default 300)
 set -euo pipefail
@@ -64,6 +65,7 @@ if [ -z "$stage" ]; then
 	fi
 	lap "go build"
 fi
+printf '%s\n' "${FERRY_VM_TESTARGS:-}" >"$stage/testargs"
 
 "$here/image.sh" "$work" "$stage"
 lap "image"

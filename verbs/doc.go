@@ -1,0 +1,48 @@
+// Package verbs is ferry's libibverbs provider: RDMA over ConnectX and other
+// verbs devices (InfiniBand and RoCE), and over Soft-RoCE (rdma_rxe), which
+// is how it is tested on machines without a NIC (make test-verbs).
+//
+// Importing the package registers a fabric.Provider named "verbs" serving
+// the transport "verbs"; a fabric.Engine opened with that transport (or
+// "auto" where no EFA device exists) uses it. [Devices] lists the devices,
+// ports, link speeds, GIDs and PCI addresses for diagnostics (fabric-debug
+// info). On a machine without RDMA every entry point returns an error
+// wrapping fabric.ErrNotSupported.
+//
+// # One domain
+//
+// A [Domain] is one port of one device, owned by one worker goroutine. It
+// holds:
+//   - a protection domain, with a thread domain and parent domain where the
+//     device supports them (ConnectX), so posting takes no locks;
+//   - one completion queue sized for everything that can be outstanding at
+//     once (send-side slots, user receives, the RMA SRQ, the UD queues), so
+//     it can never overflow;
+//   - a message SRQ for two-sided receives and an RMA SRQ of zero-length
+//     receives consumed by incoming writes with immediate, re-filled by the
+//     poller;
+//   - a UD queue pair, whose address (GID, QPN, LID) is the domain's
+//     public fabric.Address.
+//
+// # Connections
+//
+// Peers are connected lazily and symmetrically: ResolvePeer (or the first
+// op) sends a handshake over UD; both ends create two RC queue pairs for
+// the pair of domains (messages, RMA), walk them RESET→INIT→RTR→RTS and
+// confirm. Lost datagrams are retransmitted with backoff; when no answer
+// comes before DomainOptions.HandshakeTimeout, the ops held for that peer
+// fail as Events whose error wraps fabric.ErrTimeout, and a later op starts
+// over. See handshake.go for the state machine.
+//
+// # Data path
+//
+// PostWrites takes a batch of fabric.WriteOp and crosses into C once: runs
+// of up to four ops to the same peer become one chained ibv_post_send.
+// When the send queue or the slot table is full the call returns how many
+// ops it took, having walked the chain to bad_wr, and the engine retries
+// after the next Poll. wr_id carries the op kind and a slot index, because
+// error completions leave the opcode undefined. Immediates are converted
+// to and from network byte order on both sides. Memory is registered with
+// relaxed ordering, and GPU memory with a dma-buf fd through
+// ibv_reg_dmabuf_mr.
+package verbs
