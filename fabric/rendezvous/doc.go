@@ -32,7 +32,9 @@
 // rank never arrives, the ranks that did get an error naming the missing
 // ones (errors.Is(err, ErrTimeout), and [Error].Missing lists them): each
 // rank tells rank 0 its deadline, and rank 0 reports the ranks it is still
-// waiting for just before that deadline.
+// waiting for shortly before that deadline (a fifth of the time left, at
+// most 500 ms, before it). A call may overrun its deadline by at most
+// 200 ms waiting for a late report.
 //
 // # Concurrency and lifetime
 //

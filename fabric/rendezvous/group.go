@@ -101,7 +101,9 @@ func (g *Group) connect(ctx context.Context, addr string) error {
 			g.conn = c
 			break
 		}
-		if ctx.Err() != nil {
+		var ne net.Error
+		// The dialer may see the deadline a moment before ctx reports it.
+		if ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
 			return &Error{Op: "join", Rank: g.cfg.Rank, Missing: []int{0},
 				Msg: fmt.Sprintf("rank 0's store at %s never answered (%v)", addr, err), Err: ErrTimeout}
 		}
@@ -130,6 +132,10 @@ func (g *Group) connect(ctx context.Context, addr string) error {
 	return nil
 }
 
+// lateReportGrace bounds how long past its deadline a call waits for rank
+// 0's report of the missing ranks.
+const lateReportGrace = 200 * time.Millisecond
+
 // serverDeadline is the deadline rank 0 applies on this rank's behalf:
 // slightly before ctx's, so that the report of missing ranks arrives
 // while this rank is still waiting for it.
@@ -138,7 +144,7 @@ func serverDeadline(ctx context.Context) int64 {
 	if !ok {
 		return 0
 	}
-	margin := min(time.Until(dl)/10, 250*time.Millisecond)
+	margin := min(time.Until(dl)/5, 500*time.Millisecond)
 	return deadlineOf(dl.Add(-margin))
 }
 
@@ -159,6 +165,16 @@ func (g *Group) exchange(ctx context.Context, op string, frame []byte, limit int
 		return fail("send to rank 0", g.ioErr(ctx, err))
 	}
 	k, p, err := readFrame(g.conn, limit)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// Rank 0 reports missing ranks just before this deadline; on a
+		// loaded machine the report may be a moment late. Wait briefly
+		// for it: naming the missing ranks is worth a few milliseconds.
+		stop()
+		_ = g.conn.SetReadDeadline(time.Now().Add(lateReportGrace))
+		if k2, p2, err2 := readFrame(g.conn, limit); err2 == nil && k2 == kindError {
+			k, p, err = k2, p2, nil
+		}
+	}
 	if err != nil {
 		return fail("read from rank 0", g.ioErr(ctx, err))
 	}
