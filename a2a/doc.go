@@ -97,40 +97,25 @@
 //     tables always include the rank itself; strides are bytes for rows
 //     and elements for float32 arrays, consistently.
 //
-// # Plugging a backend into fabric.Engine (the host backend)
+// # Backends
 //
-// The engine is being written; this is the wiring the planner was designed
-// for. One Engine per context (or disjoint ImmBase ranges per context on a
-// shared engine); the send buffer, receive buffer and count table are
-// AllocHost regions registered with it (receive buffer and table remotely
-// writable), their descriptors all-gathered through the rendezvous.
-// Ranks of one domain map each other's buffers (memfd over a unix socket)
-// for the node paths. A worker goroutine per context runs, per iteration:
+// Package host is the host-memory backend: Go pack/unpack loops over
+// buffers registered with a fabric.Engine, a worker goroutine for the
+// count exchange, overflow and barriers, and node peers sharing buffers
+// through memfd mappings passed over unix sockets (or plain memory when
+// the ranks share a process). Its wiring is what a GPU backend reuses:
 //
-//  1. Count exchange: one Scatter of the own row (RowWords*4 bytes) from the
-//     table region to every rank in SendPlan.Routes, at row Group(r) of
-//     their tables, imm Imm(TagRoute), sharded by peers, over a peer group
-//     built once at setup.
-//  2. After packing: one Scatter of SendPlan.Eager (rows*Stride bytes,
-//     zero-length targets included), imm Imm(TagDispatch), sharded by
-//     peers (Transfer.NIC says which NIC the engine's peer sharding picks).
-//  3. Credit-wait for the G-1 route immediates
-//     (an ImmCounter: early arrivals are kept), then PlanRecv over the
-//     host table.
-//  4. One Scatter of RecvPlan.Overflow, imm Imm(TagDispatch), sharded by
-//     bytes (n immediates per target).
-//  5. Wait for Imm[TagDispatch].Expected, then copy the remote records.
-//  6. Barrier (one zero-byte Imm write to every other rank, imm
-//     Imm(TagDispatchBarrier)), wait for W-1 of them and for the local
-//     completion of every transfer posted in steps 1, 2 and 4.
-//  7. Combine: one Scatter of RecvPlan.Combine, imm Imm(TagCombine),
-//     sharded by bytes; wait for Imm[TagCombine].Expected; barrier with
-//     Imm(TagCombineBarrier) after the local completions, as in 6.
+//   - one Scatter per phase and kind (routes and eager writes sharded by
+//     peers, overflow and combine writes sharded by bytes), zero-length
+//     targets included, each with the phase's tag;
+//   - one Barrier per signal (node-dispatch, node-combine to the node peers;
+//     dispatch- and combine-barrier to every other rank);
+//   - one credit ImmCounter per tag (a FlagCounter where a kernel waits);
+//   - a TransferCounter, drained at each barrier, so every posted request
+//     is waited for before its buffers are reused.
 //
-// Paged writes are not needed: every transfer is one contiguous row range.
-// What the engine must provide: Scatter with per-target (src offset, dst
-// descriptor, dst offset, length) and both sharding modes (byte slices with
-// the remainder in the last slice, empty slices posted), a cached peer
-// group, Barrier/Imm writes, credit-style ImmCounter.Wait(ctx, n) per imm
-// value, and per-request completion (or a transmit counter) to wait on.
+// A GPU backend replaces the pack/unpack loops with kernels, the shared
+// memory with CUDA VMM mappings, and the caller-side waits with flags the
+// kernels poll (FlagCounter for the immediates, host-mapped or GDR flags
+// for the worker's hand-offs).
 package a2a

@@ -58,6 +58,7 @@ type Backend struct {
 	posted int64 // transfers posted so far
 	done   fabric.TransferCounter
 	acc    []float32
+	w      *worker
 	closed bool
 }
 
@@ -154,6 +155,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	b.eagerT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	b.overT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	b.combT = make([]fabric.ScatterTarget, 0, l.WorldSize)
+	b.startWorker()
 	return b, nil
 }
 
@@ -191,6 +193,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.stopWorker()
 	ctx, cancel := context.WithTimeout(context.Background(), closeDrain)
 	defer cancel()
 	_ = b.done.Wait(ctx, b.posted)

@@ -7,26 +7,29 @@
 // machines with no GPU: CI runs it over the in-process "mem" provider and
 // over libfabric's tcp and shm providers.
 //
-// Per iteration, in the caller's goroutine (the Context drives it):
+// Per iteration the caller's calls do what a GPU backend's kernels would
+// (pack, copy, reduce, and post what needs no peer), and a worker
+// goroutine does the rest, as the reference's CPU worker does:
 //
-//	DispatchSend  own count row -> table of every other group (scatter, route tag);
-//	              pack rows (stage in the send buffer, or store into a node
-//	              peer's receive buffer); node-dispatch signal to node peers;
-//	              eager scatter into the private windows (dispatch tag)
-//	DispatchRecv  wait G-1 route immediates; PlanRecv over the table;
-//	              overflow scatter (sharded by bytes); copy node runs; wait
-//	              the planned dispatch immediates; copy remote runs; barrier
-//	CombineSend   stage remote results, combine scatter (sharded by bytes),
-//	              store node results into every replica's receive buffer;
-//	              node-combine signal
-//	CombineRecv   wait node and combine immediates; reduce; barrier
+//	DispatchSend  wait for the previous barrier; own count row -> the table of
+//	              every other group (scatter, route tag); pack rows (stage in
+//	              the send buffer, or store into a node peer's receive
+//	              buffer); node-dispatch signal; eager scatter into the
+//	              private windows (dispatch tag)
+//	  worker      wait G-1 route immediates; PlanRecv over the table;
+//	              overflow scatter (split by bytes over the NICs)
+//	DispatchRecv  wait for the plan; copy node runs; wait the planned
+//	              dispatch immediates; copy remote runs
+//	  worker      barrier: signal every rank, wait W-1, drain own transfers
+//	CombineSend   wait for the barrier; stage remote results, combine scatter
+//	              (split by bytes), store node results into every replica's
+//	              receive buffer; node-combine signal
+//	CombineRecv   wait node and combine immediates; reduce
+//	  worker      barrier, as above; the next DispatchSend waits for it
 //
-// Each barrier also waits for the completion of every transfer this rank
-// posted, so a buffer is reused only after the NIC is done reading it and
-// every peer is done reading what this rank exposed.
-//
-// The overflow scatter is posted at the start of DispatchRecv, in the
-// caller's goroutine: a rank that delays its DispatchRecv delays the
-// overflow rows it owes its peers (a worker goroutine that posts it as soon
-// as the counts arrive is the next step).
+// A barrier waits for the completion of every transfer this rank posted,
+// so a buffer is reused only after the NIC is done reading it and every
+// peer is done reading what this rank exposed. Receive calls return as
+// soon as this rank's own data is in: the barrier runs in the background
+// and gates the next send.
 package host

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -209,5 +210,32 @@ func TestHostNewRejects(t *testing.T) {
 	}
 	if n := e.Regions(); n != 0 {
 		t.Fatalf("%d regions left registered", n)
+	}
+}
+
+// TestHostTimeoutAndNoLeaks: a rank whose peer never calls gets
+// ErrTimeout instead of hanging, and closing everything leaves no
+// goroutine behind.
+func TestHostTimeoutAndNoLeaks(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("timeout", func(t *testing.T) {
+		cfg := a2a.Config{WorldSize: 2, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16, CombineType: a2a.BF16,
+			Experts: 4, ExpertsPerToken: 2}
+		ctxs := world(t, cfg, "mem")
+		l := ctxs[0].Layout()
+		in := a2a.DispatchInput{Tokens: 1, X: make([]byte, l.TokenBytes), Indices: []uint32{0, 3}}
+		out := a2a.DispatchOutput{ExpertTokens: make([]int32, l.LocalExperts), X: make([]byte, l.OutputRows*l.TokenBytes)}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := ctxs[0].Dispatch(ctx, &in, &out); !errors.Is(err, a2a.ErrTimeout) {
+			t.Fatalf("dispatch without the peer: %v", err)
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after closing, %d before", n, before)
 	}
 }

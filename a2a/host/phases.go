@@ -84,6 +84,10 @@ func (b *Backend) barrier(ctx context.Context, tag a2a.Tag) error {
 }
 
 func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.DispatchInput) error {
+	// The previous combine barrier frees every buffer this phase writes.
+	if err := await(ctx, b.w.txReady, "the previous iteration's barrier"); err != nil {
+		return err
+	}
 	l, sp := &b.l, p.Send()
 	RW, g := l.RowWords, l.Group(l.Rank)
 	copy(b.words[g*RW:(g+1)*RW], sp.Row)
@@ -115,27 +119,31 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		b.eagerT = append(b.eagerT, fabric.ScatterTarget{Dst: b.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
 			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
 	}
-	return b.scatter(b.eagerT, b.sendReg, a2a.TagDispatch, fabric.ShardPeers())
+	if err := b.scatter(b.eagerT, b.sendReg, a2a.TagDispatch, fabric.ShardPeers()); err != nil {
+		return err
+	}
+	b.w.p = p
+	b.w.steps <- stepPlan
+	return nil
 }
 
-func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.DispatchOutput) error {
-	l := &b.l
-	if err := b.wait(ctx, a2a.TagRoute, l.Groups-1); err != nil {
-		return err
-	}
-	if err := p.PlanRecv(b.words); err != nil {
-		return err
-	}
-	rp := p.Recv()
-	stride := uint64(l.Stride())
+// postOverflow posts the overflow rows PlanRecv listed.
+func (b *Backend) postOverflow(rp *a2a.RecvPlan) error {
+	stride := uint64(b.l.Stride())
 	b.overT = b.overT[:0]
 	for _, t := range rp.Overflow {
 		b.overT = append(b.overT, fabric.ScatterTarget{Dst: b.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
 			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
 	}
-	if err := b.scatter(b.overT, b.sendReg, a2a.TagDispatch, fabric.ShardBytes()); err != nil {
+	return b.scatter(b.overT, b.sendReg, a2a.TagDispatch, fabric.ShardBytes())
+}
+
+func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.DispatchOutput) error {
+	l := &b.l
+	if err := await(ctx, b.w.planned, "the count exchange"); err != nil {
 		return err
 	}
+	rp := p.Recv()
 	copyRuns := func(runs []a2a.Run) {
 		for i := range runs {
 			run := &runs[i]
@@ -164,10 +172,16 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 	if out.ExpertOffsets != nil {
 		copy(out.ExpertOffsets, rp.ExpertOffsets)
 	}
-	return b.barrier(ctx, a2a.TagDispatchBarrier)
+	b.w.steps <- stepDispatchBarrier
+	return nil
 }
 
 func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.CombineInput) error {
+	// The dispatch barrier: every rank is done reading what it was sent,
+	// and every transfer out of the send buffer completed.
+	if err := await(ctx, b.w.txReady, "the dispatch barrier"); err != nil {
+		return err
+	}
 	l, rp := &b.l, p.Recv()
 	own := b.send[b.me]
 	for _, run := range rp.Runs[:rp.RemoteRuns] {
@@ -206,5 +220,6 @@ func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 	}
 	own := b.recv[b.me]
 	rows.Reduce(l, p.Send(), out, b.acc, func(pos int32) []byte { return b.row(own, pos) })
-	return b.barrier(ctx, a2a.TagCombineBarrier)
+	b.w.steps <- stepCombineBarrier
+	return nil
 }
