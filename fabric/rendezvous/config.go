@@ -135,6 +135,9 @@ func (c Config) Validate() (Config, error) {
 	if c.MaxMessage < 0 || c.MaxMessage > 1<<30 {
 		return bad("max message %d outside [1, 1 GiB]", c.MaxMessage)
 	}
+	if c.Listener != nil && c.Rank != 0 {
+		return bad("a Listener is for rank 0, this is rank %d", c.Rank)
+	}
 	if c.WorldSize == 1 {
 		return c, nil
 	}

@@ -52,6 +52,9 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	g := &Group{cfg: cfg}
 	if cfg.WorldSize == 1 {
+		if cfg.Listener != nil {
+			cfg.Listener.Close() // no store to serve
+		}
 		return g, nil
 	}
 	addr := cfg.Master

@@ -17,6 +17,10 @@ const (
 	writeTimeout = 30 * time.Second // one frame to one rank
 )
 
+// maxPending bounds the connections accepted but not yet through their
+// hello: every rank at once, plus room for retries.
+func maxPending(world int) int { return 2*world + 16 }
+
 // server is rank 0's store. One goroutine accepts, one per connection
 // reads; all state is under mu, and frames are written outside it with a
 // per-connection write lock.
@@ -136,6 +140,13 @@ func (s *server) runAccept() {
 			s.mu.Unlock()
 			c.Close()
 			return
+		}
+		if len(s.pending) >= maxPending(s.world) {
+			// Connections that never say hello must not pile up.
+			s.mu.Unlock()
+			refuse(c, codeRejected, "too many connections waiting to join")
+			c.Close()
+			continue
 		}
 		s.pending[c] = true
 		s.wg.Add(1)

@@ -15,4 +15,30 @@
 //
 // A Report is plain data with JSON tags (`fabric-debug info --json`), and
 // WriteText prints it on one screen.
+//
+// # Wiring
+//
+// A program that links the providers fills Options with small adapters;
+// this package cannot import them (cuda and verbs sit above it):
+//
+//	opts := sysreport.Options{
+//		LibfabricVersion: efa.Version,
+//		Transports:       efa.Transports,
+//		VerbsDevices: func() ([]sysreport.VerbsDevice, error) {
+//			ds, err := verbs.Devices() // ErrNotSupported without RDMA
+//			// map Name, PCIAddress, VendorID and each port's Number,
+//			// State, LinkLayer, LinkSpeed and GIDs[i].Addr.String();
+//			// set RDMAWrite for EFA devices when the provider knows it.
+//		},
+//		GPUs: func() ([]sysreport.GPU, error) {
+//			ds, err := cuda.Devices() // ErrNotSupported without a driver
+//			// per device: info, err := d.Info(); GPU{PCIAddress:
+//			// info.PCIBusID, Name: info.Name, DmaBuf: info.DmaBuf}
+//		},
+//	}
+//	r, err := sysreport.Collect(opts)
+//	if jsonFlag { json.NewEncoder(os.Stdout).Encode(r) } else { r.WriteText(os.Stdout) }
+//
+// Choose defaults to fabric.ChooseTransport, which sees exactly the
+// providers the program imports.
 package sysreport
