@@ -35,13 +35,16 @@ func TestFakeDriver(t *testing.T) {
 			t.Skip("no C compiler to build the fake driver with")
 		}
 	}
-	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
-	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, "testdata/fakecuda.c").CombinedOutput(); err != nil {
-		t.Fatalf("build fake driver: %v\n%s", err, out)
+	dir := t.TempDir()
+	lib, gdr := filepath.Join(dir, "libcuda.so.1"), filepath.Join(dir, "libgdrapi.so.2")
+	for out, src := range map[string]string{lib: "testdata/fakecuda.c", gdr: "testdata/fakegdr.c"} {
+		if msg, err := exec.Command(cc, "-shared", "-fPIC", "-o", out, src).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", src, err, msg)
+		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFakeDriver$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "FERRY_TEST_FAKE_CUDA=1", "FERRY_CUDA_DRIVER="+lib,
-		"FERRY_NVRTC=/nonexistent/libnvrtc.so", "FERRY_GDRCOPY=/nonexistent/libgdrapi.so")
+		"FERRY_NVRTC=/nonexistent/libnvrtc.so", "FERRY_GDRCOPY="+gdr)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("fake driver run failed: %v\n%s", err, out)
@@ -68,6 +71,7 @@ const (
 )
 
 func fakeDriverChecks(t *testing.T) {
+	gdrdrvPath = "/nonexistent/gdrdrv" // whatever this machine has
 	check(t, Init())
 	if v := try(DriverVersion()).must(t); v != 13000 {
 		t.Fatalf("driver version %d", v)
@@ -246,6 +250,34 @@ func fakeDriverChecks(t *testing.T) {
 	if _, err := c.NewFlags(1, FlagGDR); !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("GDR flags without gdrdrv: %v", err)
 	}
+	// With a (stand-in) gdrdrv node and the fake GDRCopy: the BAR mapping
+	// must start at flag 0, and a CPU Set must land in device memory.
+	gdrdrvPath = os.Args[0]
+	gf := try(c.NewFlags(600, FlagGDR)).must(t)
+	if gf.Kind() != FlagGDR || gf.Len() != 600 {
+		t.Fatalf("gdr flags %v %d", gf.Kind(), gf.Len())
+	}
+	for _, i := range []int{0, 1, 599} {
+		fi := gf.Flag(i)
+		if uint64(fi.DevicePtr())-uint64(gf.Flag(0).DevicePtr()) != uint64(i*flagStride) {
+			t.Fatalf("flag %d at %#x", i, uint64(fi.DevicePtr()))
+		}
+		fi.Set(uint32(1000 + i))
+		word := make([]byte, 4)
+		check(t, c.CopyDtoH(word, fi.DevicePtr()))
+		if v := binary.LittleEndian.Uint32(word); v != uint32(1000+i) || fi.Load() != v {
+			t.Fatalf("gdr flag %d: device sees %d, CPU reads %d", i, v, fi.Load())
+		}
+	}
+	if uint64(gf.Flag(0).DevicePtr())%gpuPage != 0 {
+		t.Fatal("gdr flags not on a GPU page boundary")
+	}
+	check(t, gf.Close())
+	auto := try(c.NewFlags(1, FlagAuto)).must(t)
+	if auto.Kind() != FlagGDR {
+		t.Fatalf("FlagAuto chose %v with GDRCopy present", auto.Kind())
+	}
+	check(t, auto.Close())
 
 	// NVRTC is absent here: compiling is not supported, loudly.
 	if _, _, err := c.CompileModule(Source{Name: "k.cu", Code: "x"}, CompileOptions{}); !errors.Is(err, ErrNotSupported) {

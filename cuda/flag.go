@@ -106,10 +106,14 @@ func (c *Context) newHostFlags(n int, size uint64) (*Flags, error) {
 	return &Flags{ctx: c, kind: FlagHostMapped, n: n, host: h.Pointer(), dev: dp, hostMem: h}, nil
 }
 
+// gdrdrvPath is the device node of GDRCopy's kernel module (a variable so
+// that tests can point it at a stand-in).
+var gdrdrvPath = "/dev/gdrdrv"
+
 // GDRAvailable reports whether FlagGDR can work here: nil, or an error
 // wrapping ErrNotSupported that says what is missing.
 func GDRAvailable() error {
-	if _, err := os.Stat("/dev/gdrdrv"); err != nil {
+	if _, err := os.Stat(gdrdrvPath); err != nil {
 		return fmt.Errorf("cuda: gdrcopy: gdrdrv module not loaded (%v): %w", err, ErrNotSupported)
 	}
 	_, err := loadGDR()
