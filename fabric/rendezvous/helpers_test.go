@@ -36,14 +36,22 @@ const testToken = "0123456789abcdef"
 // world returns configs for n ranks sharing a loopback listener that rank 0
 // takes over.
 func world(t *testing.T, n int) []rendezvous.Config {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	cfgs, err := newWorld(n)
 	require.NoError(t, err)
+	return cfgs
+}
+
+func newWorld(n int) ([]rendezvous.Config, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
 	cfgs := make([]rendezvous.Config, n)
 	for r := range cfgs {
 		cfgs[r] = rendezvous.Config{Rank: r, WorldSize: n, LocalRank: r, Master: ln.Addr().String(), Token: testToken}
 	}
 	cfgs[0].Listener = ln
-	return cfgs
+	return cfgs, nil
 }
 
 // joinAll joins ranks concurrently and returns the groups and errors.
