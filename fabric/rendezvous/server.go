@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"sync"
@@ -158,6 +159,18 @@ func (s *server) runAccept() {
 func refuse(c net.Conn, code uint8, format string, args ...any) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = c.Write(errMsg{code: code, msg: fmt.Sprintf(format, args...)}.encode())
+	drain(c)
+}
+
+// drain half-closes c and reads what the peer still sends, briefly: closing
+// a socket with unread input sends a reset, which can destroy the error
+// frame just written before the peer reads it.
+func drain(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	_, _ = io.CopyN(io.Discard, c, 4<<20)
 }
 
 func (s *server) runConn(c net.Conn) {
@@ -225,14 +238,15 @@ func (s *server) admit(c net.Conn) (*sconn, bool) {
 	_ = c.SetReadDeadline(time.Time{})
 	sc := &sconn{c: c, rank: int(h.rank), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.mu.Lock()
+	if _, dup := s.conns[sc.rank]; dup || s.joined || s.closed {
+		closed := s.closed
+		s.mu.Unlock()
+		if !closed {
+			refuse(c, codeRejected, "rank %d has already joined", h.rank)
+		}
+		return nil, false
+	}
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, false
-	}
-	if _, dup := s.conns[sc.rank]; dup || s.joined {
-		refuse(c, codeRejected, "rank %d has already joined", h.rank)
-		return nil, false
-	}
 	s.conns[sc.rank] = sc
 	s.wg.Add(1)
 	go sc.runWriter(&s.wg)
@@ -370,6 +384,7 @@ func (s *server) accept(sc *sconn, m contrib) {
 func (s *server) lost(sc *sconn, err error) {
 	if errors.Is(err, ErrProtocol) || errors.Is(err, ErrTooLarge) {
 		_ = sc.write(errMsg{code: codeOf(err), msg: err.Error()}.encode())
+		drain(sc.c)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

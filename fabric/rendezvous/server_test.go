@@ -161,6 +161,16 @@ func TestServerOversizedContribution(t *testing.T) {
 	assert.Equal(t, []int{1}, re.Missing)
 }
 
+func TestServerOversizedContributionWithPayload(t *testing.T) {
+	// The whole oversized frame is sent: the error must still arrive, not
+	// be lost to a reset from closing over unread input.
+	_, c, res := joinRaw(t, 1024)
+	big := contrib{op: opAllGather, data: make([]byte, 256<<10)}.encode()
+	go c.Write(big)
+	assert.Equal(t, codeTooLarge, expectError(t, c).code)
+	assert.ErrorIs(t, <-res, ErrTooLarge)
+}
+
 func TestServerContributionOverLimitInPayload(t *testing.T) {
 	_, c, res := joinRaw(t, 16)
 	_, err := c.Write(contrib{op: opAllGather, data: bytes.Repeat([]byte{1}, 40)}.encode())
