@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,15 +37,15 @@ func TestFakeDriver(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	lib, gdr := filepath.Join(dir, "libcuda.so.1"), filepath.Join(dir, "libgdrapi.so.2")
-	for out, src := range map[string]string{lib: "testdata/fakecuda.c", gdr: "testdata/fakegdr.c"} {
+	lib, gdr, nvrtc := filepath.Join(dir, "libcuda.so.1"), filepath.Join(dir, "libgdrapi.so.2"), filepath.Join(dir, "libnvrtc.so.13")
+	for out, src := range map[string]string{lib: "testdata/fakecuda.c", gdr: "testdata/fakegdr.c", nvrtc: "testdata/fakenvrtc.c"} {
 		if msg, err := exec.Command(cc, "-shared", "-fPIC", "-o", out, src).CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", src, err, msg)
 		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFakeDriver$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "FERRY_TEST_FAKE_CUDA=1", "FERRY_CUDA_DRIVER="+lib,
-		"FERRY_NVRTC=/nonexistent/libnvrtc.so", "FERRY_GDRCOPY="+gdr)
+		"FERRY_NVRTC="+nvrtc, "FERRY_GDRCOPY="+gdr)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("fake driver run failed: %v\n%s", err, out)
@@ -279,9 +280,44 @@ func fakeDriverChecks(t *testing.T) {
 	}
 	check(t, auto.Close())
 
-	// NVRTC is absent here: compiling is not supported, loudly.
-	if _, _, err := c.CompileModule(Source{Name: "k.cu", Code: "x"}, CompileOptions{}); !errors.Is(err, ErrNotSupported) {
-		t.Fatalf("compile without nvrtc: %v", err)
+	// NVRTC (fake): compile, cache, reuse, recover from a damaged entry,
+	// and report compile errors with the log.
+	if maj, mnr, err := NVRTCVersion(); err != nil || maj != 13 || mnr != 0 {
+		t.Fatalf("nvrtc version %d.%d %v", maj, mnr, err)
+	}
+	cacheDir := t.TempDir()
+	src := Source{Name: "k.cu", Code: "extern \"C\" __global__ void fake_add() {}"}
+	km, st1, err := c.CompileModule(src, CompileOptions{CacheDir: cacheDir, Options: []string{"-lineinfo"}})
+	check(t, err)
+	check(t, km.Close())
+	km, st2, err := c.CompileModule(src, CompileOptions{CacheDir: cacheDir, Options: []string{"-lineinfo"}})
+	check(t, err)
+	if st1.CacheHit || st1.Compile == 0 || !st2.CacheHit || !km.FromCache() || st2.Key != st1.Key {
+		t.Fatalf("cache: first %+v second %+v", st1, st2)
+	}
+	check(t, km.Close())
+	// An entry that is not an image is a miss; one the driver refuses
+	// (from another driver, say) is recompiled and replaced.
+	entry := filepath.Join(cacheDir, st1.Key+".cubin")
+	for _, bad := range []string{"damaged", "\x7fELF STALE"} {
+		check(t, os.WriteFile(entry, []byte(bad), 0o644))
+		km, st, err := c.CompileModule(src, CompileOptions{CacheDir: cacheDir, Options: []string{"-lineinfo"}})
+		check(t, err)
+		if st.CacheHit {
+			t.Fatalf("bad cache entry %q served", bad)
+		}
+		check(t, km.Close())
+		km, st, err = c.CompileModule(src, CompileOptions{CacheDir: cacheDir, Options: []string{"-lineinfo"}})
+		check(t, err)
+		if !st.CacheHit {
+			t.Fatalf("bad cache entry %q not replaced", bad)
+		}
+		check(t, km.Close())
+	}
+	var ce *CompileError
+	_, _, err = c.CompileModule(Source{Name: "bad.cu", Code: "FAKE_ERROR"}, CompileOptions{CacheDir: "off"})
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCompile) || ce.Arch != "sm_90a" || !strings.Contains(ce.Log, "FAKE_ERROR is not defined") {
+		t.Fatalf("compile error: %v", err)
 	}
 	check(t, c.EnablePeerAccess(c1))
 	check(t, c.EnablePeerAccess(c1))

@@ -194,6 +194,7 @@ static char fn_add, fn_args;
 CUresult cuModuleLoadData(void **m, const void *image) {
 	NEED_CTX();
 	if (memcmp(image, "\177ELF", 4) != 0) return 200; // CUDA_ERROR_INVALID_IMAGE
+	if (strstr((const char *)image + 4, "STALE")) return 209; // CUDA_ERROR_NO_BINARY_FOR_GPU
 	*m = &module_tag;
 	return 0;
 }
