@@ -316,6 +316,19 @@ func TestRemoteAccessError(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 	t.Logf("bad key: %v", err)
+
+	// The failed queue pair is replaced: the next write to the peer works.
+	fill(a.buf[:64], 5)
+	postAllWrites(t, a, []fabric.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local,
+		Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p, Context: 10, Imm: 10, Flags: fabric.WriteHasImm}}, b)
+	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == 2 && len(b.imms) == 1 }, a, b)
+	a.completedOK(10)
+	if !bytes.Equal(a.buf[:64], b.buf[:64]) {
+		t.Fatal("write after reconnect differs")
+	}
+	if a.Stats().Reconnects == 0 {
+		t.Fatal("no reconnect counted")
+	}
 }
 
 func TestBadInputs(t *testing.T) {

@@ -85,6 +85,7 @@ func (d *Domain) createQPs(id fabric.PeerID) (qpInfo, error) {
 		}
 	}
 	p.msg, p.rma = msg, rma
+	d.qpOwner[msg.Num], d.qpOwner[rma.Num] = id, id
 	p.local = qpInfo{Gen: rand.Uint32() | 1, MsgQPN: msg.Num, RMAQPN: rma.Num,
 		MsgPSN: rand.Uint32() & 0xffffff, RMAPSN: rand.Uint32() & 0xffffff, MTU: d.path.mtu}
 	return p.local, nil
@@ -115,6 +116,7 @@ func (d *Domain) resetQPs(id fabric.PeerID) {
 	e := errAttr()
 	for _, q := range []ibv.QP{p.msg, p.rma} {
 		if q.Valid() {
+			delete(d.qpOwner, q.Num)
 			q.Modify(&e) // flushes its posted work as error completions
 			d.retired = append(d.retired, q)
 		}
@@ -166,6 +168,25 @@ func (d *Domain) failed(id fabric.PeerID, err error) {
 			Errno: errno, ProvErrno: prov})
 	}
 	p.heldW, p.heldS = p.heldW[:0], p.heldS[:0]
+}
+
+// recoverQPs reconnects the peers whose current queue pairs reported an
+// error completion. Errors on retired pairs (their flushes) are ignored.
+func (d *Domain) recoverQPs(qpns []uint32) {
+	now := time.Now()
+	for _, qpn := range qpns {
+		id, ok := d.qpOwner[qpn]
+		if !ok {
+			continue
+		}
+		if d.peers[id].self {
+			d.hs.restarts++
+			d.resetQPs(id)
+			d.connect(id)
+			continue
+		}
+		d.hs.restart(id, now)
+	}
 }
 
 func (d *Domain) enqueueBacklog(id fabric.PeerID) {

@@ -46,6 +46,8 @@ type Domain struct {
 	pending []fabric.Event // completions made in Go (handshake failures)
 	closed  bool
 
+	qpOwner         map[uint32]fabric.PeerID // current RC queue pairs by number
+	errQPs          [16]uint32
 	judgeW          func(*fabric.WriteOp) verdict
 	segs            [64]ibv.Seg
 	ud              [16]ibv.UDMsg
@@ -122,7 +124,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		return nil, wrapErr("open "+info.Name, err)
 	}
 	d := &Domain{dom: dom, gid: gid, sqDepth: uint32(sq), depth: depth,
-		byAddr: make(map[string]fabric.PeerID), mrs: make(map[uintptr]ibv.MR),
+		byAddr: make(map[string]fabric.PeerID), mrs: make(map[uintptr]ibv.MR), qpOwner: make(map[uint32]fabric.PeerID),
 		msgBuf: make([]byte, 0, hsMsgLen)}
 	d.self = udAddr{Link: pa.LinkLayer, GID: gid.GID, QPN: dom.UDQPN(), LID: pa.LID}
 	d.addr = d.self.address()
@@ -197,6 +199,7 @@ func (d *Domain) ThreadDomain() bool { return d.dom != nil && d.dom.ThreadDomain
 type Stats struct {
 	Peers           int
 	Retransmits     uint64 // handshake datagrams sent again
+	Reconnects      uint64 // peers connected again after an error completion
 	StaleHandshakes uint64 // handshake datagrams for a past generation
 	UDSendErrors    uint64
 	DmabufFallbacks uint64 // dma-buf registrations done with ibv_reg_mr instead
@@ -204,7 +207,7 @@ type Stats struct {
 
 // Stats returns the domain's counters.
 func (d *Domain) Stats() Stats {
-	return Stats{Peers: len(d.peers), Retransmits: d.hs.retransmits, StaleHandshakes: d.hs.staleDiscarded,
+	return Stats{Peers: len(d.peers), Retransmits: d.hs.retransmits, Reconnects: d.hs.restarts, StaleHandshakes: d.hs.staleDiscarded,
 		UDSendErrors: d.udSendErrors, DmabufFallbacks: d.dmabufFallbacks}
 }
 

@@ -26,6 +26,9 @@ import (
 //	                       │  every rto, doubling up to rtoMax
 //	                       └──deadline──► failed ──start/REQ──► connecting
 //
+// An error completion on a connected pair (which leaves it in ERR for
+// good) restarts the peer: the pair is retired and a new REQ goes out.
+//
 // Every message carries the sender's queue-pair generation (random per
 // creation). A REQ with a new generation means the peer started over
 // (restart, or it timed out): the old queue pairs are moved to ERR, which
@@ -169,6 +172,7 @@ type handshaker struct {
 	errTimeout     error
 	retransmits    uint64
 	staleDiscarded uint64
+	restarts       uint64
 }
 
 func newHandshaker(env hsEnv, timeout time.Duration) *handshaker {
@@ -312,6 +316,23 @@ func (h *handshaker) tick(now time.Time) {
 			s.nextSend = now.Add(s.rto)
 		}
 	}
+}
+
+// restart replaces p's queue pairs and connects again: one of them
+// reported an error completion, and an RC queue pair in ERR stays there.
+// The REQ with a new generation makes the peer replace its pair too.
+func (h *handshaker) restart(p fabric.PeerID, now time.Time) {
+	s := h.peer(p)
+	if !s.haveLocal {
+		return
+	}
+	if s.phase == hsConnecting {
+		h.connecting--
+	}
+	h.env.resetQPs(p)
+	h.restarts++
+	*s = hsPeer{}
+	h.start(p, now)
 }
 
 func (h *handshaker) fail(p fabric.PeerID, s *hsPeer, err error) {

@@ -289,3 +289,34 @@ func TestHandshakeCodec(t *testing.T) {
 	_, err = parseHsMsg(c)
 	require.ErrorIs(t, err, fabric.ErrBadEncoding)
 }
+
+// TestHandshakeRestartAfterError: one side's queue pair failed; it starts
+// over with a new generation and the other side follows.
+func TestHandshakeRestartAfterError(t *testing.T) {
+	n, a, b := newPair(t)
+	now := time.Unix(0, 0)
+	a.h.start(0, now)
+	now = n.run(now, time.Second)
+	requireConnected(t, a, b)
+	old := a.local.Gen
+	a.h.restart(0, now)
+	require.Equal(t, hsConnecting, a.h.phase(0))
+	n.run(now, time.Second)
+	requireConnected(t, a, b)
+	require.NotEqual(t, old, a.local.Gen)
+	require.Equal(t, 1, a.resets)
+	require.Equal(t, 1, b.resets, "b replaced the pair connected to a's old one")
+	require.Equal(t, 2, a.estab)
+	require.Equal(t, 2, b.estab)
+
+	// Both sides fail at once (each saw errors): they still converge.
+	a.h.restart(0, now)
+	b.h.restart(0, now)
+	n.run(now, time.Second)
+	requireConnected(t, a, b)
+
+	// Restarting a peer that has no queue pairs does nothing.
+	_, c, _ := newPair(t)
+	c.h.restart(0, now)
+	require.Equal(t, hsIdle, c.h.phase(0))
+}

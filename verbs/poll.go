@@ -21,6 +21,9 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 			return n, wrapErr("poll", err)
 		}
 		n += nev
+		if k := d.dom.TakeErrQPs(d.errQPs[:]); k > 0 {
+			d.recoverQPs(d.errQPs[:k])
+		}
 		if nud > 0 {
 			now := time.Now()
 			for i := range nud {

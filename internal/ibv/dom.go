@@ -255,6 +255,15 @@ func (d *Dom) Poll(ev []fabric.Event, ud []UDMsg) (nev, nud int, err error) {
 	return int(rc), int(n), nil
 }
 
+// TakeErrQPs stores the numbers of the queue pairs that reported an error
+// completion since the last call (up to len(out)) and forgets them.
+func (d *Dom) TakeErrQPs(out []uint32) int {
+	if d.d.nerr_qp == 0 || len(out) == 0 {
+		return 0
+	}
+	return int(C.fy_take_err_qps(d.d, (*C.uint32_t)(unsafe.Pointer(&out[0])), C.int(len(out))))
+}
+
 // Layout facts the tests compare with the Go mirrors.
 var (
 	sizeofWriteOp = int(C.sizeof_fy_write_op)

@@ -97,6 +97,11 @@ typedef struct fy_dom {
 
 	uint32_t imm_deficit; /* zero-length receives still to re-post */
 	uint64_t dropped;     /* completions with nothing to report (flushes of internal receives) */
+	/* Queue pairs that reported an error completion since the last
+	 * fy_take_err_qps: an RC queue pair in ERR stays there, so its peer
+	 * must be connected again. */
+	uint32_t err_qp[16];
+	uint32_t nerr_qp;
 } fy_dom;
 
 typedef struct {
@@ -133,4 +138,5 @@ int fy_post_recvs(fy_dom *d, const fy_recv_op *ops, int n, int *accepted);
 int fy_poll(fy_dom *d, fy_event *ev, int maxev, fy_ud_msg *ud, int maxud, int *nud);
 
 int fy_wc_errno(int status);
+int fy_take_err_qps(fy_dom *d, uint32_t *out, int max);
 #endif

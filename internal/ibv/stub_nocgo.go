@@ -111,3 +111,6 @@ func (*Dom) PostRecvs([]fabric.RecvOp) (int, Errno) { return 0, 38 }
 
 // Poll finds nothing without cgo.
 func (*Dom) Poll([]fabric.Event, []UDMsg) (int, int, error) { return 0, 0, ErrNoCgo }
+
+// TakeErrQPs finds nothing without cgo.
+func (*Dom) TakeErrQPs([]uint32) int { return 0 }
