@@ -36,12 +36,21 @@
 // RecvBytes; rows of Layout.Stride bytes) and a count table of G rows of
 // Layout.RowWords uint32 words: each group's per-expert counts followed by
 // the start of every rank's segment in its layout (SendPlan.Row).
-// With h = Group(r), M = Layout.Private and j the index of a copy among
-// everything h sends rank q (the expert-sorted order):
+// With h = Group(r), M = Layout.Private, V = Layout.MaxCopiesFrom
+// (T*min(K, L), the most one group can send one rank) and j the index of a
+// copy among everything h sends rank q (the expert-sorted order):
 //
-//	receive buffer rows [0, G*M)        private windows, window h = [h*M, h*M+M)
-//	receive buffer rows [G*M, ...)      overflow, group h at G*M + sum of counts of groups < h
-//	send buffer rows [0, m*K)           this rank's copies, expert-sorted (staged rows)
+//	receive buffer rows [h*V, h*V+M)     group h's private part: pushed (node) or eager (RDMA)
+//	receive buffer rows [h*V+M, h*V+V)   group h's overflow (RDMA; node overflow is pulled)
+//	send buffer rows [0, m*K)            this rank's copies, expert-sorted (staged rows)
+//
+// Windows are static, so a sender places every row without knowing any
+// other group's counts: eager and overflow writes both leave at
+// DispatchSend, and only receivers wait for the count exchange (to know
+// what arrives and where each expert's rows go). The reference put
+// overflow after the overflow of lower-numbered groups, which made
+// senders wait a count round trip before posting it; its buffer held G*M
+// rows more than these windows do.
 //
 // Only the replica of a group whose replica index equals the receiver's
 // serves it: that rank stages and writes, the others skip (PathReplica).
@@ -101,13 +110,13 @@
 //
 // Package host is the host-memory backend: Go pack/unpack loops over
 // buffers registered with a fabric.Engine, a worker goroutine for the
-// count exchange, overflow and barriers, and node peers sharing buffers
+// count exchange and the barriers, and node peers sharing buffers
 // through memfd mappings passed over unix sockets (or plain memory when
 // the ranks share a process). Its wiring is what a GPU backend reuses:
 //
 //   - one Scatter per phase and kind (routes and eager writes sharded by
 //     peers, overflow and combine writes sharded by bytes), zero-length
-//     targets included, each with the phase's tag;
+//     eager and combine targets included, each with the phase's tag;
 //   - one Barrier per signal (node-dispatch, node-combine to the node peers;
 //     dispatch- and combine-barrier to every other rank);
 //   - one credit ImmCounter per tag (a FlagCounter where a kernel waits);

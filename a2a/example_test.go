@@ -67,7 +67,7 @@ func ExamplePlanner() {
 		return
 	}
 	rp := mine.Recv()
-	fmt.Println("tokens per expert:", rp.TokensPerExpert, "overflow writes:", len(rp.Overflow))
+	fmt.Println("tokens per expert:", rp.TokensPerExpert, "overflow writes:", len(sp.Overflow))
 	fmt.Println("dispatch immediates expected:", rp.Imm[a2a.TagDispatch].Expected)
 	// Output:
 	// copy 0: row 0 to rank 0 via self

@@ -17,8 +17,8 @@ type DispatchInput struct {
 	Scales           []float32
 	ScaleTokenStride int // 0 means Config.Scales
 	ScaleElemStride  int // 0 means 1
-	// Indices holds m rows of K expert ids, packed. Combine reuses this
-	// routing: it must stay unchanged until CombineRecv returns.
+	// Indices holds m rows of K expert ids, packed; a token's K ids must
+	// differ. The planner keeps a copy, which the iteration's combine uses.
 	Indices []uint32
 }
 

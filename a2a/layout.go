@@ -10,14 +10,16 @@ type Layout struct {
 	Nodes         int // W/S: NVLink domains
 	GroupsPerNode int // S/D
 	LocalExperts  int // L = ceil(E/W); the last ranks may own fewer (or none)
-	Private       int // M actually used: the default or the request, at most MaxTokens*min(K, L)
+	Private       int // M actually used: the default or the request, at most MaxCopiesFrom
 
-	TokenBytes    int // H * size(DispatchType): bytes of one token
-	ScaleBytes    int // Hs * 4
-	DispatchRow   int // stride of a dispatch row in the transport buffers
-	CombineBytes  int // H * size(CombineType): bytes of one expert output row
-	CombineRow    int // stride of a combine row in the transport buffers
-	MaxCopiesFrom int // most copies one group can send one rank: T*min(K, L)
+	TokenBytes   int // H * size(DispatchType): bytes of one token
+	ScaleBytes   int // Hs * 4
+	DispatchRow  int // stride of a dispatch row in the transport buffers
+	CombineBytes int // H * size(CombineType): bytes of one expert output row
+	CombineRow   int // stride of a combine row in the transport buffers
+	// MaxCopiesFrom is the most copies one group can send one rank,
+	// T*min(K, L), and the size of each group's window in a receive buffer.
+	MaxCopiesFrom int
 
 	// SendRows and RecvRows are the row capacities of the two transport
 	// buffers (each row max(DispatchRow, CombineRow) bytes); SendBytes and
@@ -74,12 +76,12 @@ func (c Config) Layout() (Layout, error) {
 	l.CombineBytes = c.Hidden * c.CombineType.Size()
 	l.CombineRow = roundUp(l.CombineBytes, rowAlign)
 
-	// Receive buffer: in dispatch, G private windows, then the overflow
-	// region indexed by full per-group counts (at most G*T*min(K,L) rows in
-	// all); in combine, the results for this rank's own copies at their
-	// expert-sorted positions (T*K rows). The reference sized it by the
-	// dispatch bound only, which is smaller when G*min(K,L) < K.
-	recv := max(int64(G)*int64(l.Private)+int64(G)*int64(l.MaxCopiesFrom), int64(T)*int64(K))
+	// Receive buffer: in dispatch, one window of T*min(K,L) rows per
+	// source group (its first M rows are the private part); in combine, the
+	// results for this rank's own copies at their expert-sorted positions
+	// (T*K rows). The reference sized it by the dispatch bound only, which
+	// is smaller when G*min(K,L) < K.
+	recv := max(int64(G)*int64(l.MaxCopiesFrom), int64(T)*int64(K))
 	// Send buffer: the expert-sorted copies of this rank's tokens (T*K
 	// rows), later the combine results staged for remote groups (at most
 	// everything received). The reference sized both by the receive bound,

@@ -11,16 +11,23 @@ const (
 	// buffer, where its own dispatch receive reads it.
 	PathSelf
 	// PathNodePush: q shares the sender's NVLink domain and j < M. The
-	// sender stores the row straight into q's receive buffer, row h*M+j.
+	// sender stores the row straight into its window in q's receive buffer
+	// (row h*W+j, W = Layout.MaxCopiesFrom).
 	PathNodePush
 	// PathNodePull: same domain, j >= M. The row is staged in the sender's
 	// send buffer; q reads it from there through its mapping.
 	PathNodePull
 	// PathEager: q is in another domain and j < M. Staged, then written
-	// over RDMA into q's private window (row h*M+j) before counts are known.
+	// over RDMA into the private part of the sender's window in q's receive
+	// buffer (row h*W+j), one write per receiver, sharded over NICs by peer.
 	PathEager
 	// PathOverflow: another domain, j >= M. Staged, then written over RDMA
-	// into q's overflow region once the counts have been exchanged.
+	// into the rest of the window (row h*W+j), one write per receiver split
+	// by bytes over all NICs. The window is static, so the sender needs no
+	// other group's counts: the write goes out with the eager one, and only
+	// the receiver waits for the count exchange (the reference placed
+	// overflow by the counts of lower groups, which cost senders a count
+	// round trip before they could post it).
 	PathOverflow
 	// PathReplica: another replica of the sender's group serves q (the one
 	// whose replica index equals q's); this rank does nothing with the copy.

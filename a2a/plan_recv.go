@@ -1,7 +1,7 @@
 package a2a
 
-// PlanRecv computes the receive runs, the overflow and combine transfer
-// lists and the immediate counts from the full count table: G rows of
+// PlanRecv computes the receive runs, the combine transfer list and the
+// immediate counts from the full count table: G rows of
 // Layout.RowWords words, row h being group h's SendPlan.Row. If PlanSend
 // ran for this iteration, row Group(Rank) must equal its row.
 //
@@ -59,9 +59,10 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	rp.ExpertOffsets[L] = off
 
 	// Runs, group by group in visiting order; at most two per (group,
-	// expert): the private part and the rest.
+	// expert): for a node group, the pushed private part and the pulled
+	// rest.
 	myNode := l.Node(r)
-	GM := int32(G) * M
+	win := int32(l.MaxCopiesFrom)
 	runs := rp.Runs[:0]
 	rp.RemoteRuns, rp.RemoteCopies = 0, 0
 	expectDispatch := 0
@@ -89,13 +90,14 @@ func (p *Planner) PlanRecv(table []uint32) error {
 				switch {
 				case s == r:
 					run.Kind, run.SrcRow = SourceOwnSend, p.dgo[h]+j
+				case remote:
+					// Private part and overflow share the group's window.
+					run.Kind, run.SrcRow = SourceOwnRecv, h32*win+j
 				case j < M:
-					run.Kind, run.SrcRow = SourceOwnRecv, h32*M+j
+					run.Kind, run.SrcRow = SourceOwnRecv, h32*win+j
 					run.Count = min(c, M-j)
-				case !remote:
-					run.Kind, run.SrcRow = SourcePeerSend, p.dgo[h]+j
 				default:
-					run.Kind, run.SrcRow = SourceOwnRecv, GM+p.sgo[h]+j-M
+					run.Kind, run.SrcRow = SourcePeerSend, p.dgo[h]+j
 				}
 				if remote {
 					run.CombineRow = p.sgo[h] + j
@@ -118,40 +120,6 @@ func (p *Planner) PlanRecv(table []uint32) error {
 		rp.RemoteCopies += int(run.Count)
 	}
 
-	// Overflow writes, as a sender: to each served rank q of another
-	// domain that this group sends more than M copies, landing after the
-	// overflow of the groups numbered below it.
-	rp.Overflow = rp.Overflow[:0]
-	ownSeg := table[g*RW+E : g*RW+RW]
-	for q := l.Replica(r); q < l.WorldSize; q += D {
-		if l.Node(q) == myNode {
-			continue
-		}
-		n := int64(ownSeg[q+1]) - int64(ownSeg[q])
-		if n <= int64(M) {
-			continue
-		}
-		if n > int64(l.MaxCopiesFrom) || int64(ownSeg[q+1]) > maxLayout {
-			return argErr(op, "table", "own segment for rank %d: %d copies at %d", q, n, ownSeg[q])
-		}
-		rp.Overflow = append(rp.Overflow, Transfer{
-			Peer: int32(q), NIC: -1, SrcRow: int32(ownSeg[q]) + M, DstRow: GM, Rows: int32(n) - M,
-		})
-	}
-	// Each lands after the overflow of the lower-numbered groups: add their
-	// counts for the target, row by row so the table is read in order.
-	for h := 0; h < g && len(rp.Overflow) > 0; h++ {
-		seg := table[h*RW+E : h*RW+RW]
-		for i := range rp.Overflow {
-			t := &rp.Overflow[i]
-			c := int64(seg[t.Peer+1]) - int64(seg[t.Peer])
-			if c < 0 || c > int64(l.MaxCopiesFrom) {
-				return argErr(op, "table", "group %d: %d copies for rank %d, impossible for %d tokens", h, c, t.Peer, l.MaxTokens)
-			}
-			t.DstRow += int32(c)
-		}
-	}
-
 	// Combine writes: the staged results of every other-domain group go to
 	// all of its replicas.
 	rp.Combine = rp.Combine[:0]
@@ -169,8 +137,16 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	nics := l.NICsPerGPU
 	W, S := l.WorldSize, l.NVLinkSize
 	rp.Imm[TagRoute] = Count{Sent: len(p.send.Routes), Expected: G - 1}
-	// One eager write per group of another domain (see SendPlan.Eager).
-	rp.Imm[TagDispatch] = Count{Sent: G - l.GroupsPerNode + len(rp.Overflow)*nics, Expected: expectDispatch}
+	// One eager write per group of another domain, plus n slices per
+	// served rank this group sends more than M copies (SendPlan.Overflow).
+	sent := G - l.GroupsPerNode
+	ownSeg := table[g*RW+E : g*RW+RW]
+	for q := l.Replica(r); q < W; q += D {
+		if l.Node(q) != myNode && int64(ownSeg[q+1])-int64(ownSeg[q]) > int64(M) {
+			sent += nics
+		}
+	}
+	rp.Imm[TagDispatch] = Count{Sent: sent, Expected: expectDispatch}
 	rp.Imm[TagCombine] = Count{Sent: len(rp.Combine) * nics, Expected: (W - S) * nics}
 	rp.Imm[TagDispatchBarrier] = Count{Sent: W - 1, Expected: W - 1}
 	rp.Imm[TagCombineBarrier] = Count{Sent: W - 1, Expected: W - 1}

@@ -47,7 +47,7 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 		seg[q] = uint32(s.Offsets[min(q*L, E)])
 	}
 
-	r, M := l.Rank, int32(l.Private)
+	r, M, win := l.Rank, int32(l.Private), int32(l.MaxCopiesFrom)
 	myNode, myRep := l.Node(r), l.Replica(r)
 	h := int32(l.Group(r))
 	// Per expert e with owner q: its copies have j = Offsets[e]-seg[q] +
@@ -56,7 +56,7 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 		q := p.owner[e]
 		j0 := s.Offsets[e] - int32(seg[q])
 		s.split[e] = max(M-j0, 0)
-		s.pushBase[e] = h*M + j0
+		s.pushBase[e] = h*win + j0
 		switch p.destKind[q] {
 		case destSelf:
 			s.low[e], s.high[e] = PathSelf, PathSelf
@@ -74,13 +74,16 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 	// One eager write per served rank of another domain, so each receiver
 	// gets exactly one per remote group. The reference let every replica
 	// post it, leaving D-1 surplus immediates per group in the counter.
-	s.Eager = s.Eager[:0]
+	s.Eager, s.Overflow = s.Eager[:0], s.Overflow[:0]
 	for q := myRep; q < l.WorldSize; q += l.ReplicaSize {
 		if l.Node(q) == myNode {
 			continue
 		}
-		rows := min(int32(seg[q+1]-seg[q]), M)
-		s.Eager = append(s.Eager, Transfer{Peer: int32(q), SrcRow: int32(seg[q]), DstRow: h * M, Rows: rows})
+		n := int32(seg[q+1] - seg[q])
+		s.Eager = append(s.Eager, Transfer{Peer: int32(q), SrcRow: int32(seg[q]), DstRow: h * win, Rows: min(n, M)})
+		if n > M {
+			s.Overflow = append(s.Overflow, Transfer{Peer: int32(q), NIC: -1, SrcRow: int32(seg[q]) + M, DstRow: h*win + M, Rows: n - M})
+		}
 	}
 	for i := range s.Eager {
 		s.Eager[i].NIC = shardPeer(i, len(s.Eager), l.NICsPerGPU)

@@ -66,6 +66,10 @@ type SendPlan struct {
 	// the first min(count, M) rows of its segment into the private window.
 	// Targets are sharded over NICs by peer (Transfer.NIC).
 	Eager []Transfer
+	// Overflow lists one write per served rank of another domain that gets
+	// more than M copies: the rest of the segment, into the rest of the
+	// window. Each is split by bytes across all NICs (Transfer.NIC -1).
+	Overflow []Transfer
 
 	// Per expert: owner rank, the ordinal below which copies take the
 	// private path, the paths below and from that ordinal, and the private
@@ -118,10 +122,6 @@ type RecvPlan struct {
 	// Copies is the number of copies in Runs; RemoteCopies of them come
 	// from other domains.
 	Copies, RemoteCopies int
-	// Overflow lists this rank's overflow writes (as a sender) to ranks of
-	// other domains whose count exceeds M; each is split by bytes across
-	// all NICs.
-	Overflow []Transfer
 	// Combine lists this rank's combine writes: for every group of another
 	// domain and every replica in it, the staged rows of that group's
 	// copies, into the replica's receive buffer at the rows where its
@@ -175,6 +175,7 @@ func NewPlanner(cfg Config) (*Planner, error) {
 		Ordinal:  p.ordinal,
 		Routes:   make([]int32, 0, G),
 		Eager:    make([]Transfer, 0, W),
+		Overflow: make([]Transfer, 0, W),
 		owner:    p.owner,
 		split:    make([]int32, E),
 		low:      make([]Path, E),
@@ -187,7 +188,6 @@ func NewPlanner(cfg Config) (*Planner, error) {
 		TokensPerExpert: make([]int32, L),
 		ExpertOffsets:   make([]int32, L+1),
 		Runs:            make([]Run, 0, 2*G*L),
-		Overflow:        make([]Transfer, 0, W),
 		Combine:         make([]Transfer, 0, W),
 	}
 	r := l.Rank

@@ -122,7 +122,7 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 				}
 			}
 		}
-		for _, tr := range p.Recv().Overflow {
+		for _, tr := range sp.Overflow {
 			imm[tr.Peer][a2a.TagDispatch] += l.NICsPerGPU
 			for c := int32(0); c < tr.Rows; c++ {
 				if err := put(int(tr.Peer), tr.DstRow+c, slot{h, tr.SrcRow + c}); err != nil {

@@ -15,9 +15,9 @@
 //	              every other group (scatter, route tag); pack rows (stage in
 //	              the send buffer, or store into a node peer's receive
 //	              buffer); node-dispatch signal; eager scatter into the
-//	              private windows (dispatch tag)
-//	  worker      wait G-1 route immediates; PlanRecv over the table;
-//	              overflow scatter (split by bytes over the NICs)
+//	              private parts (dispatch tag, sharded by peer); overflow
+//	              scatter (dispatch tag, split by bytes over the NICs)
+//	  worker      wait G-1 route immediates; PlanRecv over the table
 //	DispatchRecv  wait for the plan; copy node runs; wait the planned
 //	              dispatch immediates; copy remote runs
 //	  worker      barrier: signal every rank, wait W-1, drain own transfers

@@ -122,16 +122,19 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 	if err := b.scatter(b.eagerT, b.sendReg, a2a.TagDispatch, fabric.ShardPeers()); err != nil {
 		return err
 	}
+	if err := b.postOverflow(sp); err != nil {
+		return err
+	}
 	b.w.p = p
 	b.w.steps <- stepPlan
 	return nil
 }
 
-// postOverflow posts the overflow rows PlanRecv listed.
-func (b *Backend) postOverflow(rp *a2a.RecvPlan) error {
+// postOverflow posts the overflow rows PlanSend listed.
+func (b *Backend) postOverflow(sp *a2a.SendPlan) error {
 	stride := uint64(b.l.Stride())
 	b.overT = b.overT[:0]
-	for _, t := range rp.Overflow {
+	for _, t := range sp.Overflow {
 		b.overT = append(b.overT, fabric.ScatterTarget{Dst: b.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
 			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // The worker is the CPU side of the protocol that needs no caller: it
-// waits for the count exchange, plans and posts the overflow rows, and
+// waits for the count exchange and plans the receive side, and
 // runs the barriers that gate buffer reuse. The caller's calls only pack,
 // post what they can post at once, and copy, so DispatchSend returns
 // before the counts arrive and DispatchRecv and CombineRecv return as soon
@@ -17,7 +17,7 @@ import (
 // Hand-offs are channels, so every buffer, the planner and the posted
 // count are used by one goroutine at a time:
 //
-//	DispatchSend --stepPlan--> worker: wait counts, PlanRecv, post overflow --planned--> DispatchRecv
+//	DispatchSend --stepPlan--> worker: wait counts, PlanRecv --planned--> DispatchRecv
 //	DispatchRecv --stepDispatchBarrier--> worker: barrier, drain --txReady--> CombineSend
 //	CombineRecv  --stepCombineBarrier--> worker: barrier, drain --txReady--> next DispatchSend
 type step uint8
@@ -91,16 +91,12 @@ func (w *worker) reply(ch chan error, err error) {
 	}
 }
 
-// plan waits for every group's count row, plans the receive side and
-// posts this rank's overflow rows.
+// plan waits for every group's count row and plans the receive side.
 func (b *Backend) plan(ctx context.Context, p *a2a.Planner) error {
 	if err := b.wait(ctx, a2a.TagRoute, b.l.Groups-1); err != nil {
 		return err
 	}
-	if err := p.PlanRecv(b.words); err != nil {
-		return err
-	}
-	return b.postOverflow(p.Recv())
+	return p.PlanRecv(b.words)
 }
 
 // await takes the worker's answer from ch, or gives up when ctx ends.

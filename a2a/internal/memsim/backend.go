@@ -53,6 +53,9 @@ func (b *backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 	for _, t := range sp.Eager {
 		rk.writeRows(t, a2a.TagDispatch, false)
 	}
+	for _, t := range sp.Overflow {
+		rk.writeRows(t, a2a.TagDispatch, true)
+	}
 	return nil
 }
 
@@ -65,9 +68,6 @@ func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 		return err
 	}
 	rp := p.Recv()
-	for _, t := range rp.Overflow {
-		rk.writeRows(t, a2a.TagDispatch, true)
-	}
 	if err := rk.wait(ctx, int(a2a.TagNodeDispatch), l.NVLinkSize-1); err != nil {
 		return err
 	}
