@@ -335,6 +335,21 @@ func fakeDriverChecks(t *testing.T) {
 	if n := stat(t, d0, statLiveAllocs); n != 0 {
 		t.Fatalf("%d driver allocations leaked", n)
 	}
+	runtime.GC()
+	// An object dropped without Close is counted once collected.
+	before := LeakedObjects()
+	func() { try(c.Alloc(64)).must(t) }()
+	for i := 0; i < 20 && LeakedObjects() == before; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if LeakedObjects() != before+1 {
+		t.Fatalf("leak count %d, want %d", LeakedObjects(), before+1)
+	}
+	if before != 0 {
+		t.Fatalf("%d objects leaked before the deliberate one", before)
+	}
+	c.dropChild() // the deliberate leak still counts as open
 	check(t, c.Close())
 	check(t, c1.Close())
 	if _, err := c.Alloc(1); !errors.Is(err, ErrClosed) {

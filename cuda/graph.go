@@ -23,8 +23,9 @@ const (
 
 // Graph is work captured from a stream, ready to be instantiated.
 type Graph struct {
-	ctx *Context
-	h   cudadrv.Graph
+	ctx  *Context
+	h    cudadrv.Graph
+	leak leakCheck
 
 	mu     sync.Mutex
 	closed bool
@@ -65,7 +66,8 @@ func (st *Stream) Capture(mode CaptureMode, fn func(st *Stream) error) (*Graph, 
 			&Error{Op: "cuStreamEndCapture", Code: Result(cudadrv.ErrStreamCaptureInvalidated)})
 	}
 	st.ctx.addChild()
-	return &Graph{ctx: st.ctx, h: g}, nil
+	gr := &Graph{ctx: st.ctx, h: g}
+	return track(gr, &gr.leak), nil
 }
 
 // callCaptured runs fn and turns a panic into an error, so that the
@@ -98,7 +100,8 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 		return nil, err
 	}
 	g.ctx.addChild()
-	return &GraphExec{ctx: g.ctx, h: e}, nil
+	ge := &GraphExec{ctx: g.ctx, h: e}
+	return track(ge, &ge.leak), nil
 }
 
 // Close destroys the graph (instantiated copies stay valid).
@@ -112,6 +115,7 @@ func (g *Graph) Close() error {
 		return nil
 	}
 	g.closed = true
+	g.leak.closed()
 	defer g.ctx.dropChild()
 	return g.ctx.s.check("cuGraphDestroy", g.ctx.s.d.GraphDestroy(g.ctx.h, g.h))
 }
@@ -119,8 +123,9 @@ func (g *Graph) Close() error {
 // GraphExec is an instantiated graph: replay it with Launch as often as
 // needed. One GraphExec must not run concurrently with itself.
 type GraphExec struct {
-	ctx *Context
-	h   cudadrv.GraphExec
+	ctx  *Context
+	h    cudadrv.GraphExec
+	leak leakCheck
 
 	mu     sync.Mutex
 	closed bool
@@ -159,6 +164,7 @@ func (e *GraphExec) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.leak.closed()
 	defer e.ctx.dropChild()
 	return e.ctx.s.check("cuGraphExecDestroy", e.ctx.s.d.GraphExecDestroy(e.ctx.h, e.h))
 }

@@ -33,6 +33,7 @@ type HostMemory struct {
 	size  uint64
 	dev   DevicePtr // 0 unless HostMapped
 	flags HostFlags
+	leak  leakCheck
 
 	mu     sync.Mutex
 	closed bool
@@ -63,7 +64,7 @@ func (c *Context) AllocHost(size uint64, flags HostFlags) (*HostMemory, error) {
 		h.dev = DevicePtr(dp)
 	}
 	c.addChild()
-	return h, nil
+	return track(h, &h.leak), nil
 }
 
 // Size returns the size in bytes.
@@ -116,6 +117,7 @@ func (h *HostMemory) Close() error {
 		return nil
 	}
 	h.closed = true
+	h.leak.closed()
 	defer h.ctx.dropChild()
 	s := h.ctx.s
 	return s.check("cuMemFreeHost", s.d.MemFreeHost(h.ctx.h, h.p))

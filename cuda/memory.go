@@ -26,6 +26,7 @@ type DeviceMemory struct {
 	ptr  DevicePtr
 	size uint64
 	vmm  *vmmState // nil for cuMemAlloc memory
+	leak leakCheck
 
 	mu     sync.Mutex
 	closed bool
@@ -45,7 +46,8 @@ func (c *Context) Alloc(size uint64) (*DeviceMemory, error) {
 		return nil, err
 	}
 	c.addChild()
-	return &DeviceMemory{ctx: c, ptr: DevicePtr(p), size: size}, nil
+	m := &DeviceMemory{ctx: c, ptr: DevicePtr(p), size: size}
+	return track(m, &m.leak), nil
 }
 
 // Ptr returns the device address of the first byte.
@@ -189,6 +191,7 @@ func (m *DeviceMemory) Close() error {
 		return nil
 	}
 	m.closed = true
+	m.leak.closed()
 	defer m.ctx.dropChild()
 	s := m.ctx.s
 	if m.vmm != nil {

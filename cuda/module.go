@@ -14,6 +14,7 @@ type Module struct {
 	ctx       *Context
 	h         cudadrv.Module
 	fromCache bool
+	leak      leakCheck
 
 	mu     sync.Mutex
 	closed bool
@@ -34,7 +35,8 @@ func (c *Context) LoadModule(image []byte) (*Module, error) {
 		return nil, err
 	}
 	c.addChild()
-	return &Module{ctx: c, h: h, funcs: map[string]*Function{}}, nil
+	m := &Module{ctx: c, h: h, funcs: map[string]*Function{}}
+	return track(m, &m.leak), nil
 }
 
 // FromCache reports whether the module's code came from the kernel cache
@@ -75,6 +77,7 @@ func (m *Module) Close() error {
 		return nil
 	}
 	m.closed = true
+	m.leak.closed()
 	defer m.ctx.dropChild()
 	return m.ctx.s.check("cuModuleUnload", m.ctx.s.d.ModuleUnload(m.ctx.h, m.h))
 }

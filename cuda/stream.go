@@ -13,8 +13,9 @@ import (
 // stream wherever a stream is taken. Streams are safe for concurrent use
 // (the driver orders work in submission order).
 type Stream struct {
-	ctx *Context
-	h   cudadrv.Stream
+	ctx  *Context
+	h    cudadrv.Stream
+	leak leakCheck
 
 	mu     sync.Mutex
 	closed bool
@@ -36,7 +37,8 @@ func (c *Context) NewStream(nonBlocking bool) (*Stream, error) {
 		return nil, err
 	}
 	c.addChild()
-	return &Stream{ctx: c, h: h}, nil
+	st := &Stream{ctx: c, h: h}
+	return track(st, &st.leak), nil
 }
 
 // handle returns the raw stream for a call in ctx c (nil: default stream).
@@ -158,6 +160,7 @@ func (st *Stream) Close() error {
 		return nil
 	}
 	st.closed = true
+	st.leak.closed()
 	defer st.ctx.dropChild()
 	return st.ctx.s.check("cuStreamDestroy", st.ctx.s.d.StreamDestroy(st.ctx.h, st.h))
 }
@@ -187,8 +190,9 @@ func pollUntil(ctx context.Context, op string, done func() (bool, error)) error 
 
 // Event is a CUDA event: a marker in a stream, for waiting and timing.
 type Event struct {
-	ctx *Context
-	h   cudadrv.Event
+	ctx  *Context
+	h    cudadrv.Event
+	leak leakCheck
 
 	mu     sync.Mutex
 	closed bool
@@ -210,7 +214,8 @@ func (c *Context) NewEvent(timing bool) (*Event, error) {
 		return nil, err
 	}
 	c.addChild()
-	return &Event{ctx: c, h: h}, nil
+	e := &Event{ctx: c, h: h}
+	return track(e, &e.leak), nil
 }
 
 func (e *Event) use(op string) (*driverState, error) {
@@ -282,6 +287,7 @@ func (e *Event) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.leak.closed()
 	defer e.ctx.dropChild()
 	return e.ctx.s.check("cuEventDestroy", e.ctx.s.d.EventDestroy(e.ctx.h, e.h))
 }

@@ -109,7 +109,8 @@ func (c *Context) mapVMM(s *driverState, h cudadrv.MemHandle, size, align uint64
 		return nil, err
 	}
 	c.addChild()
-	return &DeviceMemory{ctx: c, ptr: DevicePtr(p), size: size, vmm: &vmmState{handle: h, reserve: size}}, nil
+	m := &DeviceMemory{ctx: c, ptr: DevicePtr(p), size: size, vmm: &vmmState{handle: h, reserve: size}}
+	return track(m, &m.leak), nil
 }
 
 // ExportFD exports a VMM allocation made with Exportable as a new POSIX
