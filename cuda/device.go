@@ -32,9 +32,19 @@ type DeviceInfo struct {
 	MapHostMemory bool
 }
 
-// Attribute is a CUdevice_attribute, for attributes this package does not
-// name in DeviceInfo.
-type Attribute = cudadrv.Attribute
+// Attribute is a CUdevice_attribute (values from cuda.h), for attributes
+// DeviceInfo does not carry.
+type Attribute int32
+
+// A few attributes by name; any other cuda.h value works too.
+const (
+	AttrMaxThreadsPerBlock   Attribute = Attribute(cudadrv.AttrMaxThreadsPerBlock)
+	AttrMultiprocessorCount  Attribute = Attribute(cudadrv.AttrMultiprocessorCount)
+	AttrCooperativeLaunch    Attribute = Attribute(cudadrv.AttrCooperativeLaunch)
+	AttrGPUDirectRDMA        Attribute = Attribute(cudadrv.AttrGPUDirectRDMA)
+	AttrGPUDirectRDMAWithVMM Attribute = Attribute(cudadrv.AttrGPUDirectRDMAWithVMM)
+	AttrDmaBufSupported      Attribute = Attribute(cudadrv.AttrDmaBufSupported)
+)
 
 // DeviceCount returns the number of visible CUDA devices.
 func DeviceCount() (int, error) {
@@ -98,7 +108,7 @@ func (d Device) Attribute(a Attribute) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, r := s.d.DeviceGetAttribute(a, d.h)
+	v, r := s.d.DeviceGetAttribute(cudadrv.Attribute(a), d.h)
 	return v, s.check("cuDeviceGetAttribute", r)
 }
 
@@ -114,15 +124,15 @@ func (d Device) Name() (string, error) {
 
 // ComputeCapability returns the major and minor compute capability.
 func (d Device) ComputeCapability() (major, minor int, err error) {
-	if major, err = d.Attribute(cudadrv.AttrComputeCapabilityMajor); err != nil {
+	if major, err = d.Attribute(Attribute(cudadrv.AttrComputeCapabilityMajor)); err != nil {
 		return 0, 0, err
 	}
-	minor, err = d.Attribute(cudadrv.AttrComputeCapabilityMinor)
+	minor, err = d.Attribute(Attribute(cudadrv.AttrComputeCapabilityMinor))
 	return major, minor, err
 }
 
 // SMCount returns the number of streaming multiprocessors.
-func (d Device) SMCount() (int, error) { return d.Attribute(cudadrv.AttrMultiprocessorCount) }
+func (d Device) SMCount() (int, error) { return d.Attribute(AttrMultiprocessorCount) }
 
 // PCIBusID returns the device's PCI address, "dddd:bb:dd.f".
 func (d Device) PCIBusID() (string, error) {
@@ -163,7 +173,7 @@ func (d Device) Info() (DeviceInfo, error) {
 	}
 	info.TotalMemory = total
 	ints := []struct {
-		a Attribute
+		a cudadrv.Attribute
 		p *int
 	}{
 		{cudadrv.AttrComputeCapabilityMajor, &info.Major},
@@ -171,13 +181,13 @@ func (d Device) Info() (DeviceInfo, error) {
 		{cudadrv.AttrMultiprocessorCount, &info.SMCount},
 	}
 	for _, x := range ints {
-		if *x.p, err = d.Attribute(x.a); err != nil {
+		if *x.p, err = d.Attribute(Attribute(x.a)); err != nil {
 			return info, err
 		}
 	}
 	// Flags an older driver may not know read as false.
 	flags := []struct {
-		a Attribute
+		a cudadrv.Attribute
 		p *bool
 	}{
 		{cudadrv.AttrCooperativeLaunch, &info.Cooperative},
@@ -188,7 +198,7 @@ func (d Device) Info() (DeviceInfo, error) {
 		{cudadrv.AttrCanMapHostMemory, &info.MapHostMemory},
 	}
 	for _, x := range flags {
-		v, err := d.Attribute(x.a)
+		v, err := d.Attribute(Attribute(x.a))
 		*x.p = err == nil && v != 0
 	}
 	info.Arch = ArchFor(info.Major, info.Minor)

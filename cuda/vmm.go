@@ -70,7 +70,7 @@ func (c *Context) AllocVMM(size uint64, o VMMOptions) (*DeviceMemory, error) {
 		return nil, invalid("alloc vmm", "size 0")
 	}
 	if o.GPUDirectRDMA {
-		if v, err := c.dev.Attribute(cudadrv.AttrGPUDirectRDMAWithVMM); err != nil || v == 0 {
+		if v, err := c.dev.Attribute(AttrGPUDirectRDMAWithVMM); err != nil || v == 0 {
 			return nil, fmt.Errorf("cuda: alloc vmm: %s cannot make GPUDirect RDMA VMM memory: %w", c.dev, ErrNotSupported)
 		}
 	}
