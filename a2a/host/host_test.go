@@ -55,7 +55,7 @@ func (m member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 
 // world builds W ranks over transport, each with its own engine, and
 // closes everything at the end of the test.
-func world(t *testing.T, cfg a2a.Config, transport string) []*a2a.Context {
+func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 	t.Helper()
 	l, err := cfg.Layout()
 	if err != nil {

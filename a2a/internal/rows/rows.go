@@ -61,26 +61,60 @@ func ExpertRow(l *a2a.Layout, in *a2a.CombineInput, i int32) []byte {
 // row at the copy's layout position, read by row(pos). acc is scratch of
 // Hidden floats.
 func Reduce(l *a2a.Layout, sp *a2a.SendPlan, out *a2a.CombineOutput, acc []float32, row func(pos int32) []byte) {
-	K, ct := l.ExpertsPerToken, l.CombineType
+	K, ct, H := l.ExpertsPerToken, l.CombineType, l.Hidden
 	os := orDefault(out.OutStride, l.CombineBytes)
-	acc = acc[:l.Hidden]
+	acc = acc[:H]
 	for t := 0; t < sp.Tokens; t++ {
 		dst := out.Out[t*os : t*os+l.CombineBytes]
-		for x := range acc {
-			acc[x] = 0
-			if out.Accumulate {
+		if out.Accumulate {
+			for x := range acc {
 				acc[x] = a2a.DecodeFloat32(ct, dst, x)
 			}
+		} else {
+			clear(acc)
 		}
 		for k := 0; k < K; k++ {
 			y := row(sp.Copy(t*K + k).Pos)
 			w := out.Weights[t*K+k]
-			for x := range acc {
-				acc[x] = a2a.MulAdd(acc[x], w, a2a.DecodeFloat32(ct, y, x))
+			switch ct {
+			case a2a.BF16:
+				addBF16(acc, w, y[:2*H])
+			case a2a.FP16:
+				addFP16(acc, w, y[:2*H])
+			default:
+				addFP32(acc, w, y[:4*H])
 			}
 		}
 		for x, v := range acc {
 			a2a.EncodeFloat32(ct, dst, x, v)
 		}
+	}
+}
+
+// The per-type loops keep the element decode inline: a type switch per
+// element costs more than the arithmetic. Each step is a2a.MulAdd's: the
+// product rounded to float32, then the sum (no fused multiply-add).
+
+func addBF16(acc []float32, w float32, y []byte) {
+	y = y[:2*len(acc)]
+	for x := range acc {
+		v := math.Float32frombits(uint32(y[2*x])<<16 | uint32(y[2*x+1])<<24)
+		acc[x] += float32(w * v)
+	}
+}
+
+func addFP16(acc []float32, w float32, y []byte) {
+	y = y[:2*len(acc)]
+	for x := range acc {
+		v := a2a.FP16ToFloat32(uint16(y[2*x]) | uint16(y[2*x+1])<<8)
+		acc[x] += float32(w * v)
+	}
+}
+
+func addFP32(acc []float32, w float32, y []byte) {
+	y = y[:4*len(acc)]
+	for x := range acc {
+		v := math.Float32frombits(binary.LittleEndian.Uint32(y[4*x:]))
+		acc[x] += float32(w * v)
 	}
 }
