@@ -344,3 +344,51 @@ func TestPlanRecvRejectsBadTables(t *testing.T) {
 		t.Fatalf("own row mismatch: %v", err)
 	}
 }
+
+// FuzzPlanRecv feeds arbitrary count tables to PlanRecv: whatever peers
+// send, it returns an error or a plan whose rows stay inside the buffers,
+// and never panics.
+func FuzzPlanRecv(f *testing.F) {
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 3, Hidden: 4, DispatchType: a2a.FP8,
+		CombineType: a2a.BF16, Experts: 6, ExpertsPerToken: 2, PrivateTokens: 1}
+	l, _ := cfg.Layout()
+	f.Add(make([]byte, 4*l.Groups*l.RowWords), uint8(0))
+	f.Add([]byte{1, 0, 0, 0, 2, 0, 0, 0, 255, 255, 255, 255}, uint8(3))
+	f.Fuzz(func(t *testing.T, raw []byte, rank uint8) {
+		c := cfg
+		c.Rank = int(rank) % cfg.WorldSize
+		p, err := a2a.NewPlanner(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := make([]uint32, l.Groups*l.RowWords)
+		for i := range table {
+			if 4*i+4 <= len(raw) {
+				table[i] = uint32(raw[4*i]) | uint32(raw[4*i+1])<<8 | uint32(raw[4*i+2])<<16 | uint32(raw[4*i+3])<<24
+			}
+		}
+		if err := p.PlanRecv(table); err != nil {
+			if !errors.Is(err, a2a.ErrInvalidArgument) {
+				t.Fatalf("untyped error: %v", err)
+			}
+			return
+		}
+		rp := p.Recv()
+		for _, run := range rp.Runs {
+			limit := int32(l.RecvRows)
+			if run.Kind != a2a.SourceOwnRecv {
+				limit = int32(l.SendRows)
+			}
+			if run.Count <= 0 || run.SrcRow < 0 || run.SrcRow+run.Count > limit ||
+				run.Padded < 0 || run.Padded+run.Count > int32(l.OutputRows) ||
+				run.CombineRow < 0 || run.CombineRow+run.Count > int32(max(l.SendRows, l.RecvRows)) {
+				t.Fatalf("run out of range: %+v", run)
+			}
+		}
+		for _, tr := range rp.Combine {
+			if tr.SrcRow < 0 || tr.SrcRow+tr.Rows > int32(l.SendRows) || tr.DstRow < 0 || tr.DstRow+tr.Rows > int32(l.RecvRows) {
+				t.Fatalf("combine transfer out of range: %+v", tr)
+			}
+		}
+	})
+}
