@@ -11,9 +11,9 @@
 //     Validation returns a *ConfigError (errors.Is ErrInvalidConfig).
 //   - Planner: pure Go, allocation-free once built. PlanSend lays out a
 //     rank's copies expert-sorted and picks each copy's path (self, node
-//     push, node pull, RDMA eager into the private window, RDMA overflow);
-//     PlanRecv turns the exchanged count table into receive records, RDMA
-//     transfer lists and expected immediate counts.
+//     push, node pull, RDMA eager into the private window, RDMA overflow)
+//     and lists its RDMA writes; PlanRecv turns the exchanged count table
+//     into receive runs, combine writes and expected immediate counts.
 //   - Context: the per-rank call-order state machine (DispatchSend,
 //     DispatchRecv, CombineSend, CombineRecv) over a Backend, the piece that
 //     moves bytes. Misuse returns ErrCallOrder, never a deadlock.

@@ -78,7 +78,7 @@ const (
 	SourceOwnSend
 	// SourceOwnRecv: this rank's receive buffer (pushed, eager or overflow).
 	SourceOwnRecv
-	// SourcePeerSend: the send buffer of node peer Record.Source (pull).
+	// SourcePeerSend: the send buffer of node peer Run.Source (pull).
 	SourcePeerSend
 )
 

@@ -1,10 +1,11 @@
 package a2a
 
 // Planner computes, for one rank, everything dispatch and combine need to
-// know about where rows go: the sender's expert-sorted layout and the path of
-// every copy (PlanSend, from this rank's own routing alone), then, once the
-// routed counts of every group are known, the receive records, the RDMA
-// transfer lists and the immediate counts (PlanRecv).
+// know about where rows go: the sender's expert-sorted layout, the path of
+// every copy and the eager and overflow writes (PlanSend, from this rank's
+// own routing alone), then, once the routed counts of every group are
+// known, the receive runs, the combine writes and the immediate counts
+// (PlanRecv).
 //
 // All memory is allocated by NewPlanner for the Layout's maxima and reused:
 // steady-state planning allocates nothing. A Planner is not safe for
