@@ -97,6 +97,12 @@
 //     and the output bound adds L*(pad-1) padding rows to the copy bound
 //     instead of taking a minimum that can be too small. The reference's
 //     sizing silently assumed distinct experts per token; PlanSend checks it.
+//   - Node pushes: only the replica serving a receiver pushes to it (the
+//     reference's one-block-per-token path let every replica store the
+//     same rows).
+//   - Arguments: combine takes no indices (the planner keeps the
+//     dispatch's routing) and dispatch no weights; the reference took both
+//     and ignored one of them.
 //   - Deterministic order: ordinals are token-major instead of assigned by
 //     atomics, so outputs can be compared row for row with the oracle.
 //   - Planner cost: count rows carry their segment starts and the receive
