@@ -21,21 +21,26 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 	clear(s.Counts)
 	idx := indices[:m*K]
 	// Stamps make the duplicate check O(K) per token without clearing an
-	// E-sized array per call.
+	// E-sized array per call. The slices are held in locals: the compiler
+	// would otherwise reload them from p after every store.
+	counts, stamp, ord := s.Counts[:E], p.stamp[:E], p.ordinal[:len(idx)]
+	at := p.stampAt
 	for t := 0; t < m; t++ {
-		p.stampAt++
-		for k, e := range idx[t*K : t*K+K] {
+		at++
+		row := idx[t*K : t*K+K]
+		for k, e := range row {
 			if e >= uint32(E) {
 				return argErr(op, "indices", "token %d slot %d: expert %d >= %d", t, k, e, E)
 			}
-			if p.stamp[e] == p.stampAt {
+			if stamp[e] == at {
 				return argErr(op, "indices", "token %d routes to expert %d twice", t, e)
 			}
-			p.stamp[e] = p.stampAt
-			p.ordinal[t*K+k] = int32(s.Counts[e])
-			s.Counts[e]++
+			stamp[e] = at
+			ord[t*K+k] = int32(counts[e])
+			counts[e]++
 		}
 	}
+	p.stampAt = at
 	var sum int32
 	for e, c := range s.Counts {
 		s.Offsets[e] = sum
