@@ -17,7 +17,7 @@ import (
 // requireDevices returns the verbs devices to test on (FERRY_VERBS_DEVICES,
 // else every device with an active port). Without any it skips, unless
 // FERRY_TEST_REQUIRE lists "verbs", which makes that a failure.
-func requireDevices(t *testing.T, n int) []fabric.DomainInfo {
+func requireDevices(t testing.TB, n int) []fabric.DomainInfo {
 	t.Helper()
 	infos, err := Provider{}.Domains("verbs", fabric.DomainOptions{})
 	if err == nil && os.Getenv("FERRY_VERBS_DEVICES") != "" {
@@ -43,7 +43,7 @@ func requireDevices(t *testing.T, n int) []fabric.DomainInfo {
 // tdom is a domain under test with what it has seen.
 type tdom struct {
 	*Domain
-	t      *testing.T
+	t      testing.TB
 	events []fabric.Event
 	imms   []uint32
 	byCtx  map[uint64]fabric.Event
@@ -51,7 +51,7 @@ type tdom struct {
 	keys   fabric.MemoryKeys
 }
 
-func openT(t *testing.T, info fabric.DomainInfo, opts fabric.DomainOptions, bufSize int) *tdom {
+func openT(t testing.TB, info fabric.DomainInfo, opts fabric.DomainOptions, bufSize int) *tdom {
 	t.Helper()
 	d, err := Open(info, opts)
 	if err != nil {
@@ -108,7 +108,7 @@ func (d *tdom) poll() {
 }
 
 // pump polls every domain until done reports true or the timeout passes.
-func pump(t *testing.T, timeout time.Duration, done func() bool, doms ...*tdom) {
+func pump(t testing.TB, timeout time.Duration, done func() bool, doms ...*tdom) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !done() {
@@ -124,7 +124,7 @@ func pump(t *testing.T, timeout time.Duration, done func() bool, doms ...*tdom) 
 
 // postAllWrites posts ops, polling while the domain pushes back, and
 // returns how many times it pushed back.
-func postAllWrites(t *testing.T, d *tdom, ops []fabric.WriteOp, others ...*tdom) int {
+func postAllWrites(t testing.TB, d *tdom, ops []fabric.WriteOp, others ...*tdom) int {
 	t.Helper()
 	pushback := 0
 	deadline := time.Now().Add(60 * time.Second)

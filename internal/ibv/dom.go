@@ -215,10 +215,9 @@ func (d *Dom) PostWrites(ops []fabric.WriteOp, segs []Seg) (int, Errno) {
 	if len(segs) == 0 {
 		return 0, 0
 	}
-	var acc C.int
 	rc := C.fy_post_writes(d.d, (*C.fy_write_op)(unsafe.Pointer(&ops[0])),
-		(*C.fy_seg)(unsafe.Pointer(&segs[0])), C.int(len(segs)), &acc)
-	return int(acc), Errno(rc)
+		(*C.fy_seg)(unsafe.Pointer(&segs[0])), C.int(len(segs)), &d.d.out_n)
+	return int(d.d.out_n), Errno(rc)
 }
 
 // PostSends posts sends on the peers' message queue pairs.
@@ -226,9 +225,8 @@ func (d *Dom) PostSends(ops []fabric.SendOp) (int, Errno) {
 	if len(ops) == 0 {
 		return 0, 0
 	}
-	var acc C.int
-	rc := C.fy_post_sends(d.d, (*C.fy_send_op)(unsafe.Pointer(&ops[0])), C.int(len(ops)), &acc)
-	return int(acc), Errno(rc)
+	rc := C.fy_post_sends(d.d, (*C.fy_send_op)(unsafe.Pointer(&ops[0])), C.int(len(ops)), &d.d.out_n)
+	return int(d.d.out_n), Errno(rc)
 }
 
 // PostRecvs posts receives on the message SRQ.
@@ -236,9 +234,8 @@ func (d *Dom) PostRecvs(ops []fabric.RecvOp) (int, Errno) {
 	if len(ops) == 0 {
 		return 0, 0
 	}
-	var acc C.int
-	rc := C.fy_post_recvs(d.d, (*C.fy_recv_op)(unsafe.Pointer(&ops[0])), C.int(len(ops)), &acc)
-	return int(acc), Errno(rc)
+	rc := C.fy_post_recvs(d.d, (*C.fy_recv_op)(unsafe.Pointer(&ops[0])), C.int(len(ops)), &d.d.out_n)
+	return int(d.d.out_n), Errno(rc)
 }
 
 // Poll reaps completions into ev and handshake datagrams into ud.
@@ -246,13 +243,12 @@ func (d *Dom) Poll(ev []fabric.Event, ud []UDMsg) (nev, nud int, err error) {
 	if len(ev) == 0 || len(ud) == 0 {
 		return 0, 0, nil
 	}
-	var n C.int
 	rc := C.fy_poll(d.d, (*C.fy_event)(unsafe.Pointer(&ev[0])), C.int(len(ev)),
-		(*C.fy_ud_msg)(unsafe.Pointer(&ud[0])), C.int(len(ud)), &n)
+		(*C.fy_ud_msg)(unsafe.Pointer(&ud[0])), C.int(len(ud)), &d.d.out_n)
 	if rc < 0 {
-		return 0, int(n), &OpError{Op: "ibv_poll_cq", Errno: Errno(-rc)}
+		return 0, int(d.d.out_n), &OpError{Op: "ibv_poll_cq", Errno: Errno(-rc)}
 	}
-	return int(rc), int(n), nil
+	return int(rc), int(d.d.out_n), nil
 }
 
 // TakeErrQPs stores the numbers of the queue pairs that reported an error

@@ -102,6 +102,9 @@ typedef struct fy_dom {
 	 * must be connected again. */
 	uint32_t err_qp[16];
 	uint32_t nerr_qp;
+	/* Out-parameter for the Go side: a pointer into C memory, because the
+	 * address of a Go local passed to C escapes to the heap. */
+	int out_n;
 } fy_dom;
 
 typedef struct {

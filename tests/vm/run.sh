@@ -12,7 +12,8 @@
 #   FERRY_VM_DIR   work and cache directory (default <repo>/.vm)
 #   FERRY_VM_STAGE a directory with tests/*.test, bin/*, run/*.sh already
 #                  built: skip the Go build
-#   FERRY_VM_TESTARGS extra flags for every test binary (-test.run=...)
+#   FERRY_VM_TESTARGS flags for every test binary (-test.run=...); the
+#                  default runs each benchmark once
 #   ACCEL          kvm | tcg | auto (default auto)
 #   VM_TIMEOUT     seconds before the VM is killed (default 300)
 set -euo pipefail
@@ -65,7 +66,8 @@ if [ -z "$stage" ]; then
 	fi
 	lap "go build"
 fi
-printf '%s\n' "${FERRY_VM_TESTARGS:-}" >"$stage/testargs"
+# By default every benchmark also runs once, as a smoke test.
+printf '%s\n' "${FERRY_VM_TESTARGS:--test.bench=. -test.benchtime=1x}" >"$stage/testargs"
 
 "$here/image.sh" "$work" "$stage"
 lap "image"
