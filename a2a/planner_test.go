@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
+	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	"github.com/ferryrdma/ferry/a2a/reference"
 )
 
@@ -27,12 +27,12 @@ func TestPlannerInvariants(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(77, 1))
 	for it := 0; it < n; it++ {
-		cfg := a2atest.RandomConfig(rng, 16)
+		cfg := workload.RandomConfig(rng, 16)
 		l0, err := cfg.Layout()
 		if err != nil {
 			t.Fatal(err)
 		}
-		groups := a2atest.RandomGroups(rng, &l0, rng.IntN(3) == 0)
+		groups := workload.RandomGroups(rng, &l0, rng.IntN(3) == 0)
 		if err := checkPlans(cfg, groups); err != nil {
 			t.Fatalf("config %d %+v: %v", it, cfg, err)
 		}
@@ -293,7 +293,7 @@ func TestPlanRecvRejectsBadTables(t *testing.T) {
 	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16,
 		CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 2, PrivateTokens: a2a.NoPrivateWindow}
 	l, _ := cfg.Layout()
-	groups := a2atest.RandomGroups(rand.New(rand.NewPCG(1, 1)), &l, false)
+	groups := workload.RandomGroups(rand.New(rand.NewPCG(1, 1)), &l, false)
 	mk := func(rank int) (*a2a.Planner, []uint32) {
 		c := cfg
 		table := make([]uint32, l.Groups*l.RowWords)

@@ -9,6 +9,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	"github.com/ferryrdma/ferry/a2a/internal/memsim"
+	"github.com/ferryrdma/ferry/a2a/internal/workload"
 )
 
 // runWorld runs iters iterations over memsim and checks the immediate
@@ -43,7 +44,7 @@ func TestSimulatedProtocolRandom(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(2026, 11))
 	for i := 0; i < n; i++ {
-		cfg := a2atest.RandomConfig(rng, 16)
+		cfg := workload.RandomConfig(rng, 16)
 		seed := rng.Uint64()
 		name := fmt.Sprintf("%d/W%d_S%d_D%d_E%d_K%d_T%d_M%d_pad%d_nic%d", i, cfg.WorldSize, cfg.NVLinkSize, cfg.ReplicaSize,
 			cfg.Experts, cfg.ExpertsPerToken, cfg.MaxTokens, cfg.PrivateTokens, cfg.ExpertPadding, cfg.NICsPerGPU)

@@ -14,6 +14,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/host"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
+	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
 	_ "github.com/ferryrdma/ferry/internal/memfabric"
@@ -129,7 +130,7 @@ func TestHostOverMemRandom(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(31, 7))
 	for i := 0; i < n; i++ {
-		cfg := a2atest.RandomConfig(rng, 8)
+		cfg := workload.RandomConfig(rng, 8)
 		seed := rng.Uint64()
 		name := fmt.Sprintf("%d/W%d_S%d_D%d_E%d_K%d_T%d_M%d_pad%d_nic%d", i, cfg.WorldSize, cfg.NVLinkSize,
 			cfg.ReplicaSize, cfg.Experts, cfg.ExpertsPerToken, cfg.MaxTokens, cfg.PrivateTokens, cfg.ExpertPadding, cfg.NICsPerGPU)

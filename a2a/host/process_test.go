@@ -13,7 +13,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/host"
-	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
+	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
@@ -77,7 +77,7 @@ func childRank(transport string) error {
 		return err
 	}
 	defer c.Close()
-	if err := a2atest.RunRank(ctx, cfg, c, cfg.Rank, seed, childIters); err != nil {
+	if err := workload.RunRank(ctx, cfg, c, cfg.Rank, seed, childIters); err != nil {
 		return fmt.Errorf("rank %d: %w", cfg.Rank, err)
 	}
 	// Nobody closes its engine while a peer may still talk to it.
