@@ -54,6 +54,9 @@ type Backend struct {
 	// Targets of the scatters of one iteration. The engine shares (does not
 	// copy) them, so each is rewritten only after its transfer completed.
 	routeT, eagerT, overT, combT []fabric.ScatterTarget
+	// Peer groups for the scatters whose target list is the same every
+	// iteration: the engine resolves their addresses once.
+	routeG, eagerG, combG fabric.PeerGroup
 
 	posted int64 // transfers posted so far
 	done   fabric.TransferCounter
@@ -155,8 +158,55 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	b.eagerT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	b.overT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	b.combT = make([]fabric.ScatterTarget, 0, l.WorldSize)
+	if err := b.addGroups(); err != nil {
+		return nil, err
+	}
 	b.startWorker()
 	return b, nil
+}
+
+// addGroups registers the fixed target lists with the engine, in the
+// order the planner lists them: route targets by group, eager targets by
+// rank, combine targets by group then replica.
+func (b *Backend) addGroups() error {
+	l := &b.l
+	var routes, eager, comb []int
+	for h := 0; h < l.Groups; h++ {
+		if h != l.Group(l.Rank) {
+			routes = append(routes, h*l.ReplicaSize+l.Replica(l.Rank))
+		}
+		if l.Node(h*l.ReplicaSize) != l.Node(l.Rank) {
+			for q := h * l.ReplicaSize; q < (h+1)*l.ReplicaSize; q++ {
+				comb = append(comb, q)
+			}
+		}
+	}
+	for q := l.Replica(l.Rank); q < l.WorldSize; q += l.ReplicaSize {
+		if l.Node(q) != l.Node(l.Rank) {
+			eager = append(eager, q)
+		}
+	}
+	add := func(ranks []int, descs []fabric.Descriptor) (fabric.PeerGroup, error) {
+		if len(ranks) == 0 {
+			return fabric.PeerGroup{}, nil
+		}
+		peers := make([][]fabric.Address, len(ranks))
+		for i, q := range ranks {
+			for _, k := range descs[q].NICs {
+				peers[i] = append(peers[i], k.Addr)
+			}
+		}
+		return b.eng.AddPeerGroup(fabric.HostDevice, peers)
+	}
+	var err error
+	if b.routeG, err = add(routes, b.tableDesc); err != nil {
+		return err
+	}
+	if b.eagerG, err = add(eager, b.recvDesc); err != nil {
+		return err
+	}
+	b.combG, err = add(comb, b.recvDesc)
+	return err
 }
 
 func encodeDescs(ds ...fabric.Descriptor) ([]byte, error) {

@@ -21,11 +21,11 @@ func (b *Backend) row(buf []byte, r int32) []byte {
 // peer returns the node-local index of rank q (a node peer).
 func (b *Backend) peer(q int32) int { return int(q) - b.base }
 
-func (b *Backend) scatter(targets []fabric.ScatterTarget, src *fabric.MemoryRegion, tag a2a.Tag, route fabric.ScatterRouting) error {
+func (b *Backend) scatter(targets []fabric.ScatterTarget, src *fabric.MemoryRegion, tag a2a.Tag, route fabric.ScatterRouting, g fabric.PeerGroup) error {
 	if len(targets) == 0 {
 		return nil
 	}
-	w := fabric.ScatterWrite{Src: src, Targets: targets, Imm: b.l.Imm(tag), HasImm: true, Route: route}
+	w := fabric.ScatterWrite{Src: src, Targets: targets, Imm: b.l.Imm(tag), HasImm: true, Route: route, Group: g}
 	if err := b.eng.SubmitScatter(w, fabric.Count(&b.done)); err != nil {
 		return fmt.Errorf("a2a host %v scatter: %w", tag, err)
 	}
@@ -97,7 +97,7 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		b.routeT = append(b.routeT, fabric.ScatterTarget{Dst: b.tableDesc[q], Length: uint64(RW * 4), SrcOffset: off, DstOffset: off})
 	}
 	// Counts first: receivers need them before anything else.
-	if err := b.scatter(b.routeT, b.tableReg, a2a.TagRoute, fabric.ShardPeers()); err != nil {
+	if err := b.scatter(b.routeT, b.tableReg, a2a.TagRoute, fabric.ShardPeers(), b.routeG); err != nil {
 		return err
 	}
 	K, own := l.ExpertsPerToken, b.send[b.me]
@@ -119,7 +119,7 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		b.eagerT = append(b.eagerT, fabric.ScatterTarget{Dst: b.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
 			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
 	}
-	if err := b.scatter(b.eagerT, b.sendReg, a2a.TagDispatch, fabric.ShardPeers()); err != nil {
+	if err := b.scatter(b.eagerT, b.sendReg, a2a.TagDispatch, fabric.ShardPeers(), b.eagerG); err != nil {
 		return err
 	}
 	if err := b.postOverflow(sp); err != nil {
@@ -138,7 +138,7 @@ func (b *Backend) postOverflow(sp *a2a.SendPlan) error {
 		b.overT = append(b.overT, fabric.ScatterTarget{Dst: b.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
 			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
 	}
-	return b.scatter(b.overT, b.sendReg, a2a.TagDispatch, fabric.ShardBytes())
+	return b.scatter(b.overT, b.sendReg, a2a.TagDispatch, fabric.ShardBytes(), fabric.PeerGroup{})
 }
 
 func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.DispatchOutput) error {
@@ -198,7 +198,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 		b.combT = append(b.combT, fabric.ScatterTarget{Dst: b.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
 			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
 	}
-	if err := b.scatter(b.combT, b.sendReg, a2a.TagCombine, fabric.ShardBytes()); err != nil {
+	if err := b.scatter(b.combT, b.sendReg, a2a.TagCombine, fabric.ShardBytes(), b.combG); err != nil {
 		return err
 	}
 	D := int32(l.ReplicaSize)
