@@ -33,6 +33,7 @@ type Env struct {
 	A, B   *fabric.Engine
 	Src    *fabric.HostBuffer
 	Dst    *fabric.HostBuffer
+	Aux    *fabric.HostBuffer // spare memory that outlives the engines
 	SrcReg *fabric.MemoryRegion
 	DstReg *fabric.MemoryRegion
 	Desc   fabric.Descriptor
@@ -63,13 +64,18 @@ func OpenEngine(tb testing.TB, p Params) *fabric.Engine {
 // destination on B.
 func NewEnv(tb testing.TB, p Params) *Env {
 	tb.Helper()
-	env := &Env{T: tb, P: p, A: OpenEngine(tb, p), B: OpenEngine(tb, p)}
+	env := &Env{T: tb, P: p}
 	var err error
+	// Buffers are allocated before the engines so that their cleanups run
+	// after the engines closed: memory must outlive its registration.
 	env.Src, err = fabric.AllocHost(BufSize)
 	require.NoError(tb, err)
 	env.Dst, err = fabric.AllocHost(BufSize)
 	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = env.Src.Free(); _ = env.Dst.Free() })
+	env.Aux, err = fabric.AllocHost(1 << 16)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = env.Src.Free(); _ = env.Dst.Free(); _ = env.Aux.Free() })
+	env.A, env.B = OpenEngine(tb, p), OpenEngine(tb, p)
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range env.Src.Bytes() {
 		env.Src.Bytes()[i] = byte(r.Uint32())
