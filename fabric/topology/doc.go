@@ -45,6 +45,19 @@
 // transport in [Spec].Loopback (tcp;ofi_rxm and shm by default), which the
 // efa provider can open on any machine.
 //
+// # Building an engine from it
+//
+// The engine's builder asks for "GPU i with its nearest N NICs, worker
+// pinned to its first core":
+//
+//	topo, err := topology.Detect(topology.Spec{GPUs: gpusFromCUDA, NICs: nicsFromProvider})
+//	p, err := topo.Place(i, n) // ErrNoDevice, ErrTooFewNICs, ErrTooFewCPUs
+//	// p.NICs[k].Name and .PCIAddress name the provider domains to open;
+//	// p.WorkerCPU is where the worker's thread is pinned before it opens
+//	// them; p.CPUs[1:] are the group's other cores (a helper thread's).
+//
+// This package does not import fabric, so fabric may import it.
+//
 // # Concurrency
 //
 // Detect reads files only; it is safe to call from several goroutines, and
