@@ -15,7 +15,8 @@ const DefaultMaster = "127.0.0.1:29510"
 const DefaultMaxMessage = 16 << 20
 
 // Config says who this process is in the job and where rank 0 listens. It
-// is plain data; ConfigFromEnv and BindFlags fill it in.
+// is plain data (apart from Listener, which Join takes over);
+// ConfigFromEnv and BindFlags fill it in.
 type Config struct {
 	Rank      int
 	WorldSize int

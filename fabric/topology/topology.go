@@ -97,7 +97,8 @@ type Dropped struct {
 	Reason string `json:"reason"`
 }
 
-// Topology is the result of Detect. It is plain data.
+// Topology is the result of Detect. It is plain data, safe for concurrent
+// reads; its methods do not modify it.
 type Topology struct {
 	// Groups are the GPU groups in CUDA ordinal order, or one host group.
 	Groups []Group `json:"groups"`

@@ -113,7 +113,8 @@ type Warning struct {
 	Message string `json:"message"`
 }
 
-// Report is everything fabric-debug info shows.
+// Report is everything fabric-debug info shows. It is plain data: safe to
+// read from several goroutines, and to marshal as JSON.
 type Report struct {
 	Hostname      string             `json:"hostname"`
 	Kernel        string             `json:"kernel"`
@@ -153,7 +154,8 @@ func (r *Report) warn(code, format string, args ...any) {
 // loopbackTransports run everywhere, over loopback TCP or shared memory.
 var loopbackTransports = []string{"tcp;ofi_rxm", "tcp", "shm"}
 
-// Collect gathers the report. Inputs that fail are reported in the Report
+// Collect gathers the report. It may be called concurrently; it calls the
+// Options funcs once each. Inputs that fail are reported in the Report
 // (as errors, unknowns and warnings); Collect itself fails only when a root
 // it was given explicitly cannot be read at all.
 func Collect(opts Options) (*Report, error) {
