@@ -53,6 +53,9 @@ type MemorySpan struct {
 	Device Device
 	// DmabufFD is a dma-buf file descriptor for GPU memory, or -1.
 	DmabufFD int
+	// DmabufOffset is where Addr lies within the dma-buf (dma-bufs cover
+	// whole pages; a tensor need not start on one).
+	DmabufOffset uint64
 }
 
 // MemoryKeys is a domain's registration of one MemorySpan.
