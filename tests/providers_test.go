@@ -1,0 +1,6 @@
+package tests
+
+import (
+	_ "github.com/ferryrdma/ferry/efa"
+	_ "github.com/ferryrdma/ferry/internal/memfabric"
+)
