@@ -89,13 +89,12 @@ func TestImmOnlyAndPlainWrites(t *testing.T) {
 }
 
 // TestPagedWritesBackPressure posts many small pages through a shallow
-// domain: the send queue fills (ENOMEM from ibv_post_send, walked through
-// bad_wr) and the slot table fills (EAGAIN), and every op still completes
-// exactly once.
+// domain: the slot table (QueueDepth) fills, PostWrites takes part of each
+// batch, and every op still completes exactly once. (rxe completes work
+// inside ibv_post_send, so its send queue never fills here; TestPeerGone
+// fills it.)
 func TestPagedWritesBackPressure(t *testing.T) {
 	infos := requireDevices(t, 1)
-	sqDepthOverride = 6
-	t.Cleanup(func() { sqDepthOverride = 0 })
 	opts := fabric.DomainOptions{QueueDepth: 32}
 	const pages, page = 2000, 512
 	a := openT(t, infos[0], opts, pages*page)
@@ -126,8 +125,8 @@ func TestPagedWritesBackPressure(t *testing.T) {
 			t.Fatalf("imm %d missing", i)
 		}
 	}
-	if pushback == 0 {
-		t.Fatal("a 32-deep domain took 2000 writes without pushing back")
+	if st := a.Stats(); pushback == 0 || st.SlotsFull == 0 {
+		t.Fatalf("a 32-deep domain took 2000 writes without pushing back (%d): %+v", pushback, st)
 	}
 	t.Logf("pushed back %d times", pushback)
 }
@@ -376,5 +375,76 @@ func TestBadInputs(t *testing.T) {
 	}
 	if _, err := a.Poll(make([]fabric.Event, 4)); !errors.Is(err, fabric.ErrClosed) {
 		t.Fatalf("poll after close: %v", err)
+	}
+}
+
+// TestPeerGone: the peer's domain closes under a connected queue pair.
+// Writes then sit unacknowledged in a 6-deep send queue, so ibv_post_send
+// refuses part of a chain with ENOMEM and PostWrites counts what it took by
+// walking to bad_wr. After the retries run out, every accepted op fails
+// exactly once: in flight (retry exceeded, flushed), or held while the
+// domain tries to reconnect (handshake deadline).
+func TestPeerGone(t *testing.T) {
+	infos := requireDevices(t, 1)
+	sqDepthOverride = 6
+	t.Cleanup(func() { sqDepthOverride = 0 })
+	a := openT(t, infos[0], fabric.DomainOptions{QueueDepth: 64, HandshakeTimeout: 500 * time.Millisecond}, 4096)
+	b, err := Open(infos[0], fabric.DomainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := &tdom{Domain: b, t: t, byCtx: map[uint64]fabric.Event{}}
+	p, err := a.ResolvePeer(b.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pump(t, 10*time.Second, func() bool { return a.hs.phase(p) == hsEstablished }, a, bt)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	ops := make([]fabric.WriteOp, n)
+	for i := range ops {
+		ops[i] = fabric.WriteOp{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local, Remote: 4096,
+			RemoteKey: 1, Peer: p, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm}
+	}
+	k, err := a.PostWrites(ops)
+	if err != nil || k == 0 || k >= n {
+		t.Fatalf("first post took %d of %d (%v)", k, n, err)
+	}
+	if a.Stats().SendQueueFull == 0 {
+		t.Fatalf("took %d writes into a 6-deep send queue without ENOMEM", k)
+	}
+	t.Logf("send queue took %d of %d writes before ENOMEM", k, n)
+	deadline := time.Now().Add(8 * time.Second)
+	for left := ops[k:]; len(left) > 0; {
+		m, err := a.PostWrites(left)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = left[m:]
+		a.poll()
+		if time.Now().After(deadline) {
+			t.Fatalf("stuck with %d writes left, %d completions, stats %+v", len(left), len(a.events), a.Stats())
+		}
+	}
+	pump(t, 8*time.Second, func() bool { return len(a.byCtx) == n }, a)
+	kinds := map[string]int{}
+	for i := range uint64(n) {
+		e := a.byCtx[i]
+		if e.Errno == 0 {
+			t.Fatalf("write %d to a closed peer succeeded", i)
+		}
+		err := a.DescribeError(e)
+		if !errors.Is(err, fabric.ErrProvider) {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		kinds[err.Error()]++
+	}
+	t.Logf("failures: %v", kinds)
+	time.Sleep(100 * time.Millisecond)
+	a.poll()
+	if len(a.events) != n {
+		t.Fatalf("%d events for %d writes", len(a.events), n)
 	}
 }

@@ -46,14 +46,15 @@ type Domain struct {
 	pending []fabric.Event // completions made in Go (handshake failures)
 	closed  bool
 
-	qpOwner         map[uint32]fabric.PeerID // current RC queue pairs by number
-	errQPs          [16]uint32
-	judgeW          func(*fabric.WriteOp) verdict
-	segs            [64]ibv.Seg
-	ud              [16]ibv.UDMsg
-	msgBuf          []byte
-	udSendErrors    uint64
-	dmabufFallbacks uint64
+	qpOwner           map[uint32]fabric.PeerID // current RC queue pairs by number
+	errQPs            [16]uint32
+	judgeW            func(*fabric.WriteOp) verdict
+	segs              [64]ibv.Seg
+	ud                [16]ibv.UDMsg
+	msgBuf            []byte
+	udSendErrors      uint64
+	dmabufFallbacks   uint64
+	sqFull, slotsFull uint64
 }
 
 // peer is one remote domain.
@@ -200,6 +201,8 @@ type Stats struct {
 	Peers           int
 	Retransmits     uint64 // handshake datagrams sent again
 	Reconnects      uint64 // peers connected again after an error completion
+	SendQueueFull   uint64 // posts stopped by ENOMEM (walked through bad_wr)
+	SlotsFull       uint64 // posts stopped because QueueDepth ops were in flight
 	StaleHandshakes uint64 // handshake datagrams for a past generation
 	UDSendErrors    uint64
 	DmabufFallbacks uint64 // dma-buf registrations done with ibv_reg_mr instead
@@ -208,12 +211,14 @@ type Stats struct {
 // Stats returns the domain's counters.
 func (d *Domain) Stats() Stats {
 	return Stats{Peers: len(d.peers), Retransmits: d.hs.retransmits, Reconnects: d.hs.restarts, StaleHandshakes: d.hs.staleDiscarded,
-		UDSendErrors: d.udSendErrors, DmabufFallbacks: d.dmabufFallbacks}
+		UDSendErrors: d.udSendErrors, DmabufFallbacks: d.dmabufFallbacks,
+		SendQueueFull: d.sqFull, SlotsFull: d.slotsFull}
 }
 
 // RegisterMemory registers span. Relaxed ordering is always asked for
 // (devices without it ignore the flag); GPU spans with a dma-buf fd use
-// ibv_reg_dmabuf_mr with iova = address, else ibv_reg_mr (peer memory).
+// ibv_reg_dmabuf_mr (from DmabufOffset, iova = Addr, so peers address it
+// like host memory), else ibv_reg_mr (peer memory).
 func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (fabric.MemoryKeys, error) {
 	if d.closed {
 		return fabric.MemoryKeys{}, fabric.ErrClosed
@@ -229,10 +234,12 @@ func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (f
 	if span.Device.IsCUDA() && span.DmabufFD >= 0 {
 		fd = span.DmabufFD
 	}
-	mr, err := d.dom.RegMR(span.Addr, span.Len, flags, fd)
+	mr, err := d.dom.RegMR(span.Addr, span.Len, flags, fd, span.DmabufOffset)
 	if err != nil && fd >= 0 && errors.Is(wrapErr("", err), fabric.ErrNotSupported) {
+		// No dma-buf support in this kernel or device: peer memory
+		// (nvidia-peermem) may still register it. Counted in Stats.
 		d.dmabufFallbacks++
-		mr, err = d.dom.RegMR(span.Addr, span.Len, flags, -1)
+		mr, err = d.dom.RegMR(span.Addr, span.Len, flags, -1, 0)
 	}
 	if err != nil {
 		return fabric.MemoryKeys{}, wrapErr("register memory", err)

@@ -14,6 +14,19 @@ func busy(e ibv.Errno) bool {
 	return e == ibv.Errno(syscall.ENOMEM) || e == ibv.Errno(syscall.EAGAIN)
 }
 
+// full counts a busy stop by its cause and reports whether e was one.
+func (d *Domain) full(e ibv.Errno) bool {
+	switch e {
+	case ibv.Errno(syscall.ENOMEM):
+		d.sqFull++
+	case ibv.Errno(syscall.EAGAIN):
+		d.slotsFull++
+	default:
+		return false
+	}
+	return true
+}
+
 func (d *Domain) judgeWrite(op *fabric.WriteOp) verdict {
 	if !validWrite(op) || int(op.Peer) >= len(d.peers) {
 		return badOp
@@ -50,7 +63,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 			n, e := d.dom.PostWrites(ops[i:], d.segs[:nseg])
 			i += n
 			if e != 0 {
-				if busy(e) {
+				if d.full(e) {
 					return i, nil
 				}
 				return i, wrapErr("post writes", &ibv.OpError{Op: "ibv_post_send", Errno: e})
@@ -104,7 +117,7 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 			n, e := d.dom.PostSends(ops[i:j])
 			i += n
 			if e != 0 {
-				if busy(e) {
+				if d.full(e) {
 					return i, nil
 				}
 				return i, wrapErr("post sends", &ibv.OpError{Op: "ibv_post_send", Errno: e})

@@ -101,6 +101,7 @@ func TestQPAttrBuilders(t *testing.T) {
 	require.Equal(t, uint32(0x123456), rts.SQPSN)
 	require.Equal(t, uint8(7), rts.RNRRetry, "receivers re-post: RNR is transient")
 	require.NotZero(t, rts.Timeout)
+	require.Less(t, rts.RetryCnt, uint8(7), "rxe retries a count of 7 forever")
 	require.NotZero(t, rts.Mask&ibv.AttrSQPSN)
 	require.Equal(t, ibv.QPSErr, errAttr().State)
 }

@@ -2,14 +2,16 @@ package verbs
 
 import "github.com/ferryrdma/ferry/internal/ibv"
 
-// RC transport parameters. Timeout 14 is 4.096 µs·2^14 ≈ 67 ms per try, and
-// 7 tries bound how long a dead peer takes to show up as an error
-// completion (about half a second). RNR retry 7 means "retry forever": the
-// receive queues are re-filled by the poller, so a receiver-not-ready is
-// always transient.
+// RC transport parameters. Timeout 14 is 4.096 µs·2^14 ≈ 67 ms per try;
+// retry count 6 bounds how long a dead peer takes to show up as an error
+// completion (7 tries, about half a second). Not 7: rxe reads a retry count
+// of 7 as "forever" (it never decrements it), so writes to a vanished peer
+// would hang there. RNR retry 7 does mean "retry forever" everywhere, as
+// wanted: the receive queues are re-filled by the poller, so a
+// receiver-not-ready is always transient.
 const (
 	rcTimeout     = 14
-	rcRetryCnt    = 7
+	rcRetryCnt    = 6
 	rcRNRRetry    = 7
 	rcMinRNRTimer = 12 // 0.64 ms
 	rcHopLimit    = 64

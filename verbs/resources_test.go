@@ -1,11 +1,14 @@
 package verbs
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -143,4 +146,36 @@ func benchWrite(b *testing.B, size int) {
 		reap()
 	}
 	b.ReportMetric(float64(posted)/time.Since(start).Seconds(), "writes/s")
+}
+
+// TestDmabufFallback registers a span marked as GPU memory with a dma-buf
+// fd. rxe cannot register dma-bufs (EOPNOTSUPP), so the domain falls back
+// to ibv_reg_mr, which works here because the memory is really host
+// memory, and counts the fallback. On a device with dma-buf support this
+// fd (a pipe) would be refused instead.
+func TestDmabufFallback(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 0)
+	var fds [2]int
+	if err := unix.Pipe(fds[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	buf := mmapT(t, 8192)
+	keys, err := a.RegisterMemory(fabric.MemorySpan{Addr: addrOf(buf), Len: 8192, Device: fabric.CUDADevice(0),
+		DmabufFD: fds[0], DmabufOffset: 0}, fabric.AccessRemoteWrite)
+	if err != nil {
+		if a.Stats().DmabufFallbacks == 0 && errors.Is(err, fabric.ErrProvider) {
+			t.Logf("device accepts dma-buf registration and refused the pipe: %v", err)
+			return
+		}
+		t.Fatal(err)
+	}
+	if a.Stats().DmabufFallbacks != 1 {
+		t.Fatalf("registered without a counted fallback: %+v", a.Stats())
+	}
+	if err := a.UnregisterMemory(keys); err != nil {
+		t.Fatal(err)
+	}
 }

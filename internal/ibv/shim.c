@@ -411,14 +411,15 @@ int fy_ud_send(fy_dom *d, struct ibv_ah *ah, uint32_t qpn, const uint8_t *msg, u
 	return rc;
 }
 
-struct ibv_mr *fy_reg_mr(fy_dom *d, uint64_t addr, uint64_t len, int access, int dmabuf_fd, int *err)
+struct ibv_mr *fy_reg_mr(fy_dom *d, uint64_t addr, uint64_t len, int access, int dmabuf_fd, uint64_t dmabuf_off,
+			 int *err)
 {
 	struct ibv_mr *mr;
 	errno = 0;
 	if (dmabuf_fd >= 0)
 		// iova = the virtual address, so peers address dma-buf regions
 		// exactly like host ones.
-		mr = ibv_reg_dmabuf_mr(d->pd, 0, len, addr, dmabuf_fd, access);
+		mr = ibv_reg_dmabuf_mr(d->pd, dmabuf_off, len, addr, dmabuf_fd, access);
 	else
 		mr = ibv_reg_mr(d->pd, (void *)(uintptr_t)addr, len, access);
 	*err = mr ? 0 : err_or(EINVAL);

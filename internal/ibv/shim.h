@@ -132,7 +132,8 @@ struct ibv_ah *fy_create_ah(fy_dom *d, const uint8_t *gid, uint16_t dlid, int gl
 int fy_destroy_ah(struct ibv_ah *ah);
 int fy_ud_send(fy_dom *d, struct ibv_ah *ah, uint32_t qpn, const uint8_t *msg, uint32_t len);
 
-struct ibv_mr *fy_reg_mr(fy_dom *d, uint64_t addr, uint64_t len, int access, int dmabuf_fd, int *err);
+struct ibv_mr *fy_reg_mr(fy_dom *d, uint64_t addr, uint64_t len, int access, int dmabuf_fd, uint64_t dmabuf_off,
+			 int *err);
 int fy_dereg_mr(struct ibv_mr *mr);
 
 int fy_post_writes(fy_dom *d, const fy_write_op *ops, const fy_seg *segs, int nseg, int *accepted);

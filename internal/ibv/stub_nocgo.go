@@ -89,7 +89,7 @@ func (*Dom) UDSend(AH, uint32, []byte) error { return ErrNoCgo }
 type MR struct{}
 
 // RegMR fails without cgo.
-func (*Dom) RegMR(uintptr, uint64, uint32, int) (MR, error) { return MR{}, ErrNoCgo }
+func (*Dom) RegMR(uintptr, uint64, uint32, int, uint64) (MR, error) { return MR{}, ErrNoCgo }
 
 // Keys is zero without cgo.
 func (MR) Keys() (uint32, uint32) { return 0, 0 }

@@ -65,6 +65,10 @@ for r in /ferry/run/*.sh; do
 	[ $rc = 0 ] && say "ok $name" || failed "$name (exit $rc)"
 done
 
+for c in /sys/class/infiniband/rxe*/ports/1/hw_counters/*; do
+	[ -e "$c" ] && echo "$c $(cat "$c")"
+done >/tmp/results/hw_counters.txt 2>/dev/null
+dmesg >/tmp/results/dmesg.txt 2>/dev/null
 if [ -z "$FAILED" ]; then
 	say "RESULT PASS"
 	code=0
