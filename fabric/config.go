@@ -2,6 +2,8 @@ package fabric
 
 import (
 	"fmt"
+
+	"github.com/ferryrdma/ferry/fabric/topology"
 	"log/slog"
 	"time"
 )
@@ -62,8 +64,16 @@ type Config struct {
 	// Groups lists the workers. Empty means one host group with NICs
 	// domains.
 	Groups []GroupSpec
-	// NICs is the domain count for the default host group (default 1).
+	// NICs is the domain count for the default host group (default 1),
+	// or per GPU when GPUs is set (0: all of the GPU's nearest NICs).
 	NICs int
+	// GPUs, when Groups is empty, builds one group per CUDA ordinal from
+	// the machine's topology: each GPU with its nearest NICs and its
+	// worker pinned to its first core (see PlaceGroups).
+	GPUs []int
+	// Topology overrides how the machine is read for GPUs (tests inject
+	// fake sysfs roots); nil reads /sys and /proc.
+	Topology *topology.Spec
 	// Poll is the workers' polling policy.
 	Poll PollMode
 	// QueueDepth bounds in-flight ops per domain (default 1024).
@@ -87,7 +97,7 @@ func (c *Config) withDefaults() {
 	if c.Transport == "" {
 		c.Transport = TransportAuto
 	}
-	if c.NICs <= 0 {
+	if c.NICs <= 0 && len(c.GPUs) == 0 {
 		c.NICs = 1
 	}
 	if c.QueueDepth <= 0 {
@@ -105,7 +115,7 @@ func (c *Config) withDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if len(c.Groups) == 0 {
+	if len(c.Groups) == 0 && len(c.GPUs) == 0 {
 		c.Groups = []GroupSpec{{Device: HostDevice, NICs: c.NICs}}
 	}
 }

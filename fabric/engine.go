@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ferryrdma/ferry/fabric/topology"
 )
 
 // Engine is a TransferEngine: workers that own NIC domains, a dispatcher
@@ -69,6 +71,20 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.imm.Store(&empty)
 	e.immFns.Store(new([]func(uint32)))
 
+	if len(cfg.Groups) == 0 {
+		spec := topology.Spec{}
+		if cfg.Topology != nil {
+			spec = *cfg.Topology
+		}
+		spec.NICs = TopologyNICs(choice)
+		topo, err := topology.Detect(spec)
+		if err != nil {
+			return nil, fmt.Errorf("open engine: topology: %w", err)
+		}
+		if cfg.Groups, err = PlaceGroups(choice, topo, cfg.GPUs, cfg.NICs); err != nil {
+			return nil, fmt.Errorf("open engine: %w", err)
+		}
+	}
 	specs := slices.Clone(cfg.Groups)
 	slices.SortStableFunc(specs, func(a, b GroupSpec) int {
 		if a.Device.less(b.Device) {
