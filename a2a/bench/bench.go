@@ -97,19 +97,67 @@ var (
 	ErrCheck = errors.New("bench: results differ from the oracle")
 )
 
+// router draws top-K routings without allocating: K distinct experts per
+// token, uniformly, by a partial Fisher-Yates shuffle of a reused
+// permutation.
+type router struct {
+	perm []uint32
+	k    int
+}
+
+func newRouter(experts, k int) *router {
+	r := &router{perm: make([]uint32, experts), k: k}
+	for i := range r.perm {
+		r.perm[i] = uint32(i)
+	}
+	return r
+}
+
+// draw fills idx (tokens*K entries) with a fresh routing.
+func (r *router) draw(rng *rand.Rand, idx []uint32) {
+	p, n := r.perm, len(r.perm)
+	for t := 0; t+r.k <= len(idx); t += r.k {
+		for k := 0; k < r.k; k++ {
+			j := k + rng.IntN(n-k)
+			p[k], p[j] = p[j], p[k]
+			idx[t+k] = p[k]
+		}
+	}
+}
+
 // sample is one iteration on one rank, in microseconds.
 type sample struct{ ds, dr, cs, cr float32 }
 
+// Validate checks what Run would refuse before it touches anything, so a
+// launcher can reject a bad command line once instead of once per rank.
+// A backend other than "host" wraps fabric.ErrNotSupported (the CUDA
+// backend is not built yet), bad counts wrap a2a.ErrInvalidArgument and a
+// bad shape is the Config's *a2a.ConfigError.
+func (s Spec) Validate() error {
+	switch s.Backend {
+	case "", "host":
+	case "cuda":
+		return fmt.Errorf("bench: backend \"cuda\": the CUDA backend of a2a is not built yet (use the host backend): %w",
+			fabric.ErrNotSupported)
+	default:
+		return fmt.Errorf("bench: backend %q: want host or cuda: %w", s.Backend, fabric.ErrNotSupported)
+	}
+	if s.Iters < 1 || s.Warmup < 0 || s.CheckIters < 0 {
+		return fmt.Errorf("bench: %d iterations, %d warmup, %d check iterations: %w",
+			s.Iters, s.Warmup, s.CheckIters, a2a.ErrInvalidArgument)
+	}
+	cfg := s.Config
+	cfg.Rank = 0
+	return cfg.Validate()
+}
+
 // Run runs spec on this rank of g and returns the report.
 func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
 	if spec.Backend == "" {
 		spec.Backend = "host"
-	}
-	if spec.Backend != "host" {
-		return nil, fmt.Errorf("bench: backend %q: %w", spec.Backend, fabric.ErrNotSupported)
-	}
-	if spec.Iters < 1 || spec.Warmup < 0 {
-		return nil, fmt.Errorf("bench: %d iterations, %d warmup: %w", spec.Iters, spec.Warmup, a2a.ErrInvalidArgument)
 	}
 	if spec.Timeout <= 0 {
 		spec.Timeout = 30 * time.Second
@@ -191,20 +239,10 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 
 // measure runs the timed iterations of this rank.
 func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, g Group) ([]sample, error) {
-	T, K, E := l.MaxTokens, l.ExpertsPerToken, l.Experts
+	T, K := l.MaxTokens, l.ExpertsPerToken
 	rng := rand.New(rand.NewPCG(spec.Seed, uint64(l.Rank)+1))
-	// A few routings drawn up front and cycled: a new routing per
-	// iteration, without drawing it inside the loop.
-	const variants = 8
-	routes := make([][]uint32, variants)
-	for v := range routes {
-		routes[v] = make([]uint32, T*K)
-		for t := 0; t < T; t++ {
-			for k, e := range rng.Perm(E)[:K] {
-				routes[v][t*K+k] = uint32(e)
-			}
-		}
-	}
+	routing := newRouter(l.Experts, K)
+	indices := make([]uint32, T*K)
 	x := make([]byte, T*l.TokenBytes)
 	for i := range x {
 		x[i] = byte(rng.Uint32())
@@ -221,7 +259,10 @@ func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, g Gr
 
 	var out []sample
 	for it := 0; it < spec.Warmup+spec.Iters; it++ {
-		in.Indices = routes[it%variants]
+		// A new routing every iteration, as a serving engine sees, drawn
+		// before the barrier so it is not timed.
+		routing.draw(rng, indices)
+		in.Indices = indices
 		var s sample
 		err := func() error {
 			pctx, cancel := context.WithTimeout(ctx, spec.Timeout)

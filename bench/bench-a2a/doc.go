@@ -1,0 +1,50 @@
+// Command bench-a2a measures MoE dispatch and combine (package a2a) across
+// a world of ranks, the way the reference's all-to-all benchmark does:
+// optionally check a few iterations against the oracle, then time warmup
+// plus measured iterations, each with a new random routing, every phase
+// split into its send and receive halves, and report the distribution of
+// every rank's samples together with the bandwidth of the nominal bytes.
+//
+// Usage:
+//
+//	bench-a2a --world-size W --spawn [shape and run flags]
+//	bench-a2a --world-size W --rank R --master HOST:PORT [flags]   (one rank; FERRY_JOB_TOKEN set)
+//	torchrun / mpirun / srun ... bench-a2a [flags]                  (ranks from the launcher's environment)
+//
+// --spawn starts W local processes of this program (rendezvous.SpawnLocal)
+// and waits for them; without it, this process is one rank and finds the
+// others through the rendezvous store of rank 0 (package
+// fabric/rendezvous reads torchrun, Open MPI, Slurm and FERRY_*
+// variables; --rank, --world-size, --local-rank and --master override
+// them).
+//
+// The shape flags mirror the reference benchmark, with its decode shape as
+// the defaults: --tokens 128 --hidden 7168 --scales 56 --experts 256
+// --topk 8 --in-dtype fp8 --out-dtype bf16, --nvlink S ranks per shared
+// memory domain (1: every rank pair crosses the fabric), --dp D replicas,
+// --nets-per-gpu N NICs per rank, --private M copies per private window
+// (0: the default size, -1: none), --pad expert padding.
+//
+// --backend host runs the host-memory backend (package a2a/host): Go
+// loops over registered host buffers, the fabric engine between domains.
+// --backend cuda fails with an error saying the CUDA backend is not built
+// yet. --provider picks the fabric transport: "shm" (the default with
+// --spawn: every rank is on this machine), "tcp;ofi_rxm", "efa", "verbs",
+// or "auto" (the default otherwise: EFA, then verbs, never a silent TCP
+// fallback). --node pins libfabric to an address (127.0.0.1 with --spawn).
+//
+// --check runs --check-iters iterations against the oracle (package
+// a2a/reference) before timing, and fails the run on any difference.
+// --iters and --warmup count timed and untimed iterations, --timeout
+// bounds each phase of each iteration, --seed fixes the inputs.
+//
+// Rank 0 prints the table: for dispatch and combine, each of both halves,
+// send and recv, the median, p99, mean ± standard deviation, minimum and
+// maximum in microseconds, and GB/s of the nominal bytes (dispatch
+// T*K*(token+scale bytes), combine T*K*combine row bytes) at the median
+// of both halves. --json FILE also writes the report as JSON ("-": JSON
+// on standard output instead of the table).
+//
+// Exit status: 0 on success, 1 when the run fails (a check mismatch
+// included), 2 for a bad command line.
+package main

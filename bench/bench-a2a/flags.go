@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rendezvous"
+)
+
+// errUsage marks a bad command line (exit status 2).
+var errUsage = errors.New("usage")
+
+// options is the parsed command line.
+type options struct {
+	fs    *flag.FlagSet
+	rdv   rendezvous.Config
+	spawn bool
+	spec  bench.Spec
+	json  string
+	// verbose sends the engine's logs to standard error.
+	verbose bool
+}
+
+// jobFlags are the rendezvous flags a spawned child must not inherit:
+// SpawnLocal gives each child its rank and the store's address.
+var jobFlags = map[string]bool{"spawn": true, "rank": true, "local-rank": true, "master": true}
+
+// parseFlags reads args over the launcher's environment (lookup).
+func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Writer) (*options, error) {
+	o := &options{fs: flag.NewFlagSet("bench-a2a", flag.ContinueOnError)}
+	fs := o.fs
+	fs.SetOutput(stderr)
+	var err error
+	if o.rdv, err = rendezvous.ConfigFromEnv(lookup); err != nil {
+		return nil, fmt.Errorf("%w: launcher environment: %w", errUsage, err)
+	}
+	o.rdv.BindFlags(fs)
+	fs.BoolVar(&o.spawn, "spawn", false, "start --world-size local ranks of this program and wait for them")
+
+	cfg := &o.spec.Config
+	fs.IntVar(&cfg.NVLinkSize, "nvlink", 1, "ranks per shared-memory (NVLink) domain; 1: every pair crosses the fabric")
+	fs.IntVar(&cfg.ReplicaSize, "dp", 1, "replicas per token group (attention data-parallel size)")
+	fs.IntVar(&cfg.NICsPerGPU, "nets-per-gpu", 1, "NICs per rank")
+	fs.IntVar(&cfg.MaxTokens, "tokens", 128, "tokens per rank and iteration (128 decode, 4096 prefill)")
+	fs.IntVar(&cfg.Hidden, "hidden", 7168, "elements per token")
+	fs.IntVar(&cfg.Scales, "scales", 56, "float32 scales per token (0: none)")
+	fs.IntVar(&cfg.Experts, "experts", 256, "experts in the world")
+	fs.IntVar(&cfg.ExpertsPerToken, "topk", 8, "experts per token")
+	fs.IntVar(&cfg.ExpertPadding, "pad", 1, "align each local expert's output segment to this many rows")
+	fs.IntVar(&cfg.PrivateTokens, "private", 0, "copies per private window (0: default size, -1: none)")
+	in := fs.String("in-dtype", "fp8", "dispatch element type: fp8, bf16, fp16, fp32")
+	out := fs.String("out-dtype", "bf16", "combine element type: bf16, fp16, fp32")
+
+	s := &o.spec
+	fs.StringVar(&s.Backend, "backend", "host", "a2a backend: host (cuda is not built yet)")
+	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
+	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")
+	fs.IntVar(&s.Iters, "iters", 200, "timed iterations")
+	fs.IntVar(&s.Warmup, "warmup", 20, "untimed iterations before them")
+	fs.BoolVar(&s.Check, "check", false, "compare --check-iters iterations with the oracle before timing")
+	fs.IntVar(&s.CheckIters, "check-iters", 3, "iterations --check compares")
+	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the inputs and routings")
+	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
+	fs.StringVar(&o.json, "json", "", `also write the report as JSON to this file ("-": standard output, no table)`)
+	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	var ok bool
+	if cfg.DispatchType, ok = a2a.ParseDType(*in); !ok {
+		return nil, fmt.Errorf("%w: --in-dtype %q: want fp8, bf16, fp16 or fp32", errUsage, *in)
+	}
+	if cfg.CombineType, ok = a2a.ParseDType(*out); !ok || !cfg.CombineType.CombineCapable() {
+		return nil, fmt.Errorf("%w: --out-dtype %q: want bf16, fp16 or fp32", errUsage, *out)
+	}
+	cfg.WorldSize = o.rdv.WorldSize
+	if o.spawn {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["rank"] || set["local-rank"] || set["master"] {
+			return nil, fmt.Errorf("%w: --spawn gives every rank its place: drop --rank, --local-rank and --master", errUsage)
+		}
+		if s.Transport == "" {
+			s.Transport = "shm"
+		}
+		if s.Node == "" {
+			s.Node = "127.0.0.1"
+		}
+	} else if s.Transport == "" {
+		s.Transport = "auto"
+	}
+	if s.Transport == "mem" && cfg.WorldSize > 1 {
+		// The in-process provider cannot reach another process.
+		return nil, fmt.Errorf("%w: --provider mem connects ranks of one process only; use shm or \"tcp;ofi_rxm\"", errUsage)
+	}
+	if err := s.Validate(); err != nil {
+		if errors.Is(err, fabric.ErrNotSupported) {
+			return nil, err // a valid request this build cannot serve
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return o, nil
+}
+
+// childArgs is the command line of a spawned rank: every flag as parsed
+// (defaults resolved), except the ones that place a rank in the job.
+func (o *options) childArgs() []string {
+	var args []string
+	o.fs.VisitAll(func(f *flag.Flag) {
+		if jobFlags[f.Name] {
+			return
+		}
+		v := f.Value.String()
+		switch f.Name {
+		case "provider":
+			v = o.spec.Transport
+		case "node":
+			v = o.spec.Node
+		}
+		args = append(args, "--"+f.Name+"="+v)
+	})
+	return args
+}
+
+// lookupEnv is os.LookupEnv, named so tests can pass their own.
+var lookupEnv = os.LookupEnv

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ferryrdma/ferry/a2a/bench"
+	_ "github.com/ferryrdma/ferry/efa"
+	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	_ "github.com/ferryrdma/ferry/internal/memfabric"
+)
+
+// joinTimeout bounds the wait for every rank to reach the rendezvous store
+// (and the final barrier): ranks of a launcher may start seconds apart.
+const joinTimeout = 2 * time.Minute
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole command; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, lookupEnv, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "bench-a2a:", err)
+		return 2
+	case err != nil:
+		fmt.Fprintln(stderr, "bench-a2a:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.spawn {
+		err = spawn(ctx, o, stdout, stderr)
+	} else {
+		err = rank(ctx, o, stdout, stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench-a2a:", err)
+		return 1
+	}
+	return 0
+}
+
+// spawn runs the world as local processes of this executable.
+func spawn(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this program to spawn it: %w", err)
+	}
+	argv := append([]string{exe}, o.childArgs()...)
+	return rendezvous.Spawn(ctx, o.rdv.WorldSize, argv, nil, rendezvous.SpawnOptions{Stdout: stdout, Stderr: stderr})
+}
+
+// rank runs this process's rank of the job; rank 0 reports.
+func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error) {
+	jctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	g, err := rendezvous.Join(jctx, o.rdv)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("join the job: %w", err)
+	}
+	defer func() { err = errors.Join(err, g.Close()) }()
+	opt := bench.Options{}
+	if o.verbose {
+		opt.Logger = slog.New(slog.NewTextHandler(stderr, nil)).With("rank", g.Rank())
+	}
+	rep, err := bench.Run(ctx, o.spec, g, opt)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", g.Rank(), err)
+	}
+	// Rank 0 hosts the store: nobody leaves while others may still use it.
+	bctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	if err := g.Barrier(bctx); err != nil {
+		return fmt.Errorf("rank %d: final barrier: %w", g.Rank(), err)
+	}
+	if g.Rank() != 0 {
+		return nil
+	}
+	return report(rep, o.json, stdout)
+}
+
+// report prints the table and writes the JSON file, if any.
+func report(rep *bench.Report, path string, stdout io.Writer) error {
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	js = append(js, '\n')
+	if path == "-" {
+		_, err := stdout.Write(js)
+		return err
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	if path != "" {
+		if err := os.WriteFile(path, js, 0o644); err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+	}
+	return nil
+}
