@@ -100,8 +100,13 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 		if s.Node == "" {
 			s.Node = "127.0.0.1"
 		}
-	} else if s.Transport == "" {
-		s.Transport = "auto"
+	} else {
+		if r := o.rdv.Rank; r < 0 || r >= cfg.WorldSize {
+			return nil, fmt.Errorf("%w: rank %d outside a world of %d", errUsage, r, cfg.WorldSize)
+		}
+		if s.Transport == "" {
+			s.Transport = "auto"
+		}
 	}
 	if s.Transport == "mem" && cfg.WorldSize > 1 {
 		// The in-process provider cannot reach another process.
