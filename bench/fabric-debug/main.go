@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/internal/fabricbench"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1 // a case failed, a check failed, or anything errored
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the flags every subcommand shares.
+type options struct {
+	spec      fabricbench.Spec
+	out       fabricbench.Output
+	provider  string
+	gpus      string
+	hostMem   bool
+	workloads string
+	sizes     string
+	pages     string
+	poll      string
+	bufferMiB uint64
+	raw       bool
+	verbose   bool
+	spawn     bool
+	rdv       rendezvous.Config
+	args      []string // the subcommand's arguments, for --spawn
+}
+
+func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("fabric-debug "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.provider, "provider", o.provider, `transport: shm, "tcp;ofi_rxm", efa, verbs, mem, null or auto`)
+	fs.StringVar(&o.spec.Node, "node", "", "address the provider binds to (default 127.0.0.1 for tcp)")
+	fs.IntVar(&o.spec.NICs, "nics", 1, "NICs (domains) per group")
+	fs.BoolVar(&o.hostMem, "host-memory", true, "register host memory (the only kind without the cuda package)")
+	fs.StringVar(&o.gpus, "gpus", "", "GPU ordinals, comma list (needs the cuda package)")
+	fs.StringVar(&o.workloads, "workloads", "paged,single,imm", "workloads to run: paged, single, imm, all")
+	fs.StringVar(&o.sizes, "sizes", "", "message or page sizes, comma list with K/M/G suffixes (replaces the default set)")
+	fs.StringVar(&o.pages, "pages", "", "page counts of the paged workload, comma list (replaces 10000,100)")
+	fs.IntVar(&o.spec.Iters, "iters", 0, "timed iterations per case (0: 100, fewer for large cases)")
+	fs.IntVar(&o.spec.Warmup, "warmup", 0, "untimed iterations per case (0: half the iterations, at most 50)")
+	fs.StringVar(&o.poll, "poll", "adaptive", "worker polling: spin or adaptive")
+	fs.StringVar(&o.out.JSON, "json", "", "write the results as JSON to FILE (- for stdout, the table then goes to stderr)")
+	fs.StringVar(&o.out.Plot, "plot", "", "draw bandwidth against message size into FILE.png")
+	fs.BoolVar(&o.spec.Verify, "verify", true, "run the verified cases")
+	fs.Uint64Var(&o.bufferMiB, "buffer-mib", fabricbench.DefaultBuffer>>20, "registered buffer per side, MiB")
+	fs.DurationVar(&o.spec.Timeout, "timeout", 120*time.Second, "bound on each case")
+	fs.Uint64Var(&o.spec.Seed, "seed", 0x123, "seed of page indices and fill patterns")
+	fs.BoolVar(&o.raw, "raw", false, "post the same workloads straight on libfabric from one C loop, bypassing the engine (loopback only)")
+	fs.BoolVar(&o.verbose, "v", false, "log the engine's lifecycle")
+	return fs
+}
+
+// finish turns the parsed flags into the spec.
+func (o *options) finish() error {
+	var err error
+	s := &o.spec
+	s.Provider = o.provider
+	if o.gpus != "" {
+		if s.GPUs, err = fabricbench.ParseInts(o.gpus); err != nil {
+			return fmt.Errorf("--gpus: %w", err)
+		}
+	}
+	if !o.hostMem && len(s.GPUs) == 0 {
+		return fmt.Errorf("--host-memory=false: %w", fabricbench.ErrNeedsCUDA)
+	}
+	if s.Workloads, err = fabricbench.ParseWorkloads(o.workloads); err != nil {
+		return err
+	}
+	if o.sizes != "" {
+		if s.Sizes, err = fabricbench.ParseSizes(o.sizes); err != nil {
+			return fmt.Errorf("--sizes: %w", err)
+		}
+	}
+	if o.pages != "" {
+		if s.Pages, err = fabricbench.ParseInts(o.pages); err != nil {
+			return fmt.Errorf("--pages: %w", err)
+		}
+	}
+	if s.Poll, err = fabric.ParsePollMode(o.poll); err != nil {
+		return err
+	}
+	s.Buffer = o.bufferMiB << 20
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	return nil
+}
+
+// parse parses flags that may come before, between or after positional
+// arguments, and returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "loopback", "serve", "client", "ranks", "info", "help":
+			cmd, args = args[0], args[1:]
+		}
+	}
+	if cmd == "info" {
+		return info(args, stdout, stderr)
+	}
+	o := &options{provider: "auto", args: args}
+	if cmd == "loopback" || cmd == "ranks" {
+		o.provider = "shm"
+	}
+	fs := o.flags(cmd, stderr)
+	switch cmd {
+	case "ranks":
+		cfg, err := rendezvous.ConfigFromEnv(os.LookupEnv)
+		if err != nil {
+			fmt.Fprintln(stderr, "fabric-debug:", err)
+			return exitUsage
+		}
+		o.rdv = cfg
+		o.rdv.BindFlags(fs)
+		fs.BoolVar(&o.spawn, "spawn", false, "start --world-size local processes and run the ring among them")
+	}
+	fs.Usage = func() { usage(fs) }
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) || cmd == "help" {
+		usage(fs)
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage
+	}
+	if err := o.finish(); err != nil {
+		fmt.Fprintln(stderr, "fabric-debug:", err)
+		return exitUsage
+	}
+	switch cmd {
+	case "loopback":
+		if len(pos) > 0 {
+			return badArgs(stderr, cmd, pos)
+		}
+		var rep *fabricbench.Report
+		if o.raw {
+			rep, err = fabricbench.Raw(ctx, o.spec)
+		} else {
+			rep, err = fabricbench.Loopback(ctx, o.spec)
+		}
+		return finishReport(rep, err, o.out, stdout, stderr)
+	case "serve":
+		if len(pos) > 0 {
+			return badArgs(stderr, cmd, pos)
+		}
+		return serve(ctx, o, stdout, stderr)
+	case "client":
+		if len(pos) != 1 {
+			fmt.Fprintln(stderr, "fabric-debug client: want exactly one argument, the server's main address (hex)")
+			return exitUsage
+		}
+		return client(ctx, o, pos[0], stdout, stderr)
+	case "ranks":
+		return ranks(ctx, o, pos, stdout, stderr)
+	}
+	// The reference's positional form: [GPUS NICS_PER_GPU [SERVER_ADDRESS]].
+	switch len(pos) {
+	case 0, 2, 3:
+	default:
+		usage(fs)
+		return exitUsage
+	}
+	if len(pos) >= 2 {
+		if g := pos[0]; g != "host" && g != "cpu" && g != "-" {
+			fmt.Fprintf(stderr, "fabric-debug: gpus %q: %v (use host)\n", g, fabricbench.ErrNeedsCUDA)
+			return exitFail
+		}
+		n, err := strconv.Atoi(pos[1])
+		if err != nil {
+			fmt.Fprintf(stderr, "fabric-debug: NICS_PER_GPU %q is not a number\n", pos[1])
+			return exitUsage
+		}
+		o.spec.NICs = n
+	}
+	if len(pos) == 3 {
+		return client(ctx, o, pos[2], stdout, stderr)
+	}
+	return serve(ctx, o, stdout, stderr)
+}
+
+func info(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fabric-debug info", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		return badArgs(stderr, "info", fs.Args())
+	}
+	return exitStatus(stderr, fabricbench.Info(stdout, *asJSON))
+}
+
+func serve(ctx context.Context, o *options, stdout, stderr io.Writer) int {
+	err := fabricbench.ServeSpec(ctx, o.spec, stdout, func(a fabric.Address, in fabricbench.PeerInfo) {
+		fmt.Fprintf(stdout, "Initialized TransferEngine. provider=%s transport=%s num_nets=%d nets_per_gpu=%d link_speed=%s poll=%s memory=host\n",
+			in.Provider, in.Transport, in.NICs, in.NICs, gbps(in.LinkSpeed), in.Poll)
+		fmt.Fprintf(stdout, "Main Address: %s\n", a)
+		if f, ok := stdout.(*os.File); ok {
+			_ = f.Sync()
+		}
+	})
+	if err == nil {
+		fmt.Fprintln(stdout, "Done!")
+	}
+	return exitStatus(stderr, err)
+}
+
+func client(ctx context.Context, o *options, hex string, stdout, stderr io.Writer) int {
+	addr, err := fabric.ParseAddress(hex)
+	if err != nil {
+		fmt.Fprintf(stderr, "fabric-debug: server address %q: %v\n", hex, err)
+		return exitUsage
+	}
+	rep, err := fabricbench.RunClient(ctx, o.spec, addr)
+	return finishReport(rep, err, o.out, stdout, stderr)
+}
+
+func ranks(ctx context.Context, o *options, pos []string, stdout, stderr io.Writer) int {
+	if len(pos) > 0 {
+		return badArgs(stderr, "ranks", pos)
+	}
+	if o.spawn {
+		exe, err := os.Executable()
+		if err != nil {
+			return exitStatus(stderr, err)
+		}
+		// The children get the same command line without --spawn and
+		// without the rank flags: SpawnLocal's environment says who they are.
+		argv := []string{exe, "ranks"}
+		for _, a := range o.args {
+			if a != "--spawn" && a != "-spawn" {
+				argv = append(argv, a)
+			}
+		}
+		return exitStatus(stderr, rendezvous.SpawnLocal(ctx, o.rdv.WorldSize, argv, nil))
+	}
+	rep, err := fabricbench.Ranks(ctx, o.spec, o.rdv)
+	if rep != nil && o.rdv.Rank != 0 {
+		// Rank 0 prints the ring; the others report only through their
+		// exit status and stderr.
+		if err != nil {
+			fmt.Fprintf(stderr, "fabric-debug rank %d: %v\n", o.rdv.Rank, err)
+			return exitFail
+		}
+		return exitOK
+	}
+	return finishReport(rep, err, o.out, stdout, stderr)
+}
+
+func finishReport(rep *fabricbench.Report, err error, out fabricbench.Output, stdout, stderr io.Writer) int {
+	if rep != nil {
+		if werr := rep.Emit(out, stdout, stderr); werr != nil {
+			fmt.Fprintln(stderr, "fabric-debug:", werr)
+			return exitFail
+		}
+		if rep.Failed() && err == nil {
+			err = fabricbench.ErrVerify
+		}
+	}
+	return exitStatus(stderr, err)
+}
+
+func exitStatus(stderr io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "fabric-debug:", err)
+	if errors.Is(err, fabric.ErrInvalidArgument) {
+		return exitUsage
+	}
+	return exitFail
+}
+
+func badArgs(stderr io.Writer, cmd string, pos []string) int {
+	fmt.Fprintf(stderr, "fabric-debug %s: unexpected arguments %q\n", cmd, pos)
+	return exitUsage
+}
+
+func gbps(bps uint64) string {
+	if bps == 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(bps)/1e9, 'f', 0, 64) + "Gbps"
+}
+
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `usage:
+  fabric-debug loopback [flags]            server and client engines in this process (default provider shm)
+  fabric-debug serve [flags]               print "Main Address: <hex>" and serve clients until interrupted
+  fabric-debug client <hex> [flags]        run the workloads against a server
+  fabric-debug ranks --world-size W (--spawn | --rank R --master HOST:PORT) [flags]
+                                           a ring of W processes bootstrapped by fabric/rendezvous
+  fabric-debug info [--json]               this machine's transports, devices and capabilities
+  fabric-debug [GPUS NICS_PER_GPU [SERVER_ADDRESS]]
+                                           the reference's form: serve, or run a client (GPUS: host)
+flags:
+`)
+	fs.PrintDefaults()
+}

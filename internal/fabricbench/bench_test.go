@@ -1,0 +1,250 @@
+package fabricbench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"image/png"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rendezvous"
+)
+
+var loopbackProviders = []struct{ provider, node string }{
+	{"mem", ""}, {"shm", ""}, {"tcp;ofi_rxm", "127.0.0.1"},
+}
+
+func TestLoopbackVerified(t *testing.T) {
+	for _, p := range loopbackProviders {
+		for _, nics := range []int{1, 2} {
+			t.Run(p.provider+"/nics="+string(rune('0'+nics)), func(t *testing.T) {
+				s := smallSpec(p.provider, nics)
+				s.Node = p.node
+				rep, err := Loopback(testCtx(t), s)
+				skipIfUnusable(t, err)
+				require.NoError(t, err)
+				// paged x2 sizes + verified, single x2 + verified, imm.
+				require.Len(t, rep.Cases, 7)
+				checkReport(t, rep, 3)
+				require.False(t, rep.Failed())
+				require.Equal(t, nics, rep.Header.NICs)
+				require.True(t, rep.Header.LoopbackProvider)
+				require.NotEmpty(t, rep.Header.Note)
+			})
+		}
+	}
+}
+
+// A corrupting hook changes one received byte of each verified case: the
+// check must catch it, the case must say FAILED, and the error must be
+// ErrVerify.
+func TestVerifyFailureIsReported(t *testing.T) {
+	s := smallSpec("mem", 1)
+	s.Workloads = []string{Paged, Single}
+	s.Corrupt = func(b []byte) { b[len(b)/2] ^= 0xFF }
+	rep, err := Loopback(testCtx(t), s)
+	require.ErrorIs(t, err, ErrVerify)
+	require.True(t, rep.Failed())
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteTable(&buf))
+	require.Contains(t, buf.String(), "FAILED")
+	require.NotContains(t, buf.String(), "Done!")
+}
+
+// The null provider moves no bytes: verification is switched off and the
+// header says the figures are the engine's overhead.
+func TestNullPagedRate(t *testing.T) {
+	s := Spec{Provider: "null", Workloads: []string{Paged}, Sizes: []uint64{64}, Pages: []int{10000}, Verify: true,
+		Iters: 20, Warmup: 5, Buffer: 8 << 20}
+	rep, err := Loopback(testCtx(t), s)
+	require.NoError(t, err)
+	require.Len(t, rep.Cases, 1)
+	require.False(t, rep.Header.Verify)
+	require.Contains(t, rep.Header.Note, "overhead")
+	c := rep.Cases[0]
+	require.Positive(t, c.Mops)
+	t.Logf("engine over null, paged 64 B x 10000: %.2f Mops (p50 %.0f us per 10000 pages)", c.Mops, c.LatUsP50)
+}
+
+func TestServeClientTwoProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server process")
+	}
+	for _, p := range []struct{ provider, node string }{{"tcp;ofi_rxm", "127.0.0.1"}, {"shm", ""}} {
+		t.Run(p.provider, func(t *testing.T) {
+			s := smallSpec(p.provider, 2)
+			s.Node = p.node
+			addr := startServer(t, s)
+			rep, err := RunClient(testCtx(t), s, addr)
+			skipIfUnusable(t, err)
+			require.NoError(t, err)
+			require.Equal(t, "client", rep.Header.Mode)
+			require.Equal(t, 2, rep.Header.NICs)
+			checkReport(t, rep, 3)
+		})
+	}
+}
+
+// startServer runs this test binary as a server and returns its address;
+// the server is stopped with SIGTERM (so it closes its endpoints) at cleanup.
+func startServer(t *testing.T, s Spec) fabric.Address {
+	t.Helper()
+	js, err := json.Marshal(s)
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChild+"=serve", envSpec+"="+string(js))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	addrs := make(chan string, 1)
+	go func() {
+		// Drain stdout so the child never blocks, then reap it.
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "Main Address: "); ok {
+				select {
+				case addrs <- a:
+				default:
+				}
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "server exit")
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Error("server did not exit after SIGTERM")
+		}
+	})
+	select {
+	case a := <-addrs:
+		addr, err := fabric.ParseAddress(a)
+		require.NoError(t, err)
+		return addr
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("server exited before printing its address: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("server printed no address within 60 s")
+	}
+	return fabric.Address{}
+}
+
+func TestRanksSpawn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	s := smallSpec("shm", 1)
+	s.Sizes = []uint64{4096}
+	js, err := json.Marshal(s)
+	require.NoError(t, err)
+	env := append(os.Environ(), envChild+"=rank", envSpec+"="+string(js))
+	var stdout bytes.Buffer
+	err = rendezvous.Spawn(testCtx(t), 3, []string{os.Args[0], "-test.run=^$"}, env,
+		rendezvous.SpawnOptions{Stdout: &stdout, Stderr: os.Stderr})
+	require.NoError(t, err, "ring of 3 ranks")
+	out := stdout.String()
+	t.Log("\n" + out)
+	for _, pair := range []string{"0->1", "1->2", "2->0"} {
+		require.Contains(t, out, "-- rank "+pair)
+	}
+	require.Equal(t, 3*3, strings.Count(out, "VERIFIED"), "3 verified cases per pair")
+	require.Contains(t, out, "Done!")
+}
+
+func TestRaw(t *testing.T) {
+	for _, p := range loopbackProviders[1:] {
+		t.Run(p.provider, func(t *testing.T) {
+			s := smallSpec(p.provider, 1)
+			s.Node = p.node
+			rep, err := Raw(testCtx(t), s)
+			skipIfUnusable(t, err)
+			require.NoError(t, err)
+			require.False(t, rep.Header.Engine)
+			for _, c := range rep.Cases {
+				require.True(t, c.Verified, "%s %d", c.Workload, c.Bytes)
+				require.Positive(t, c.LatUsMean)
+			}
+		})
+	}
+	_, err := Raw(testCtx(t), Spec{Provider: "null"})
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+}
+
+func TestJSONSchema(t *testing.T) {
+	rep, err := Loopback(testCtx(t), smallSpec("mem", 1))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&buf))
+	var doc struct {
+		Header map[string]any   `json:"header"`
+		Cases  []map[string]any `json:"cases"`
+	}
+	dec := json.NewDecoder(&buf)
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&doc))
+	for _, k := range []string{"provider", "transport", "nics", "poll", "mode", "memory", "loopback_provider", "note"} {
+		require.Contains(t, doc.Header, k)
+	}
+	require.Equal(t, "adaptive", doc.Header["poll"])
+	require.Len(t, doc.Cases, len(rep.Cases))
+	for _, c := range doc.Cases {
+		for _, k := range []string{"workload", "bytes", "pages", "iters", "lat_us_p50", "lat_us_mean", "gbps", "mops", "verified"} {
+			require.Contains(t, c, k)
+		}
+		_, isBool := c["verified"].(bool)
+		require.True(t, isBool)
+	}
+}
+
+func TestPlotIsPNG(t *testing.T) {
+	rep, err := Loopback(testCtx(t), smallSpec("mem", 1))
+	require.NoError(t, err)
+	for _, r := range []*Report{rep, {Header: Header{Mode: "loopback"}}} {
+		var buf bytes.Buffer
+		require.NoError(t, r.WritePlot(&buf))
+		img, err := png.Decode(&buf)
+		require.NoError(t, err)
+		require.Equal(t, plotW, img.Bounds().Dx())
+		require.Equal(t, plotH, img.Bounds().Dy())
+	}
+	require.NotEmpty(t, rep.plotSeries())
+}
+
+func TestBadSpecs(t *testing.T) {
+	ctx := testCtx(t)
+	for name, s := range map[string]Spec{
+		"nics":     {Provider: "mem", NICs: 9},
+		"workload": {Provider: "mem", Workloads: []string{"scatter"}},
+		"size":     {Provider: "mem", Sizes: []uint64{1 << 40}},
+		"pages":    {Provider: "mem", Pages: []int{0}},
+		"buffer":   {Provider: "mem", Buffer: 100},
+	} {
+		_, err := Loopback(ctx, s)
+		require.ErrorIs(t, err, fabric.ErrInvalidArgument, name)
+	}
+	_, err := Loopback(ctx, Spec{Provider: "mem", GPUs: []int{0}})
+	require.ErrorIs(t, err, ErrNeedsCUDA)
+	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	require.Contains(t, err.Error(), "GPU memory needs the cuda package")
+	_, err = Loopback(ctx, Spec{Provider: "no-such-provider"})
+	// libfabric claims every name it might know, so an unknown one is
+	// either unknown to the registry or not usable here.
+	require.True(t, errors.Is(err, fabric.ErrUnknownProvider) || errors.Is(err, fabric.ErrNotSupported), "%v", err)
+}

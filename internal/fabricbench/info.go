@@ -1,0 +1,53 @@
+package fabricbench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/ferryrdma/ferry/efa"
+	"github.com/ferryrdma/ferry/internal/sysreport"
+	"github.com/ferryrdma/ferry/verbs"
+)
+
+// Info writes this machine's capability report (`fabric-debug info`): the
+// linked libfabric and its transports, the verbs devices, the topology
+// groups, the probes and what "auto" would choose. GPUs are reported as
+// not linked: this build has no cuda package wired in.
+func Info(w io.Writer, asJSON bool) error {
+	r, err := sysreport.Collect(sysreport.Options{
+		LibfabricVersion: efa.Version,
+		Transports:       efa.Transports,
+		VerbsDevices:     verbsDevices,
+	})
+	if err != nil {
+		return fmt.Errorf("collect report: %w", err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return r.WriteText(w)
+}
+
+// verbsDevices adapts verbs.Devices to the report's plain types.
+func verbsDevices() ([]sysreport.VerbsDevice, error) {
+	devs, err := verbs.Devices()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sysreport.VerbsDevice, 0, len(devs))
+	for _, d := range devs {
+		vd := sysreport.VerbsDevice{Name: d.Name, PCIAddress: d.PCIAddress, VendorID: d.VendorID}
+		for _, p := range d.Ports {
+			vp := sysreport.VerbsPort{Number: p.Number, State: p.State, LinkSpeed: p.LinkSpeed, LinkLayer: p.LinkLayer}
+			for _, g := range p.GIDs {
+				vp.GIDs = append(vp.GIDs, fmt.Sprintf("%d:%s(%s)", g.Index, g.Addr, g.Type))
+			}
+			vd.Ports = append(vd.Ports, vp)
+		}
+		out = append(out, vd)
+	}
+	return out, nil
+}

@@ -1,0 +1,281 @@
+package fabricbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// The control protocol runs over the engine's own two-sided side channel
+// (Send and BouncingRecvs on NIC 0 of each main worker), so a client needs
+// nothing but the server's main address. Every message is one JSON object;
+// the client numbers its requests and the server echoes the number.
+//
+//	client                         server
+//	hello{from}              ->
+//	                         <-    hello{info}
+//	run{from, dst, case, seed, span, imm}  ->   writes into dst
+//	                         <-    result{result} or result{err}
+//
+// The server is the writer, as in the reference tool; the client owns the
+// destination buffer and checks verified cases itself.
+
+const (
+	msgHello  = "hello"
+	msgRun    = "run"
+	msgResult = "result"
+
+	// recvSlots and msgMax size each side's bouncing receives.
+	recvSlots = 8
+	msgMax    = 16 << 10
+)
+
+type message struct {
+	Kind   string             `json:"kind"`
+	Seq    uint64             `json:"seq"`
+	From   fabric.Address     `json:"from"`
+	Dst    *fabric.Descriptor `json:"dst,omitempty"`
+	Case   *Case              `json:"case,omitempty"`
+	Seed   uint64             `json:"seed,omitempty"`
+	Span   uint64             `json:"span,omitempty"`
+	Imm    uint32             `json:"imm,omitempty"`
+	Info   *PeerInfo          `json:"info,omitempty"`
+	Result *Result            `json:"result,omitempty"`
+	Err    string             `json:"err,omitempty"`
+}
+
+// mailbox receives control messages on a side until closed.
+type mailbox struct {
+	in   chan message
+	quit chan struct{}
+}
+
+func newMailbox(s *Side) (*mailbox, error) {
+	m := &mailbox{in: make(chan message, recvSlots), quit: make(chan struct{})}
+	err := s.Engine.BouncingRecvs(recvSlots, msgMax, func(b []byte) {
+		var msg message
+		if err := json.Unmarshal(b, &msg); err != nil {
+			msg = message{Kind: "bad", Err: fmt.Sprintf("undecodable control message of %d bytes: %v", len(b), err)}
+		}
+		// Blocking here holds the engine's dispatcher, which only delays
+		// other callbacks: the benchmark completes through counters.
+		select {
+		case m.in <- msg:
+		case <-m.quit:
+		}
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("post control receives: %w", err)
+	}
+	return m, nil
+}
+
+func (m *mailbox) close() { close(m.quit) }
+
+// send delivers msg to the peer at to and waits for the send completion.
+func send(ctx context.Context, s *Side, to fabric.Address, msg message) error {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("encode %s message: %w", msg.Kind, fabric.ErrInvalidArgument)
+	}
+	t := fabric.NewTransfer()
+	if err := s.Engine.Send(ctx, to, b, fabric.Notify(t)); err != nil {
+		return fmt.Errorf("send %s: %w", msg.Kind, err)
+	}
+	if err := t.Wait(ctx); err != nil {
+		return fmt.Errorf("send %s: %w", msg.Kind, err)
+	}
+	return nil
+}
+
+// Serve answers clients from side s until ctx ends, one request at a
+// time, writing a line per request to log. It returns nil when ctx ends
+// and an error only when it cannot serve at all.
+func Serve(ctx context.Context, s *Side, log io.Writer) error {
+	box, err := newMailbox(s)
+	if err != nil {
+		return err
+	}
+	defer box.close()
+	self := s.Engine.MainAddress()
+	for {
+		var msg message
+		select {
+		case <-ctx.Done():
+			return nil
+		case msg = <-box.in:
+		}
+		reply := message{Kind: msg.Kind, Seq: msg.Seq, From: self}
+		switch msg.Kind {
+		case msgHello:
+			in := s.Info()
+			reply.Info = &in
+			fmt.Fprintf(log, "Request: hello from %s\n", msg.From)
+		case msgRun:
+			reply.Kind = msgResult
+			res, err := serveRun(ctx, s, msg, log)
+			if err != nil {
+				reply.Err = err.Error()
+				fmt.Fprintf(log, "  error: %v\n", err)
+			}
+			reply.Result = &res
+		default:
+			fmt.Fprintf(log, "ignored control message %q: %s\n", msg.Kind, msg.Err)
+			continue
+		}
+		if msg.From.IsZero() {
+			fmt.Fprintf(log, "ignored %s request with no reply address\n", msg.Kind)
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := send(sctx, s, msg.From, reply); err != nil {
+			fmt.Fprintf(log, "reply to %s: %v\n", msg.From, err)
+		}
+		cancel()
+	}
+}
+
+func serveRun(ctx context.Context, s *Side, msg message, log io.Writer) (Result, error) {
+	if msg.Case == nil || msg.Dst == nil {
+		return Result{}, fmt.Errorf("run request without case or destination: %w", fabric.ErrInvalidArgument)
+	}
+	c := *msg.Case
+	fmt.Fprintf(log, "Request: %s bytes=%d pages=%d iters=%d warmup=%d verify=%v\n",
+		c.Workload, c.Bytes, c.Pages, c.Iters, c.Warmup, c.Verify)
+	res := Result{Workload: c.Workload, Bytes: c.Bytes, Pages: c.Pages, Verify: c.Verify}
+	lat, err := s.Write(ctx, Job{Case: c, Dst: *msg.Dst, Seed: msg.Seed, Span: msg.Span, Imm: msg.Imm})
+	if err != nil {
+		return res, err
+	}
+	in := s.Info()
+	return Summarize(c, lat, in.NICs, in.LinkSpeed), nil
+}
+
+// Client drives a server: it owns the destination buffer and checks the
+// verified cases.
+type Client struct {
+	side   *Side
+	server fabric.Address
+	box    *mailbox
+	seq    uint64
+	// Server is what the server said about itself.
+	Server PeerInfo
+}
+
+// Dial greets the server at addr from side s.
+func Dial(ctx context.Context, s *Side, addr fabric.Address) (*Client, error) {
+	box, err := newMailbox(s)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{side: s, server: addr, box: box}
+	reply, err := c.call(ctx, message{Kind: msgHello})
+	if err != nil {
+		box.close()
+		return nil, err
+	}
+	if reply.Info == nil {
+		box.close()
+		return nil, fmt.Errorf("hello reply without info: %w", ErrRemote)
+	}
+	c.Server = *reply.Info
+	return c, nil
+}
+
+// Close stops receiving; the side stays open.
+func (c *Client) Close() { c.box.close() }
+
+// call sends req and waits for the reply with its number.
+func (c *Client) call(ctx context.Context, req message) (message, error) {
+	c.seq++
+	req.Seq, req.From = c.seq, c.side.Engine.MainAddress()
+	if err := send(ctx, c.side, c.server, req); err != nil {
+		return message{}, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return message{}, fmt.Errorf("waiting for the server's %s reply: %w: %w", req.Kind, fabric.ErrTimeout, ctx.Err())
+		case m := <-c.box.in:
+			if m.Seq == req.Seq {
+				return m, nil
+			}
+		}
+	}
+}
+
+// Run runs every case of spec against the server and returns the report
+// (mode "client"). The error is non-nil when any case failed; it wraps
+// ErrVerify when a check failed.
+func (c *Client) Run(ctx context.Context, spec Spec) (*Report, error) {
+	spec = effective(spec, c.Server.Transport)
+	rep := &Report{Header: newHeader("client", spec, c.Server)}
+	if c.Server.NICs != c.side.Engine.NICs() {
+		return rep, fmt.Errorf("server has %d nics, this side %d (use the same --nics): %w",
+			c.Server.NICs, c.side.Engine.NICs(), fabric.ErrNICMismatch)
+	}
+	span := min(c.Server.Buffer, uint64(c.side.Buf.Len()))
+	var errs []error
+	for i, cs := range spec.Cases() {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("stopped before %s %s: %w", cs.Workload, FormatBytes(cs.Bytes), err))
+			break
+		}
+		res, err := c.runCase(ctx, spec, cs, span, uint32(0x0FE00000+i))
+		if err != nil {
+			res.Error = err.Error()
+			errs = append(errs, err)
+		}
+		rep.Cases = append(rep.Cases, res)
+	}
+	return rep, errors.Join(errs...)
+}
+
+func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, imm uint32) (Result, error) {
+	res := Result{Workload: cs.Workload, Bytes: cs.Bytes, Pages: cs.Pages, Verify: cs.Verify}
+	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	job := Job{Case: cs, Dst: c.side.Desc, Seed: spec.Seed + uint64(imm), Span: span, Imm: imm}
+	var tgt *Target
+	if cs.Verify {
+		var err error
+		if tgt, err = c.side.Expect(job, c.Server.NICs, spec.Corrupt); err != nil {
+			return res, err
+		}
+	}
+	reply, err := c.call(ctx, message{Kind: msgRun, Dst: &job.Dst, Case: &cs, Seed: job.Seed, Span: span, Imm: imm})
+	if err == nil && reply.Err != "" {
+		err = fmt.Errorf("server: %s: %w", reply.Err, ErrRemote)
+	}
+	if err == nil && reply.Result == nil {
+		err = fmt.Errorf("result reply without result: %w", ErrRemote)
+	}
+	if err != nil {
+		if tgt != nil {
+			tgt.Cancel()
+		}
+		return res, err
+	}
+	res = *reply.Result
+	if tgt != nil {
+		if err := tgt.Check(ctx, job.Seed, 0); err != nil {
+			return res, err
+		}
+		res.Verified = true
+	}
+	return res, nil
+}
+
+// effective adjusts spec to the transport: the null provider moves no
+// bytes, so there is nothing to verify.
+func effective(s Spec, transport string) Spec {
+	if transport == "null" {
+		s.Verify = false
+	}
+	return s
+}

@@ -1,0 +1,282 @@
+package fabricbench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+var errBadCase = fabric.ErrInvalidArgument
+
+// Side is one engine with its registered buffer: the writer's source or
+// the target's destination (the same buffer serves both roles in ranks
+// mode, where every rank writes and is written to).
+type Side struct {
+	Engine *fabric.Engine
+	Buf    *fabric.HostBuffer
+	Reg    *fabric.MemoryRegion
+	Desc   fabric.Descriptor
+	Poll   fabric.PollMode
+	// src and srcReg, when set, are a separate source buffer: a rank that
+	// writes and is written to at once must not read from the pages its
+	// peer is overwriting.
+	src    *fabric.HostBuffer
+	srcReg *fabric.MemoryRegion
+}
+
+// AddSource gives the side a local-only source buffer of its own, the
+// size of its destination buffer.
+func (s *Side) AddSource() error {
+	b, err := fabric.AllocHost(s.Buf.Len())
+	if err != nil {
+		return err
+	}
+	r, err := s.Engine.RegisterHost(b, fabric.AccessLocal)
+	if err != nil {
+		_ = b.Free()
+		return err
+	}
+	s.src, s.srcReg = b, r
+	return nil
+}
+
+// source returns the buffer and region writes read from.
+func (s *Side) source() (*fabric.HostBuffer, *fabric.MemoryRegion) {
+	if s.src != nil {
+		return s.src, s.srcReg
+	}
+	return s.Buf, s.Reg
+}
+
+// OpenSide opens an engine for s and registers a remote-writable host
+// buffer of s.Buffer bytes. Close releases both.
+func OpenSide(ctx context.Context, s Spec) (*Side, error) {
+	e, err := fabric.Open(ctx, fabric.Config{Transport: s.Provider, Node: s.Node, NICs: s.NICs, Poll: s.Poll})
+	if err != nil {
+		return nil, err
+	}
+	side := &Side{Engine: e, Poll: s.Poll}
+	side.Buf, err = fabric.AllocHost(int(s.Buffer))
+	if err == nil {
+		side.Reg, err = e.RegisterHost(side.Buf, fabric.AccessRemoteWrite)
+	}
+	if err == nil {
+		side.Desc, err = side.Reg.Descriptor()
+	}
+	if err != nil {
+		_ = side.Close()
+		return nil, err
+	}
+	return side, nil
+}
+
+// Close closes the engine (which unregisters the buffer) and frees the
+// buffer afterwards, never before the NIC is done with it.
+func (s *Side) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.Engine.Close(ctx)
+	for _, b := range []*fabric.HostBuffer{s.Buf, s.src} {
+		if b != nil {
+			if ferr := b.Free(); err == nil {
+				err = ferr
+			}
+		}
+	}
+	return err
+}
+
+// Info describes the side for report headers and the control channel.
+func (s *Side) Info() PeerInfo {
+	in := s.Engine.Info()
+	return PeerInfo{Provider: in.Provider, Transport: in.Transport, NICs: s.Engine.NICs(), Poll: in.Poll.String(),
+		LinkSpeed: in.LinkSpeed, Buffer: uint64(s.Buf.Len())}
+}
+
+// PeerInfo is what one side tells the other about itself.
+type PeerInfo struct {
+	Provider  string `json:"provider"`
+	Transport string `json:"transport"`
+	NICs      int    `json:"nics"`
+	Poll      string `json:"poll"`
+	LinkSpeed uint64 `json:"link_speed_bps"`
+	Buffer    uint64 `json:"buffer"`
+}
+
+// Job is one case as the writer runs it.
+type Job struct {
+	Case Case
+	Dst  fabric.Descriptor
+	Seed uint64 // fill seed of verified cases and page-index seed
+	Span uint64 // bytes of the buffers the layout must fit (the smaller side)
+	Rank int    // the writer's rank, mixed into the fill pattern
+	Imm  uint32 // immediate of verified cases
+}
+
+// Write runs j from s: fills the source pages of a verified case, then
+// times every iteration from the first submit to the last completion at
+// the writer (as the reference does), and returns the timed latencies.
+// Warmup iterations are run and dropped.
+func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
+	c := j.Case
+	if j.Span > uint64(s.Buf.Len()) {
+		return nil, fmt.Errorf("%s: span %d larger than the writer's %d bytes: %w", c.Workload, j.Span, s.Buf.Len(), errBadCase)
+	}
+	l, err := NewLayout(c, j.Seed, j.Span)
+	if err != nil {
+		return nil, err
+	}
+	if c.Verify && c.Workload != Imm {
+		buf, _ := s.source()
+		fillCase(buf.Bytes(), c, l, j.Seed, j.Rank)
+	}
+	tc := new(fabric.TransferCounter)
+	submit, err := s.submitter(c, l, j, tc)
+	if err != nil {
+		return nil, err
+	}
+	if c.Iters < 1 || c.Warmup < 0 {
+		return nil, fmt.Errorf("%s: iters %d, warmup %d: %w", c.Workload, c.Iters, c.Warmup, errBadCase)
+	}
+	lat := make([]time.Duration, 0, c.Iters)
+	var n int64
+	for it := -c.Warmup; it < c.Iters; it++ {
+		t0 := time.Now()
+		if err := submit(); err != nil {
+			return nil, fmt.Errorf("%s %s iteration %d: %w", c.Workload, FormatBytes(c.Bytes), it, err)
+		}
+		n++
+		if err := waitDone(ctx, tc, n, s.Poll); err != nil {
+			return nil, fmt.Errorf("%s %s iteration %d: waiting for completion: %w", c.Workload, FormatBytes(c.Bytes), it, err)
+		}
+		d := time.Since(t0)
+		if tc.Errors() > 0 {
+			return nil, fmt.Errorf("%s %s iteration %d: %d transfers failed (the engine log has the provider's error): %w",
+				c.Workload, FormatBytes(c.Bytes), it, tc.Errors(), fabric.ErrProvider)
+		}
+		if it >= 0 {
+			lat = append(lat, d)
+		}
+	}
+	return lat, nil
+}
+
+// submitter builds the request of a case once and returns the call that
+// submits one iteration of it.
+func (s *Side) submitter(c Case, l Layout, j Job, tc *fabric.TransferCounter) (func() error, error) {
+	e, done := s.Engine, fabric.Count(tc)
+	_, src := s.source()
+	switch c.Workload {
+	case Imm:
+		r := fabric.ImmWrite{Imm: ImmValue, Dst: j.Dst, Route: fabric.Pinned(0)}
+		return func() error { return e.SubmitImm(r, done) }, nil
+	case Single:
+		r := fabric.SingleWrite{Src: src, SrcOffset: Offset, Length: c.Bytes, Dst: j.Dst, DstOffset: Offset,
+			Imm: j.Imm, HasImm: c.Verify, Route: fabric.Sharded(0)}
+		return func() error { return e.SubmitSingle(r, done) }, nil
+	case Paged:
+		r := fabric.PagedWrite{Src: src, SrcPages: l.Indices, SrcStride: l.Stride, SrcOffset: Offset,
+			Dst: j.Dst, DstPages: l.Indices, DstStride: l.Stride, DstOffset: Offset, Length: c.Bytes,
+			Imm: j.Imm, HasImm: c.Verify}
+		return func() error { return e.SubmitPaged(r, done) }, nil
+	}
+	return nil, fmt.Errorf("workload %q: %w", c.Workload, errBadCase)
+}
+
+// waitDone waits for the counter to reach n. Spin mode only yields to
+// other goroutines, for the lowest latency; adaptive mode yields for a
+// short while, then sleeps in short steps so a waiting benchmark leaves
+// the cores to the workers (these machines have two). Both are bounded by
+// ctx.
+func waitDone(ctx context.Context, tc *fabric.TransferCounter, n int64, poll fabric.PollMode) error {
+	const yieldFor = 200 * time.Microsecond
+	var start time.Time
+	for i := 0; tc.Done() < n; i++ {
+		runtime.Gosched()
+		if i&255 != 255 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %w", fabric.ErrTimeout, err)
+		}
+		if poll == fabric.PollSpin {
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > yieldFor {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+	return nil
+}
+
+// Target is the receiving half of a verified case: it poisons the
+// destination, counts the case's immediates from before the first write,
+// then waits for all of them and checks every byte.
+type Target struct {
+	side    *Side
+	c       Case
+	l       Layout
+	counter *fabric.ImmCounter
+	imm     uint32
+	want    int64
+	corrupt func([]byte)
+}
+
+// Expect prepares s to receive a verified case written by a writer with
+// nics NICs. Call it before the writer starts.
+func (s *Side) Expect(j Job, nics int, corrupt func([]byte)) (*Target, error) {
+	c := j.Case
+	l, err := NewLayout(c, j.Seed, j.Span)
+	if err != nil {
+		return nil, err
+	}
+	imm := j.Imm
+	if c.Workload == Imm {
+		imm = ImmValue
+	} else {
+		poisonCase(s.Buf.Bytes(), c, l)
+	}
+	ctr, err := s.Engine.ImmCounter(imm)
+	if err != nil {
+		return nil, err
+	}
+	return &Target{side: s, c: c, l: l, counter: ctr, imm: imm,
+		want: int64(c.Iters+c.Warmup) * immsPerTransfer(c, nics), corrupt: corrupt}, nil
+}
+
+// Check waits for every immediate of the case (up to ctx), checks that no
+// extra one came, then compares the bytes written by the writer of rank.
+// It always removes the counter.
+func (t *Target) Check(ctx context.Context, seed uint64, rank int) error {
+	defer t.side.Engine.RemoveImmCount(t.imm)
+	if err := t.counter.Wait(ctx, t.want); err != nil {
+		return fmt.Errorf("%s %s: waiting for %d immediates (%d short): %w: %w",
+			t.c.Workload, FormatBytes(t.c.Bytes), t.want, -t.counter.Count(), ErrVerify, err)
+	}
+	if extra := t.counter.Count(); extra != 0 {
+		return fmt.Errorf("%s %s: %d immediates more than the %d expected: %w",
+			t.c.Workload, FormatBytes(t.c.Bytes), extra, t.want, ErrVerify)
+	}
+	if t.c.Workload == Imm {
+		return nil
+	}
+	buf := t.side.Buf.Bytes()
+	if t.corrupt != nil {
+		// The hook sees the first checked page, so any change it makes
+		// must be caught.
+		o := uint64(Offset)
+		if t.c.Workload == Paged {
+			o = t.l.pageOffset(0)
+		}
+		t.corrupt(buf[o : o+t.c.Bytes])
+	}
+	return checkCase(buf, t.c, t.l, seed, rank)
+}
+
+// Cancel gives up on the case (the writer failed) and removes the counter.
+func (t *Target) Cancel() { t.side.Engine.RemoveImmCount(t.imm) }

@@ -1,0 +1,313 @@
+package fabricbench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// Errors. Every error this package returns wraps one of them or an
+// engine sentinel (fabric.ErrInvalidArgument for bad specs).
+var (
+	// ErrVerify is a verified case whose bytes or immediates did not
+	// arrive as written.
+	ErrVerify = errors.New("verification failed")
+	// ErrNeedsCUDA is a request for GPU memory: this build measures host
+	// memory only.
+	ErrNeedsCUDA = fmt.Errorf("GPU memory needs the cuda package: %w", fabric.ErrNotSupported)
+	// ErrRemote is an error the peer reported over the control channel.
+	ErrRemote = errors.New("peer reported an error")
+)
+
+// Workload names.
+const (
+	Paged  = "paged"
+	Single = "single"
+	Imm    = "imm"
+)
+
+// ImmValue is the immediate of the imm workload, as in the reference tool.
+const ImmValue = 20250501
+
+// Layout constants shared with the reference so figures compare: every
+// write lands at Offset, paged writes use a stride PageGap bytes larger
+// than the page.
+const (
+	Offset  = 1024
+	PageGap = 128
+)
+
+// Spec is a benchmark run: plain data, filled from flags, compared and
+// printed; nothing here touches the machine.
+type Spec struct {
+	// Provider is the transport ("shm", "tcp;ofi_rxm", "mem", "null",
+	// "verbs", "efa", "auto").
+	Provider string
+	// Node pins the provider's address (tcp: "127.0.0.1").
+	Node string
+	// NICs is the domain count of the host group (1 to fabric.MaxNICs).
+	NICs int
+	// Poll is the workers' polling policy.
+	Poll fabric.PollMode
+	// GPUs lists GPU ordinals; any entry fails with ErrNeedsCUDA.
+	GPUs []int
+	// Workloads to run, in this order (Paged, Single, Imm).
+	Workloads []string
+	// Sizes overrides the message sizes of the paged and single workloads;
+	// Pages overrides the page counts. The verified cases (10000 B x 200
+	// pages, 10000 B single) run whenever Verify is set.
+	Sizes []uint64
+	Pages []int
+	// Iters and Warmup: 0 picks per case, fewer for large cases so a run
+	// stays short.
+	Iters, Warmup int
+	// Verify runs the verified cases.
+	Verify bool
+	// Buffer is each side's registered buffer (default 256 MiB).
+	Buffer uint64
+	// Seed seeds page indices and fill patterns.
+	Seed uint64
+	// Timeout bounds one case (default 120 s).
+	Timeout time.Duration
+	// Corrupt, when set, sees the received bytes of a verified case just
+	// before they are checked: tests use it to force a failure.
+	Corrupt func(dst []byte) `json:"-"`
+}
+
+// DefaultBuffer is the reference tool's buffer size.
+const DefaultBuffer = 256 << 20
+
+// Case is one line of the table.
+type Case struct {
+	Workload string `json:"workload"`
+	Bytes    uint64 `json:"bytes"` // page or message size
+	Pages    int    `json:"pages"` // 0 for single and imm
+	Iters    int    `json:"iters"`
+	Warmup   int    `json:"warmup"`
+	Verify   bool   `json:"verify"`
+}
+
+// Total is the payload bytes of one iteration.
+func (c Case) Total() uint64 {
+	if c.Pages > 0 {
+		return c.Bytes * uint64(c.Pages)
+	}
+	return c.Bytes
+}
+
+// Ops is the writes of one iteration (per NIC shards not counted).
+func (c Case) Ops() int { return max(c.Pages, 1) }
+
+// WithDefaults returns s with empty fields filled in.
+func (s Spec) WithDefaults() Spec {
+	if s.Provider == "" {
+		s.Provider = "shm"
+	}
+	if s.Node == "" && strings.Contains(s.Provider, "tcp") {
+		s.Node = "127.0.0.1"
+	}
+	if s.NICs == 0 {
+		s.NICs = 1
+	}
+	if len(s.Workloads) == 0 {
+		s.Workloads = []string{Paged, Single, Imm}
+	}
+	if s.Buffer == 0 {
+		s.Buffer = DefaultBuffer
+	}
+	if s.Seed == 0 {
+		s.Seed = 0x123
+	}
+	if s.Timeout == 0 {
+		s.Timeout = 120 * time.Second
+	}
+	return s
+}
+
+// Validate checks s (after WithDefaults). Bad input wraps
+// fabric.ErrInvalidArgument; GPU memory returns ErrNeedsCUDA.
+func (s Spec) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("fabric-debug: "+format+": %w", append(args, fabric.ErrInvalidArgument)...)
+	}
+	if len(s.GPUs) > 0 {
+		return fmt.Errorf("fabric-debug: gpus %v: %w", s.GPUs, ErrNeedsCUDA)
+	}
+	if s.NICs < 1 || s.NICs > fabric.MaxNICs {
+		return bad("%d nics (1 to %d)", s.NICs, fabric.MaxNICs)
+	}
+	for _, w := range s.Workloads {
+		if w != Paged && w != Single && w != Imm {
+			return bad("workload %q (want paged, single or imm)", w)
+		}
+	}
+	if s.Iters < 0 || s.Warmup < 0 {
+		return bad("iters %d, warmup %d", s.Iters, s.Warmup)
+	}
+	if s.Buffer < 1<<20 || s.Buffer > 16<<30 {
+		return bad("buffer of %d bytes (1 MiB to 16 GiB)", s.Buffer)
+	}
+	for _, n := range s.Sizes {
+		if n == 0 || n+Offset > s.Buffer {
+			return bad("size %d does not fit a %d-byte buffer after offset %d", n, s.Buffer, Offset)
+		}
+	}
+	for _, p := range s.Pages {
+		if p < 1 || p > 1<<20 {
+			return bad("%d pages (1 to %d)", p, 1<<20)
+		}
+	}
+	return nil
+}
+
+// Cases lists the cases of s in run order: the reference's set, with
+// Sizes and Pages replacing its sizes and page counts when given.
+func (s Spec) Cases() []Case {
+	var out []Case
+	add := func(c Case) {
+		c.Iters, c.Warmup = s.iterations(c)
+		out = append(out, c)
+	}
+	pageSizes := []uint64{1 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
+	singleSizes := make([]uint64, 0, 17)
+	for n := uint64(1 << 10); n <= 64<<20; n <<= 1 {
+		singleSizes = append(singleSizes, n)
+	}
+	if len(s.Sizes) > 0 {
+		pageSizes, singleSizes = s.Sizes, s.Sizes
+	}
+	pageCounts := []int{10000, 100}
+	if len(s.Pages) > 0 {
+		pageCounts = s.Pages
+	}
+	for _, w := range s.Workloads {
+		switch w {
+		case Paged:
+			if s.Verify {
+				add(Case{Workload: Paged, Bytes: 10000, Pages: 200, Verify: true})
+			}
+			for _, p := range pageCounts {
+				for _, n := range pageSizes {
+					add(Case{Workload: Paged, Bytes: n, Pages: p})
+				}
+			}
+		case Single:
+			if s.Verify {
+				add(Case{Workload: Single, Bytes: 10000, Verify: true})
+			}
+			for _, n := range singleSizes {
+				if n+Offset <= s.Buffer {
+					add(Case{Workload: Single, Bytes: n})
+				}
+			}
+		case Imm:
+			add(Case{Workload: Imm, Verify: s.Verify})
+		}
+	}
+	return out
+}
+
+// iterations picks the counts for c: the reference's 100 timed and 50
+// warmup iterations where an iteration is small, fewer where it moves
+// much data, so the default run stays within seconds on a small machine.
+func (s Spec) iterations(c Case) (iters, warmup int) {
+	iters, warmup = s.Iters, s.Warmup
+	if iters == 0 {
+		const budget = 128 << 20 // payload bytes per case
+		iters = 100
+		if t := c.Total(); t > 0 {
+			iters = int(min(100, max(3, budget/t)))
+		}
+	}
+	if s.Warmup == 0 && s.Iters == 0 {
+		warmup = min(50, max(1, iters/2))
+	}
+	return iters, warmup
+}
+
+// ParseSizes parses a comma list of sizes with optional K, M, G suffixes
+// (powers of 1024): "64,4K,64M".
+func ParseSizes(v string) ([]uint64, error) {
+	var out []uint64
+	for _, f := range splitList(v) {
+		mult := uint64(1)
+		switch strings.ToUpper(f[len(f)-1:]) {
+		case "K":
+			mult = 1 << 10
+		case "M":
+			mult = 1 << 20
+		case "G":
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			f = f[:len(f)-1]
+			f = strings.TrimSuffix(strings.TrimSuffix(f, "i"), "I")
+		}
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("size %q: %w", f, fabric.ErrInvalidArgument)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}
+
+// ParseInts parses a comma list of non-negative integers.
+func ParseInts(v string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(v) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("number %q: %w", f, fabric.ErrInvalidArgument)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// ParseWorkloads parses "single,paged,imm" (or "all").
+func ParseWorkloads(v string) ([]string, error) {
+	var out []string
+	for _, f := range splitList(v) {
+		f = strings.ToLower(f)
+		switch f {
+		case "all":
+			out = append(out, Paged, Single, Imm)
+		case Paged, Single, Imm:
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		default:
+			return nil, fmt.Errorf("workload %q (want paged, single, imm or all): %w", f, fabric.ErrInvalidArgument)
+		}
+	}
+	return out, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// FormatBytes prints n the way the table does: "64 KiB", "10000 B".
+func FormatBytes(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
