@@ -109,3 +109,26 @@ func BenchmarkSubmit(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "submit_p99_ns")
 	}
 }
+
+// BenchmarkNullImm measures per-transfer cost: one immediate-only write per
+// transfer, a window of transfers in flight.
+func BenchmarkNullImm(b *testing.B) {
+	a, _, _, desc := benchPair(b, fabric.PollSpin)
+	tc := new(fabric.TransferCounter)
+	req := fabric.ImmWrite{Imm: 1, Dst: desc}
+	ctx := context.Background()
+	b.ReportAllocs()
+	var n int64
+	start := time.Now()
+	for b.Loop() {
+		if err := a.SubmitImm(req, fabric.Count(tc)); err != nil {
+			b.Fatal(err)
+		}
+		n++
+		if n%64 == 0 {
+			_ = tc.Wait(ctx, n-256)
+		}
+	}
+	_ = tc.Wait(ctx, n)
+	b.ReportMetric(float64(n)/time.Since(start).Seconds()/1e6, "Mtransfers/s")
+}

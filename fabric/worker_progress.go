@@ -212,6 +212,10 @@ func (w *worker) immArrived(m map[uint32]*immEntry, imm uint32) {
 			return
 		}
 	}
+	if len(*w.e.immFns.Load()) == 0 {
+		w.e.unclaimed.Add(1) // nobody listens: no dispatcher wakeup
+		return
+	}
 	w.pending = append(w.pending, dispEvent{kind: dispImm, imm: imm})
 }
 
