@@ -56,10 +56,15 @@ func (d *dispatcher) kick() {
 }
 
 // stop ends the dispatcher after it delivered everything the (already
-// exited) workers handed over.
-func (d *dispatcher) stop() {
+// exited) workers handed over. It gives up waiting when ctx ends, so a
+// Close called from inside a callback (which the dispatcher is running)
+// cannot deadlock past its deadline.
+func (d *dispatcher) stop(ctx context.Context) {
 	close(d.quit)
-	<-d.done
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+	}
 }
 
 func (d *dispatcher) run() {

@@ -250,7 +250,9 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 // Close stops the engine: new calls fail with ErrClosed, work not yet
 // posted fails with ErrClosed, in-flight operations drain until ctx ends,
 // memory is unregistered and the domains are closed. It waits for every
-// goroutine it started. Calling it again returns the first result.
+// goroutine it started. Calling it again returns the first result. Close
+// from inside a callback returns only when ctx ends (the dispatcher is busy
+// running that callback): prefer closing from elsewhere.
 func (e *Engine) Close(ctx context.Context) error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
@@ -272,7 +274,7 @@ func (e *Engine) Close(ctx context.Context) error {
 			}
 		}
 		if e.disp != nil {
-			e.disp.stop()
+			e.disp.stop(ctx)
 		}
 		e.regMu.Lock()
 		for r := range e.regions {
