@@ -124,8 +124,9 @@ func (r roundFlag) Set() {
 
 // Arm asks for n (>= 1) more immediates and returns the epoch the flag
 // will show once they and every earlier round have arrived. It never
-// blocks. After the counter is removed or replaced in the engine it fails
-// with fabric.ErrRemoved.
+// blocks. Once the counter is removed or replaced in the engine its rounds
+// never complete, and Arm fails with fabric.ErrRemoved when it hands one
+// to the engine.
 func (c *FlagCounter) Arm(n int64) (uint32, error) {
 	if n < 1 {
 		return 0, invalid("arm flag counter: %d immediates", n)
