@@ -100,10 +100,14 @@ func (d *fakeDomain) UnregisterMemory(k fabric.MemoryKeys) error {
 func (d *fakeDomain) ResolvePeer(fabric.Address) (fabric.PeerID, error) {
 	return 0, errors.New("fake: no peers")
 }
-func (d *fakeDomain) PostWrites([]fabric.WriteOp) (int, error) { return 0, errors.New("fake: no writes") }
-func (d *fakeDomain) PostSends([]fabric.SendOp) (int, error)   { return 0, errors.New("fake: no sends") }
-func (d *fakeDomain) PostRecvs([]fabric.RecvOp) (int, error)   { return 0, errors.New("fake: no receives") }
-func (d *fakeDomain) Poll([]fabric.Event) (int, error)         { return 0, nil }
+func (d *fakeDomain) PostWrites([]fabric.WriteOp) (int, error) {
+	return 0, errors.New("fake: no writes")
+}
+func (d *fakeDomain) PostSends([]fabric.SendOp) (int, error) { return 0, errors.New("fake: no sends") }
+func (d *fakeDomain) PostRecvs([]fabric.RecvOp) (int, error) {
+	return 0, errors.New("fake: no receives")
+}
+func (d *fakeDomain) Poll([]fabric.Event) (int, error) { return 0, nil }
 func (d *fakeDomain) DescribeError(ev fabric.Event) error {
 	return &fabric.ProviderError{Provider: fakeTransport, Op: "completion", Errno: int(ev.Errno)}
 }
