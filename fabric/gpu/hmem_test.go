@@ -127,3 +127,24 @@ func TestDmabufAvailable(t *testing.T) {
 	}
 	t.Logf("dma-buf on cuda:0: %v", err)
 }
+
+// Real device memory on Debian's libfabric tcp provider: refused with
+// ErrNotSupported naming FI_HMEM, after trying both paths, nothing left.
+func TestGPURegisterOnTCPRefused(t *testing.T) {
+	c := requireCUDA(t)
+	e := openGPUEngine(t, "tcp;ofi_rxm", "127.0.0.1")
+	mem, err := c.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	fds := countFDs(t)
+	_, err = gpu.RegisterDeviceMemory(e, mem, fabric.AccessRemoteWrite)
+	if !errors.Is(err, fabric.ErrNotSupported) || !strings.Contains(err.Error(), "FI_HMEM") {
+		t.Fatalf("%v, want ErrNotSupported naming FI_HMEM", err)
+	}
+	t.Log(err)
+	if e.Regions() != 0 || countFDs(t) != fds {
+		t.Fatalf("regions %d, fds %d -> %d", e.Regions(), fds, countFDs(t))
+	}
+}
