@@ -225,7 +225,6 @@ func syncStream(t testing.TB, st *cuda.Stream) {
 	}
 }
 
-
 // memEngines opens two engines on the "mem" provider and a region of b
 // that a writes its immediates to.
 func memEngines(t testing.TB) (a, b *fabric.Engine, dst fabric.Descriptor) {
