@@ -58,3 +58,10 @@ gpu-build:
 	scripts/gpu/build.sh
 gpu-test:
 	scripts/gpu/run.sh
+
+# test-a2a-full: the whole multi-process matrix of the a2a host backend
+# (W in {2,4,8} over shm and tcp, D in {1,2}, every combine type); make
+# test runs a fast subset of it. About a minute on 2 cores.
+.PHONY: test-a2a-full
+test-a2a-full: deps
+	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run TestHostBackendProcesses -v ./tests/a2a/

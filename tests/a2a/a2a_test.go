@@ -1,0 +1,191 @@
+//go:build linux
+
+package a2a_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rendezvous"
+)
+
+// The test binary re-executes itself as the ranks of a job: with jobEnv
+// set, TestMain runs one rank instead of the tests.
+func TestMain(m *testing.M) {
+	if s := os.Getenv(jobEnv); s != "" {
+		j, err := decodeJob(s)
+		if err == nil {
+			err = runRank(j)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "a2a test rank:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fullEnv asks for the whole matrix (make test-a2a-full).
+const fullEnv = "FERRY_A2A_FULL"
+
+// testCase is one job and the path classes it must carry.
+type testCase struct {
+	name      string
+	transport string
+	cfg       a2a.Config
+	iters     int
+	paths     []a2a.Path
+}
+
+func allPaths(cfg a2a.Config) []a2a.Path {
+	l, _ := cfg.Layout()
+	p := []a2a.Path{a2a.PathSelf}
+	if l.NVLinkSize > l.ReplicaSize {
+		p = append(p, a2a.PathNodePush, a2a.PathNodePull)
+	}
+	if l.Nodes > 1 {
+		p = append(p, a2a.PathEager, a2a.PathOverflow)
+	}
+	if l.ReplicaSize > 1 {
+		p = append(p, a2a.PathReplica)
+	}
+	return p
+}
+
+// surePaths are the classes any window size carries once the skewed
+// iteration overflows every window: pushes and eager writes need a
+// private window, which some cases of the matrix do without.
+func surePaths(cfg a2a.Config) []a2a.Path {
+	l, _ := cfg.Layout()
+	p := []a2a.Path{a2a.PathSelf}
+	if l.NVLinkSize > l.ReplicaSize {
+		p = append(p, a2a.PathNodePull)
+	}
+	if l.Nodes > 1 {
+		p = append(p, a2a.PathOverflow)
+	}
+	if l.ReplicaSize > 1 {
+		p = append(p, a2a.PathReplica)
+	}
+	return p
+}
+
+// fastCases run in every go test: together they carry every path class,
+// fp8 bytes with fp32 scales, bf16 and fp32 combine, D = 1 and 2, both
+// providers, 2 NICs and padding.
+func fastCases() []testCase {
+	cases := []testCase{
+		{name: "shm/W8_S4_D2_fp8_bf16", transport: "shm", iters: 4, cfg: a2a.Config{WorldSize: 8, NVLinkSize: 4,
+			ReplicaSize: 2, MaxTokens: 10, Hidden: 24, Scales: 3, DispatchType: a2a.FP8, CombineType: a2a.BF16,
+			Experts: 20, ExpertsPerToken: 3, PrivateTokens: 1}},
+		{name: "tcp/W4_S2_D1_nic2_bf16_fp32", transport: "tcp;ofi_rxm", iters: 4, cfg: a2a.Config{WorldSize: 4,
+			NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 9, Hidden: 20, DispatchType: a2a.BF16, CombineType: a2a.FP32,
+			Experts: 10, ExpertsPerToken: 4, PrivateTokens: 2, ExpertPadding: 16}},
+	}
+	for i := range cases {
+		cases[i].paths = allPaths(cases[i].cfg)
+	}
+	return cases
+}
+
+// fullCases is the matrix: W in {2, 4, 8} over both providers, D in
+// {1, 2}, one or two domains, the three combine types, fp8 with scales.
+func fullCases() []testCase {
+	var cases []testCase
+	types := [][2]a2a.DType{{a2a.FP8, a2a.BF16}, {a2a.BF16, a2a.FP32}, {a2a.FP32, a2a.FP16}, {a2a.FP8, a2a.FP32}}
+	n := 0
+	for _, transport := range []string{"shm", "tcp;ofi_rxm"} {
+		for _, W := range []int{2, 4, 8} {
+			for _, D := range []int{1, 2} {
+				domains := []int{D} // replicas alone in their domain
+				if W != D {
+					domains = append(domains, W) // one domain holding everything
+				}
+				for _, S := range domains {
+					ty := types[n%len(types)]
+					n++
+					cfg := a2a.Config{WorldSize: W, NVLinkSize: S, ReplicaSize: D, NICsPerGPU: 1 + n%2,
+						MaxTokens: 7 + n%5, Hidden: 16 + n%9, DispatchType: ty[0], CombineType: ty[1],
+						Experts: 3*W + n%3, ExpertsPerToken: 1 + n%4, PrivateTokens: []int{1, 2, a2a.NoPrivateWindow, 0}[n%4],
+						ExpertPadding: []int{1, 1, 16}[n%3]}
+					if ty[0] == a2a.FP8 {
+						cfg.Scales = 1 + n%4
+					}
+					cases = append(cases, testCase{
+						name:      fmt.Sprintf("%s/W%d_S%d_D%d_%s_%s", transport[:3], W, S, D, ty[0], ty[1]),
+						transport: transport, cfg: cfg, iters: 6, paths: surePaths(cfg),
+					})
+				}
+			}
+		}
+	}
+	return cases
+}
+
+// TestHostBackendProcesses runs each case as a job of one process per
+// rank and checks, in the parent, that every expected path class was
+// carried.
+func TestHostBackendProcesses(t *testing.T) {
+	cases := fastCases()
+	if os.Getenv(fullEnv) != "" {
+		cases = append(cases, fullCases()...)
+	} else {
+		t.Logf("fast subset; %s=1 (make test-a2a-full) runs the whole matrix", fullEnv)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := fabric.ChooseTransport(tc.transport, fabric.DomainOptions{Node: "127.0.0.1"}); err != nil {
+				if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
+					t.Skipf("libfabric %s not available here: %v", tc.transport, err)
+				}
+				t.Fatal(err)
+			}
+			j := job{Config: tc.cfg, Transport: tc.transport, Seed: uint64(100 + i), Iters: tc.iters,
+				PathsFile: filepath.Join(t.TempDir(), "paths")}
+			js, err := json.Marshal(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			err = rendezvous.Spawn(ctx, tc.cfg.WorldSize, []string{exe, "-test.run=^$"},
+				append(os.Environ(), jobEnv+"="+string(js)), rendezvous.SpawnOptions{Stdout: &out, Stderr: &out})
+			if err != nil {
+				t.Fatalf("%v\nranks' output:\n%s", err, out.String())
+			}
+			b, err := os.ReadFile(j.PathsFile)
+			if err != nil || len(b) != 4 {
+				t.Fatalf("rank 0 wrote no path classes: %v", err)
+			}
+			seen := binary.LittleEndian.Uint32(b)
+			var names []string
+			for p := a2a.PathSelf; p <= a2a.PathReplica; p++ {
+				if seen&(1<<p) != 0 {
+					names = append(names, p.String())
+				}
+			}
+			t.Logf("paths carried: %v", names)
+			for _, p := range tc.paths {
+				if seen&(1<<p) == 0 {
+					t.Errorf("no copy took path %s (seen %#x)", p, seen)
+				}
+			}
+		})
+	}
+}
