@@ -20,7 +20,7 @@ build: deps
 # test: everything that runs on a machine with no GPU and no RDMA NIC.
 test: deps vet
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m $(PKGS)
-	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/...
+	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./internal/enginetest ./tests
 	CGO_ENABLED=0 $(GO) build ./fabric/...
 
 vet:
