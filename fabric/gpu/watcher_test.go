@@ -459,7 +459,11 @@ func BenchmarkWatcherRoundTrip(b *testing.B) {
 			for b.Loop() {
 				v++
 				s.Word().Store(v)
-				for seen.Load() != v {
+				deadline := time.Now().Add(5 * time.Second)
+				for spins := 0; seen.Load() != v; spins++ {
+					if spins%(1<<16) == 0 && time.Now().After(deadline) {
+						b.Fatalf("value %d not seen within 5 s", v)
+					}
 				}
 			}
 		})
