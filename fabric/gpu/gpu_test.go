@@ -3,6 +3,7 @@ package gpu_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,6 +259,87 @@ func sendImms(t testing.TB, a *fabric.Engine, dst fabric.Descriptor, imm uint32,
 		}
 		if err := tr.Wait(ctx); err != nil {
 			t.Fatal(fmt.Errorf("imm %d of %d: %w", i+1, n, err))
+		}
+	}
+}
+
+// BenchmarkGPUWatcher: one graph replay bumps a slot; the op ends when the
+// watcher's callback has seen the new value.
+func BenchmarkGPUWatcher(b *testing.B) {
+	for _, mode := range []fabric.PollMode{fabric.PollSpin, fabric.PollAdaptive} {
+		b.Run(mode.String(), func(b *testing.B) {
+			c := requireCUDA(b)
+			mod := loadKernels(b, c)
+			add := try(mod.Function(gpu.KernelSlotAdd)).must(b)
+			w := try(gpu.NewCUDAWatcher(c, gpu.WatcherConfig{Poll: mode})).must(b)
+			defer w.Close()
+			var seen atomic.Uint64
+			slot := try(w.Acquire(func(old, new uint64) bool { seen.Store(new); return true })).must(b)
+			st := try(c.NewStream(true)).must(b)
+			defer st.Close()
+			g := try(st.Capture(cuda.CaptureGlobal, func(s *cuda.Stream) error {
+				return add.Launch(one(s), slot.DevicePtr(), uint64(1))
+			})).must(b)
+			defer g.Close()
+			ge := try(g.Instantiate()).must(b)
+			defer ge.Close()
+			v := uint64(0)
+			for b.Loop() {
+				v++
+				if err := ge.Launch(st); err != nil {
+					b.Fatal(err)
+				}
+				spinUntil(b, func() bool { return seen.Load() == v })
+			}
+			syncStream(b, st)
+		})
+	}
+}
+
+// BenchmarkGPUFlagWake: a kernel waits on a FlagCounter's epoch; the op is
+// launch, arm, one immediate over the mem provider, and the kernel's
+// status seen by the host.
+func BenchmarkGPUFlagWake(b *testing.B) {
+	c := requireCUDA(b)
+	mod := loadKernels(b, c)
+	waitValue := try(mod.Function(gpu.KernelWaitValue)).must(b)
+	flags := try(c.NewFlags(1, cuda.FlagAuto)).must(b)
+	defer flags.Close()
+	words := try(c.AllocHost(128, cuda.HostMapped|cuda.HostPortable)).must(b)
+	defer words.Close()
+	statusPtr := try(words.DevicePtr()).must(b)
+	status := words.Uint32(0)
+	st := try(c.NewStream(true)).must(b)
+	defer st.Close()
+	a, e, dst := memEngines(b)
+	const imm = 0xbe
+	fc := try(gpu.NewFlagCounter(e, imm, flags.Flag(0))).must(b)
+	defer e.RemoveImmCount(imm)
+	b.Logf("flag kind %v", flags.Kind())
+	for b.Loop() {
+		status.Store(0)
+		ep := try(fc.Arm(1)).must(b)
+		if err := waitValue.Launch(one(st), fc.Flag().DevicePtr(), ep, uint64(10*time.Second), statusPtr); err != nil {
+			b.Fatal(err)
+		}
+		if err := a.SubmitImm(fabric.ImmWrite{Imm: imm, Dst: dst}, fabric.Completion{}); err != nil {
+			b.Fatal(err)
+		}
+		spinUntil(b, func() bool { return status.Load() != 0 })
+		if s := status.Load(); s != gpu.StatusOK {
+			b.Fatalf("status %d", s)
+		}
+	}
+	syncStream(b, st)
+}
+
+// spinUntil spins on cond, failing after 10 s.
+func spinUntil(b testing.TB, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; !cond(); i++ {
+		if i%(1<<14) == 0 && time.Now().After(deadline) {
+			b.Fatal("condition not met within 10 s")
 		}
 	}
 }
