@@ -58,15 +58,6 @@ const (
 	MaxNICs = 4
 )
 
-// remoteAddr returns the address to post for byte off of the region through
-// NIC nic.
-func (d *Descriptor) remoteAddr(nic int, off uint64) uint64 {
-	if d.NICs[nic].Mode == AddrOffset {
-		return off
-	}
-	return d.Base + off
-}
-
 // check reports ErrOutOfBounds unless [off, off+n) lies inside the region.
 func (d *Descriptor) check(off, n uint64) bool {
 	return off <= d.Length && n <= d.Length-off

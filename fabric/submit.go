@@ -9,7 +9,7 @@ import "math/bits"
 // SubmitImm posts an immediate-only write through the main worker.
 func (e *Engine) SubmitImm(r ImmWrite, c Completion) error {
 	w := e.main()
-	if err := checkRoute("imm write", r.Route, len(w.doms), true); err != nil {
+	if err := checkRoute("imm write", r.Route, len(w.doms)); err != nil {
 		return err
 	}
 	if err := checkDesc("imm write", &r.Dst, len(w.doms)); err != nil {
@@ -26,7 +26,7 @@ func (e *Engine) SubmitBarrier(r Barrier, c Completion) error {
 	if len(r.Dsts) == 0 {
 		return reqErr("barrier", ErrInvalidArgument, "no destinations")
 	}
-	if err := checkRoute("barrier", r.Route, len(w.doms), true); err != nil {
+	if err := checkRoute("barrier", r.Route, len(w.doms)); err != nil {
 		return err
 	}
 	for i := range r.Dsts {
@@ -46,7 +46,7 @@ func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
 		return reqErr(op, ErrUnknownRegion, "source")
 	}
 	w := r.Src.w
-	if err := checkRoute(op, r.Route, len(w.doms), false); err != nil {
+	if err := checkRoute(op, r.Route, len(w.doms)); err != nil {
 		return err
 	}
 	if err := checkDesc(op, &r.Dst, len(w.doms)); err != nil {
@@ -140,7 +140,7 @@ func pageInRange(off, stride uint64, idx uint32, n, size uint64) bool {
 	return carry == 0 && inRange(start, n, size)
 }
 
-func checkRoute(op string, r Routing, nics int, single bool) error {
+func checkRoute(op string, r Routing, nics int) error {
 	if d, pinned := r.IsPinned(); pinned {
 		if d < 0 || d >= nics {
 			return reqErr(op, ErrInvalidArgument, "pinned nic %d of %d", d, nics)

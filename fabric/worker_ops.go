@@ -62,7 +62,6 @@ type xferSlot struct {
 	pending  int
 	err      error
 	sendSlot int32
-	bytes    uint64
 }
 
 func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
