@@ -121,7 +121,7 @@ func Raw(ctx context.Context, spec Spec) (*Report, error) {
 			res.Error = err.Error()
 			errs = append(errs, err)
 		}
-		rep.Cases = append(rep.Cases, res)
+		rep.add(res)
 	}
 	return rep, errors.Join(errs...)
 }

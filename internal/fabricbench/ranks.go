@@ -143,7 +143,7 @@ func (r *ring) run(ctx context.Context) (*Report, error) {
 			if res.Error != "" {
 				errs = append(errs, fmt.Errorf("pair %s: %s", res.Pair, res.Error))
 			}
-			rep.Cases = append(rep.Cases, res)
+			rep.add(res)
 		}
 	}
 	err = errors.Join(errs...)
