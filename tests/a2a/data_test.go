@@ -120,9 +120,20 @@ func tolerance(t a2a.DType) (float64, float64) {
 	return 1e-5, 1e-5
 }
 
+// previous is group h's combine output before the call: quarters in
+// [-1.5, 1.5], exact in every combine type, the same on every rank.
+func previous(l *a2a.Layout, h, tokens int) []byte {
+	p := make([]byte, tokens*l.CombineBytes)
+	for i := 0; i < tokens*l.Hidden; i++ {
+		a2a.EncodeFloat32(l.CombineType, p, i, float32((h*31+i*7)%13)/4-1.5)
+	}
+	return p
+}
+
 // checkCombine compares a group's combine output with the oracle's bit for
-// bit, and with act of its own tokens within the type's tolerance.
-func checkCombine(l *a2a.Layout, g *reference.Group, want, got []byte) error {
+// bit, and with act of its own tokens (plus base, when the call
+// accumulated) within the type's tolerance.
+func checkCombine(l *a2a.Layout, g *reference.Group, want, got, base []byte) error {
 	if string(got) != string(want) {
 		for i := 0; i < g.Tokens*l.Hidden; i++ {
 			a, b := a2a.DecodeFloat32(l.CombineType, got, i), a2a.DecodeFloat32(l.CombineType, want, i)
@@ -138,6 +149,9 @@ func checkCombine(l *a2a.Layout, g *reference.Group, want, got []byte) error {
 		for i := 0; i < l.Hidden; i++ {
 			v := float64(a2a.DecodeFloat32(l.CombineType, got, t*l.Hidden+i))
 			w := float64(act(l, x, i))
+			if base != nil {
+				w += float64(a2a.DecodeFloat32(l.CombineType, base, t*l.Hidden+i))
+			}
 			if math.Abs(v-w) > atol+rtol*math.Abs(w) {
 				return fmt.Errorf("combine token %d element %d: %g, want %g within rtol %g", t, i, v, w, rtol)
 			}

@@ -104,8 +104,7 @@ func runRank(j job) (err error) {
 // iterate runs the iterations and returns the path classes seen.
 func iterate(ctx context.Context, j job, cfg a2a.Config, c *a2a.Context, g *rendezvous.Group, node *poisonNode) (uint32, error) {
 	l := c.Layout()
-	r := cfg.Rank
-	h := l.Group(r)
+	h := l.Group(cfg.Rank)
 	planner, err := a2a.NewPlanner(cfg)
 	if err != nil {
 		return 0, err
@@ -122,12 +121,11 @@ func iterate(ctx context.Context, j job, cfg a2a.Config, c *a2a.Context, g *rend
 		return g.Barrier(ctx)
 	}
 	for it := 0; it < j.Iters; it++ {
-		groups := drawGroups(rng, l, it)
-		want, err := reference.Dispatch(cfg, groups)
-		if err != nil {
+		in := &iteration{cfg: cfg, l: l, it: it, groups: drawGroups(rng, l, it)}
+		if in.want, err = reference.Dispatch(cfg, in.groups); err != nil {
 			return 0, err
 		}
-		grp := &groups[h]
+		grp := &in.groups[h]
 		if err := planner.PlanSend(grp.Indices, grp.Tokens); err != nil {
 			return 0, err
 		}
@@ -135,7 +133,7 @@ func iterate(ctx context.Context, j job, cfg a2a.Config, c *a2a.Context, g *rend
 			paths |= 1 << planner.Send().Copy(i).Path
 		}
 		pctx, cancel := context.WithTimeout(ctx, phaseTimeout)
-		err = step(pctx, l, c, it, grp, &want[r], func() error { return quiet(2 * it) }, groups, want, cfg)
+		err = in.run(pctx, c, func() error { return quiet(2 * it) })
 		cancel()
 		if err != nil {
 			return 0, fmt.Errorf("iteration %d: %w", it, err)
@@ -147,12 +145,24 @@ func iterate(ctx context.Context, j job, cfg a2a.Config, c *a2a.Context, g *rend
 	return paths, nil
 }
 
-// step is one iteration of one rank: dispatch, check, poison, combine,
-// check; the first iteration misuses the call order in every state.
-func step(ctx context.Context, l *a2a.Layout, c *a2a.Context, it int, grp *reference.Group, want *reference.Dispatched,
-	quiet func() error, groups []reference.Group, all []reference.Dispatched, cfg a2a.Config) error {
+// iteration is one iteration's inputs (every group's) and the oracle's
+// dispatch results (every rank's).
+type iteration struct {
+	cfg    a2a.Config // this rank's
+	l      *a2a.Layout
+	it     int
+	groups []reference.Group
+	want   []reference.Dispatched
+}
+
+// run is this rank's part: dispatch, check, quiet (poison), combine,
+// check; the first iteration also misuses the call order in every state
+// and passes a bad argument.
+func (in *iteration) run(ctx context.Context, c *a2a.Context, quiet func() error) error {
+	l, r := in.l, in.cfg.Rank
+	grp := &in.groups[l.Group(r)]
 	check := func(state string) error {
-		if it != 0 {
+		if in.it != 0 {
 			return nil
 		}
 		return misuse(ctx, c, state)
@@ -160,7 +170,7 @@ func step(ctx context.Context, l *a2a.Layout, c *a2a.Context, it int, grp *refer
 	if err := check("idle"); err != nil {
 		return err
 	}
-	if it == 0 {
+	if in.it == 0 {
 		// A bad argument is refused before anything is sent.
 		bad := a2a.DispatchInput{Tokens: 1, X: make([]byte, l.TokenBytes), Scales: make([]float32, l.Scales),
 			Indices: make([]uint32, l.ExpertsPerToken)}
@@ -169,8 +179,8 @@ func step(ctx context.Context, l *a2a.Layout, c *a2a.Context, it int, grp *refer
 			return fmt.Errorf("expert %d out of range: %v, want ErrInvalidArgument", l.Experts, err)
 		}
 	}
-	in := a2a.DispatchInput{Tokens: grp.Tokens, X: grp.X, Scales: grp.Scales, Indices: grp.Indices}
-	if err := c.DispatchSend(ctx, &in); err != nil {
+	din := a2a.DispatchInput{Tokens: grp.Tokens, X: grp.X, Scales: grp.Scales, Indices: grp.Indices}
+	if err := c.DispatchSend(ctx, &din); err != nil {
 		return fmt.Errorf("dispatch send: %w", err)
 	}
 	if err := check("dispatch sent"); err != nil {
@@ -181,7 +191,7 @@ func step(ctx context.Context, l *a2a.Layout, c *a2a.Context, it int, grp *refer
 	if err := c.DispatchRecv(ctx, &dout); err != nil {
 		return fmt.Errorf("dispatch recv: %w", err)
 	}
-	if err := checkDispatch(l, want, &dout); err != nil {
+	if err := checkDispatch(l, &in.want[r], &dout); err != nil {
 		return err
 	}
 	if err := check("dispatched"); err != nil {
@@ -190,27 +200,37 @@ func step(ctx context.Context, l *a2a.Layout, c *a2a.Context, it int, grp *refer
 	if err := quiet(); err != nil {
 		return err
 	}
-	// Every rank plays its experts on what it received; the oracle's
-	// combine uses the same outputs computed from its own dispatch.
+	// This rank plays its experts on what it received; the oracle combines
+	// the outputs of every rank's expected dispatch, computed the same way.
 	if err := c.CombineSend(ctx, &a2a.CombineInput{Y: expertOutputs(l, dout.X)}); err != nil {
 		return fmt.Errorf("combine send: %w", err)
 	}
 	if err := check("combine sent"); err != nil {
 		return err
 	}
-	out := make([]byte, grp.Tokens*l.CombineBytes)
-	if err := c.CombineRecv(ctx, &a2a.CombineOutput{Out: out, Weights: grp.Weights}); err != nil {
+	// Odd iterations add to what the output held.
+	accumulate := in.it%2 == 1
+	prev := make([][]byte, l.Groups)
+	for h := range prev {
+		prev[h] = previous(l, h, in.groups[h].Tokens)
+	}
+	out := append([]byte(nil), prev[l.Group(r)]...)
+	if err := c.CombineRecv(ctx, &a2a.CombineOutput{Out: out, Weights: grp.Weights, Accumulate: accumulate}); err != nil {
 		return fmt.Errorf("combine recv: %w", err)
 	}
-	ys := make([][]byte, len(all))
-	for q := range all {
-		ys[q] = expertOutputs(l, all[q].X)
+	ys := make([][]byte, len(in.want))
+	for q := range in.want {
+		ys[q] = expertOutputs(l, in.want[q].X)
 	}
-	wantOut, err := reference.Combine(cfg, groups, all, ys, nil, false)
+	wantOut, err := reference.Combine(in.cfg, in.groups, in.want, ys, prev, accumulate)
 	if err != nil {
 		return err
 	}
-	return checkCombine(l, grp, wantOut[l.Group(cfg.Rank)], out)
+	var base []byte
+	if accumulate {
+		base = prev[l.Group(r)]
+	}
+	return checkCombine(l, grp, wantOut[l.Group(r)], out, base)
 }
 
 // decodeJob reads the job of a child rank.
