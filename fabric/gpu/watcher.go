@@ -281,15 +281,16 @@ func (w *Watcher) call(s *slotState, old, v uint64) (keep bool) {
 func (w *Watcher) retire(s *slotState) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.memGone {
+		// Zeroed before the slot leaves the active list, so whoever sees
+		// it gone (Stats) sees it zero.
+		s.word.Store(0)
+		w.free = append(w.free, s.idx)
+		// Keep the lowest index on top, so slots are reused from the front.
+		slices.SortFunc(w.free, func(a, b int) int { return b - a })
+	}
 	act := slices.DeleteFunc(slices.Clone(*w.active.Load()), func(x *slotState) bool { return x == s })
 	w.active.Store(&act)
-	if w.memGone {
-		return
-	}
-	s.word.Store(0)
-	w.free = append(w.free, s.idx)
-	// Keep the lowest index on top, so slots are reused from the front.
-	slices.SortFunc(w.free, func(a, b int) int { return b - a })
 }
 
 // Acquire takes a free slot, zeroes it and starts watching it: cb(old,
@@ -390,7 +391,8 @@ func (sl *Slot) Word() *atomic.Uint64 { return sl.s.word }
 
 // Release stops watching the slot and zeroes it. No callback for it starts
 // after Release returns; Release does not wait for one already running
-// (so a callback may release its own slot). Releasing twice, or a slot
+// (so a callback may release its own slot): then the slot is zeroed and
+// freed when that callback returns. Releasing twice, or a slot
 // whose callback returned false, gives ErrReleased.
 func (sl *Slot) Release() error {
 	if sl == nil || sl.s == nil {

@@ -189,6 +189,8 @@ func TestWatcherRelease(t *testing.T) {
 	if err := s.Release(); err != nil {
 		t.Fatal(err)
 	}
+	// Zeroed at once, or as soon as the callback that reported 1 returns.
+	eventually(t, 5*time.Second, "slot retired", func() bool { return w.Stats().Active == 0 })
 	if v := word.Load(); v != 0 {
 		t.Fatalf("released slot holds %d", v)
 	}
