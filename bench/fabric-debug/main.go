@@ -56,6 +56,7 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fabric-debug "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.provider, "provider", o.provider, `transport: shm, "tcp;ofi_rxm", efa, verbs, mem, null or auto`)
+	fs.StringVar(&o.provider, "transport", o.provider, "same as --provider")
 	fs.StringVar(&o.spec.Node, "node", "", "address the provider binds to (default 127.0.0.1 for tcp)")
 	fs.IntVar(&o.spec.NICs, "nics", 1, "NICs (domains) per group")
 	fs.BoolVar(&o.hostMem, "host-memory", true, "register host memory (the only kind without the cuda package)")

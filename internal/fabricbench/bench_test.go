@@ -3,9 +3,11 @@ package fabricbench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -247,4 +249,30 @@ func TestBadSpecs(t *testing.T) {
 	// libfabric claims every name it might know, so an unknown one is
 	// either unknown to the registry or not usable here.
 	require.True(t, errors.Is(err, fabric.ErrUnknownProvider) || errors.Is(err, fabric.ErrNotSupported), "%v", err)
+}
+
+// A client whose server is gone fails within its timeout, and one whose
+// NIC count differs from the server's is refused before any write.
+func TestClientErrors(t *testing.T) {
+	ctx := testCtx(t)
+	gone, err := OpenSide(ctx, Spec{Provider: "mem", NICs: 1, Buffer: 1 << 20}.WithDefaults())
+	require.NoError(t, err)
+	addr := gone.Engine.MainAddress()
+	require.NoError(t, gone.Close())
+	start := time.Now()
+	_, err = RunClient(ctx, Spec{Provider: "mem", Buffer: 1 << 20, Timeout: 2 * time.Second}, addr)
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 30*time.Second)
+
+	sctx, stop := context.WithCancel(ctx)
+	ready := make(chan fabric.Address, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- ServeSpec(sctx, Spec{Provider: "mem", NICs: 2, Buffer: 1 << 20}, io.Discard,
+			func(a fabric.Address, _ PeerInfo) { ready <- a })
+	}()
+	defer func() { stop(); require.NoError(t, <-served) }()
+	rep, err := RunClient(ctx, Spec{Provider: "mem", NICs: 1, Buffer: 1 << 20}, <-ready)
+	require.ErrorIs(t, err, fabric.ErrNICMismatch)
+	require.Empty(t, rep.Cases)
 }

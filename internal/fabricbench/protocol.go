@@ -35,6 +35,9 @@ const (
 	msgMax    = 16 << 10
 )
 
+// errNoReply marks a request the server never answered.
+var errNoReply = errors.New("no reply")
+
 type message struct {
 	Kind   string             `json:"kind"`
 	Seq    uint64             `json:"seq"`
@@ -200,7 +203,7 @@ func (c *Client) call(ctx context.Context, req message) (message, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return message{}, fmt.Errorf("waiting for the server's %s reply: %w: %w", req.Kind, fabric.ErrTimeout, ctx.Err())
+			return message{}, fmt.Errorf("waiting for the server's %s reply: %w: %w: %w", req.Kind, errNoReply, fabric.ErrTimeout, ctx.Err())
 		case m := <-c.box.in:
 			if m.Seq == req.Seq {
 				return m, nil
@@ -232,6 +235,11 @@ func (c *Client) Run(ctx context.Context, spec Spec) (*Report, error) {
 			errs = append(errs, err)
 		}
 		rep.add(res)
+		if errors.Is(err, errNoReply) {
+			// The server is gone or stuck: every further case would wait
+			// out its whole timeout too.
+			break
+		}
 	}
 	return rep, errors.Join(errs...)
 }
