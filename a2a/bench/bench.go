@@ -55,7 +55,16 @@ type Options struct {
 
 // Stats summarises samples in microseconds.
 type Stats struct {
-	Mean, Std, Min, P01, P25, P50, P75, P95, P99, Max float64
+	Mean float64 `json:"mean"`
+	Std  float64 `json:"std"`
+	Min  float64 `json:"min"`
+	P01  float64 `json:"p01"`
+	P25  float64 `json:"p25"`
+	P50  float64 `json:"p50"`
+	P75  float64 `json:"p75"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
 }
 
 // Phase is one of dispatch and combine: both halves back to back, each
