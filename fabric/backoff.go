@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // backoff paces a waiter that polls memory another goroutine updates: spin
@@ -43,6 +45,17 @@ func (b *backoff) wait(ctx context.Context) error {
 	} else if b.sleep < backoffMaxSleep {
 		b.sleep *= 2
 	}
-	time.Sleep(b.sleep)
+	fineSleep(b.sleep)
 	return nil
+}
+
+// fineSleep sleeps d. Below a millisecond it uses nanosleep, because the Go
+// runtime's timers round short sleeps up to about a millisecond here.
+func fineSleep(d time.Duration) {
+	if d >= time.Millisecond {
+		time.Sleep(d)
+		return
+	}
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	_ = unix.Nanosleep(&ts, nil)
 }

@@ -197,6 +197,7 @@ func (e *Engine) control(w *worker, f func(*worker)) error {
 	done := make(chan struct{})
 	select {
 	case w.ctl <- func(w *worker) { f(w); close(done) }:
+		w.kick()
 	case <-w.exited:
 		e.leave()
 		return ErrClosed
@@ -243,6 +244,7 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 			return ErrClosed
 		}
 	}
+	w.kick()
 	e.leave()
 	return nil
 }

@@ -55,7 +55,9 @@ type worker struct {
 	out     []dispEvent
 
 	regions map[*MemoryRegion]struct{}
-	timer   *time.Timer
+
+	sleeping atomic.Bool
+	wake     waker
 }
 
 // domState is one domain and the worker's queues for it.
@@ -103,6 +105,11 @@ func (w *worker) run(opts DomainOptions) {
 	defer close(w.exited)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	defer w.wake.close()
+	if err := w.wake.open(); err != nil {
+		w.initDone <- err
+		return
+	}
 	if err := w.open(opts); err != nil {
 		w.closeDomains()
 		w.initDone <- err
@@ -167,6 +174,7 @@ func (w *worker) closeDomains() error {
 func (w *worker) stop(deadline time.Time) {
 	select {
 	case w.ctl <- func(w *worker) { w.stopping, w.deadline = true, deadline }:
+		w.kick()
 	case <-w.exited:
 	}
 }
@@ -209,10 +217,14 @@ func (w *worker) loop() {
 }
 
 // idle paces an adaptive worker with nothing to do: spin, then yield,
-// then sleep on the request and control queues with a timer, so a
-// submission wakes it at once. Manual-progress providers need polling to
-// move data at all, so the sleep stays short while ops are in flight and
-// never exceeds 1 ms otherwise.
+// then sleep. Go timers cannot sleep less than about a millisecond here
+// (the runtime's poller waits in whole milliseconds), which would throttle
+// manual-progress providers whose data moves only while both sides poll,
+// so the worker sleeps in ppoll on its wake eventfd instead: microsecond
+// timeouts, and a submitter or control call that finds it asleep wakes it
+// at once. The sleep stays short while ops are in flight and grows to at
+// most 200 µs otherwise (a passive target must still poll for incoming
+// writes to land).
 func (w *worker) idle(n int) {
 	switch {
 	case n < 64:
@@ -221,25 +233,22 @@ func (w *worker) idle(n int) {
 		runtime.Gosched()
 		return
 	}
-	d := 20 * time.Microsecond
-	if w.inflight == 0 {
-		d = time.Duration(min(n-320, 50)) * 20 * time.Microsecond
-		d = max(d, 20*time.Microsecond)
+	d := 10 * time.Microsecond
+	if w.inflight == 0 && w.opsInFlight() == 0 {
+		d = time.Duration(min(n-320+1, 20)) * 10 * time.Microsecond
 	}
-	if w.timer == nil {
-		w.timer = time.NewTimer(d)
-	} else {
-		w.timer.Reset(d)
+	w.sleeping.Store(true)
+	if len(w.reqs) == 0 && len(w.ctl) == 0 {
+		w.wake.sleep(d)
 	}
-	select {
-	case r := <-w.reqs:
-		w.accept(&r)
-	case f := <-w.ctl:
-		f(w)
-	case <-w.timer.C:
-		return
+	w.sleeping.Store(false)
+}
+
+// kick wakes the worker if it sleeps.
+func (w *worker) kick() {
+	if w.sleeping.Load() {
+		w.wake.signal()
 	}
-	w.timer.Stop()
 }
 
 // drain fails everything not yet posted with ErrClosed and polls in-flight
@@ -271,7 +280,7 @@ func (w *worker) drain() {
 	}
 	for w.opsInFlight() > 0 && time.Now().Before(w.deadline) {
 		if !w.poll() {
-			time.Sleep(20 * time.Microsecond)
+			w.wake.sleep(20 * time.Microsecond)
 		}
 	}
 	if n := w.opsInFlight(); n > 0 {
