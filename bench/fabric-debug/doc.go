@@ -36,6 +36,13 @@
 // with a clear error. --json FILE writes the results as JSON (- for stdout),
 // --plot FILE.png draws bandwidth against message size.
 //
+// Ranks without --spawn take their rank, world size and master from the
+// launcher's environment (torchrun, Open MPI, Slurm, or FERRY_RANK,
+// FERRY_WORLD_SIZE, FERRY_MASTER) or from --rank, --world-size and
+// --master; every rank needs the same FERRY_JOB_TOKEN (--spawn makes one).
+// Rank r writes into rank r+1 and checks what rank r-1 wrote into it; rank
+// 0 prints a section per pair.
+//
 // The exit status is 0 when every case ran and every verified case
 // checked out, 1 when a case failed or did not verify, 2 for bad usage.
 package main
