@@ -95,3 +95,17 @@ func TestCommand(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.True(t, json.Valid([]byte(out)))
 }
+
+// The ring through the command itself: --spawn re-runs the binary as three
+// ranks over shm, and rank 0 prints a section per pair.
+func TestCommandRanksSpawn(t *testing.T) {
+	exe := buildCommand(t)
+	out, errOut, code := runCommand(t, exe, "ranks", "--world-size", "3", "--spawn", "--workloads", "paged,imm",
+		"--sizes", "4K", "--pages", "20", "--iters", "2", "--buffer-mib", "8")
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	for _, pair := range []string{"0->1", "1->2", "2->0"} {
+		require.Contains(t, out, "-- rank "+pair)
+	}
+	require.Equal(t, 6, strings.Count(out, "VERIFIED"), out)
+	require.Contains(t, out, "world_size=3")
+}

@@ -276,3 +276,35 @@ func TestClientErrors(t *testing.T) {
 	require.ErrorIs(t, err, fabric.ErrNICMismatch)
 	require.Empty(t, rep.Cases)
 }
+
+// An immediate with a value no case expects fails the verified case it
+// lands in, and so does an immediate-only write that never arrives.
+func TestStrayImmediateFailsCheck(t *testing.T) {
+	ctx := testCtx(t)
+	s := Spec{Provider: "mem", Buffer: 1 << 20}.WithDefaults()
+	w, err := OpenSide(ctx, s)
+	require.NoError(t, err)
+	defer w.Close()
+	tg, err := OpenSide(ctx, s)
+	require.NoError(t, err)
+	defer tg.Close()
+
+	j := Job{Case: Case{Workload: Imm, Iters: 3, Verify: true}, Dst: tg.Desc, Span: s.Buffer}
+	exp, err := tg.Expect(j, 1, nil)
+	require.NoError(t, err)
+	_, err = w.Write(ctx, j)
+	require.NoError(t, err)
+	tr := fabric.NewTransfer()
+	require.NoError(t, w.Engine.SubmitImm(fabric.ImmWrite{Imm: 77, Dst: tg.Desc}, fabric.Notify(tr)))
+	require.NoError(t, tr.Wait(ctx))
+	require.Eventually(t, func() bool { return tg.stray.Load() == 1 }, 10*time.Second, time.Millisecond)
+	require.ErrorIs(t, exp.Check(ctx, 0, 0), ErrVerify)
+
+	exp, err = tg.Expect(j, 1, nil)
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = exp.Check(short, 0, 0)
+	require.ErrorIs(t, err, ErrVerify)
+	require.ErrorIs(t, err, fabric.ErrTimeout)
+}

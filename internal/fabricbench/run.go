@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -25,6 +26,7 @@ type Side struct {
 	// peer is overwriting.
 	src    *fabric.HostBuffer
 	srcReg *fabric.MemoryRegion
+	stray  atomic.Int64 // immediates no counter claimed
 }
 
 // AddSource gives the side a local-only source buffer of its own, the
@@ -59,6 +61,9 @@ func OpenSide(ctx context.Context, s Spec) (*Side, error) {
 		return nil, err
 	}
 	side := &Side{Engine: e, Poll: s.Poll}
+	// Every immediate a case expects has a counter; anything else that
+	// arrives is counted as stray and fails the verified case it lands in.
+	e.OnImm(func(uint32) { side.stray.Add(1) })
 	side.Buf, err = fabric.AllocHost(int(s.Buffer))
 	if err == nil {
 		side.Reg, err = e.RegisterHost(side.Buf, fabric.AccessRemoteWrite)
@@ -225,6 +230,7 @@ type Target struct {
 	imm     uint32
 	want    int64
 	corrupt func([]byte)
+	stray   int64 // the side's stray count when the case began
 }
 
 // Expect prepares s to receive a verified case written by a writer with
@@ -246,7 +252,7 @@ func (s *Side) Expect(j Job, nics int, corrupt func([]byte)) (*Target, error) {
 		return nil, err
 	}
 	return &Target{side: s, c: c, l: l, counter: ctr, imm: imm,
-		want: int64(c.Iters+c.Warmup) * immsPerTransfer(c, nics), corrupt: corrupt}, nil
+		want: int64(c.Iters+c.Warmup) * immsPerTransfer(c, nics), corrupt: corrupt, stray: s.stray.Load()}, nil
 }
 
 // Check waits for every immediate of the case (up to ctx), checks that no
@@ -261,6 +267,10 @@ func (t *Target) Check(ctx context.Context, seed uint64, rank int) error {
 	if extra := t.counter.Count(); extra != 0 {
 		return fmt.Errorf("%s %s: %d immediates more than the %d expected: %w",
 			t.c.Workload, FormatBytes(t.c.Bytes), extra, t.want, ErrVerify)
+	}
+	if n := t.side.stray.Load() - t.stray; n != 0 {
+		return fmt.Errorf("%s %s: %d immediates with an unexpected value arrived: %w",
+			t.c.Workload, FormatBytes(t.c.Bytes), n, ErrVerify)
 	}
 	if t.c.Workload == Imm {
 		return nil
