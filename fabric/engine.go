@@ -44,6 +44,7 @@ type Engine struct {
 	sendReg  *MemoryRegion
 	sendOnce sync.Once
 	sendErr  error
+	immBuf   *HostBuffer
 
 	engineCounters
 }
@@ -151,6 +152,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	go e.disp.run()
+	if len(errs) == 0 {
+		if err := e.initImmSource(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -160,6 +166,33 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.log.Info("ferry engine open", "provider", choice.Provider.Name(), "transport", choice.Transport,
 		"reason", choice.Reason, "groups", len(e.workers), "poll", cfg.Poll.String())
 	return e, nil
+}
+
+// initImmSource registers a small local buffer on the main worker, the
+// local side of immediate-only writes (Imm, Barrier): some providers (EFA)
+// want a valid local descriptor even for zero bytes. It is released with
+// the worker's other registrations at Close.
+func (e *Engine) initImmSource() error {
+	buf, err := AllocHost(4096)
+	if err != nil {
+		return err
+	}
+	r := &MemoryRegion{eng: e, w: e.main(), span: buf.Span(), access: AccessLocal, nics: len(e.main().doms)}
+	var regErr error
+	if err := e.control(e.main(), func(w *worker) {
+		if regErr = w.register(r); regErr == nil {
+			w.immSrc = r
+		}
+	}); err != nil {
+		_ = buf.Free()
+		return err
+	}
+	if regErr != nil {
+		_ = buf.Free()
+		return fmt.Errorf("register immediate source: %w", regErr)
+	}
+	e.immBuf = buf
+	return nil
 }
 
 // main is the one definition of the main worker: the group of the least
@@ -286,6 +319,9 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.regMu.Unlock()
 		if e.sendBuf != nil {
 			_ = e.sendBuf.Free()
+		}
+		if e.immBuf != nil {
+			_ = e.immBuf.Free()
 		}
 		e.closeErr = errors.Join(errs...)
 		e.log.Info("ferry engine closed")

@@ -174,7 +174,7 @@ func (c *ImmCounter) Wait(ctx context.Context, n int64) error {
 }
 
 // Flag is set when a FlagCounter's credits are paid. HostFlag is the host
-// memory flag; the cuda package provides one a GPU kernel can spin on.
+// memory flag; fabric/gpu.Flag is one a GPU kernel can spin on.
 type Flag interface {
 	Set()
 }

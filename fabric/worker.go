@@ -55,6 +55,7 @@ type worker struct {
 	out     []dispEvent
 
 	regions map[*MemoryRegion]struct{}
+	immSrc  *MemoryRegion // local side of immediate-only writes (main worker)
 
 	sleeping atomic.Bool
 	wake     waker

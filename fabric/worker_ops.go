@@ -212,6 +212,16 @@ func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	return nil
 }
 
+// immSource points an immediate-only context at the main worker's small
+// registered buffer (not counted as a user of it: it lives as long as the
+// worker).
+func (w *worker) immSource(c *opCtx) {
+	if r := w.immSrc; r != nil {
+		c.localBase = uint64(r.span.Addr)
+		c.localDesc = r.keys[c.dom].Local
+	}
+}
+
 func (w *worker) source(c *opCtx, src *MemoryRegion) {
 	c.src = src
 	c.localBase = uint64(src.span.Addr)
@@ -261,6 +271,7 @@ func (w *worker) accept(r *request) {
 		ci := w.newCtx(xi, d, reqImm)
 		c := &w.ctxs[ci]
 		c.total, c.imm, c.flags = 1, r.imm, WriteHasImm
+		w.immSource(c)
 		if err := w.target(c, &r.dst, d); err != nil {
 			fail(ci, err)
 		}
@@ -333,6 +344,7 @@ func (w *worker) barrierBlock(xi uint32, d int, dsts []Descriptor, immv uint32) 
 	ci := w.newCtx(xi, d, reqBarrier)
 	c := &w.ctxs[ci]
 	c.total, c.imm, c.flags, c.dsts = len(dsts), immv, WriteHasImm, dsts
+	w.immSource(c)
 	w.enqueueCtx(ci)
 }
 
