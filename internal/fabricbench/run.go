@@ -127,6 +127,9 @@ type Job struct {
 // Warmup iterations are run and dropped.
 func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 	c := j.Case
+	if c.Iters < 1 || c.Warmup < 0 {
+		return nil, fmt.Errorf("%s: iters %d, warmup %d: %w", c.Workload, c.Iters, c.Warmup, errBadCase)
+	}
 	if j.Span > uint64(s.Buf.Len()) {
 		return nil, fmt.Errorf("%s: span %d larger than the writer's %d bytes: %w", c.Workload, j.Span, s.Buf.Len(), errBadCase)
 	}
@@ -142,9 +145,6 @@ func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 	submit, err := s.submitter(c, l, j, tc)
 	if err != nil {
 		return nil, err
-	}
-	if c.Iters < 1 || c.Warmup < 0 {
-		return nil, fmt.Errorf("%s: iters %d, warmup %d: %w", c.Workload, c.Iters, c.Warmup, errBadCase)
 	}
 	lat := make([]time.Duration, 0, c.Iters)
 	var n int64

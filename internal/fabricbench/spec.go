@@ -146,8 +146,8 @@ func (s Spec) Validate() error {
 			return bad("workload %q (want paged, single or imm)", w)
 		}
 	}
-	if s.Iters < 0 || s.Warmup < 0 {
-		return bad("iters %d, warmup %d", s.Iters, s.Warmup)
+	if s.Iters < 0 || s.Warmup < 0 || s.Timeout < 0 {
+		return bad("iters %d, warmup %d, timeout %v", s.Iters, s.Warmup, s.Timeout)
 	}
 	if s.Buffer < 1<<20 || s.Buffer > 16<<30 {
 		return bad("buffer of %d bytes (1 MiB to 16 GiB)", s.Buffer)
@@ -235,24 +235,26 @@ func (s Spec) iterations(c Case) (iters, warmup int) {
 func ParseSizes(v string) ([]uint64, error) {
 	var out []uint64
 	for _, f := range splitList(v) {
+		num := strings.ToUpper(f)
+		// Accept 4K, 4KB, 4KiB and 100B alike.
+		if t, ok := strings.CutSuffix(num, "IB"); ok {
+			num = t
+		} else if t, ok := strings.CutSuffix(num, "B"); ok {
+			num = t
+		}
 		mult := uint64(1)
-		switch strings.ToUpper(f[len(f)-1:]) {
-		case "K":
-			mult = 1 << 10
-		case "M":
-			mult = 1 << 20
-		case "G":
-			mult = 1 << 30
+		if k := strings.IndexAny(num, "KMG"); k >= 0 && k == len(num)-1 {
+			mult = map[byte]uint64{'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}[num[k]]
+			num = num[:k]
 		}
-		if mult > 1 {
-			f = f[:len(f)-1]
-			f = strings.TrimSuffix(strings.TrimSuffix(f, "i"), "I")
-		}
-		n, err := strconv.ParseUint(f, 10, 64)
-		if err != nil || n == 0 {
+		n, err := strconv.ParseUint(num, 10, 64)
+		if err != nil || n == 0 || n > (1<<40)/mult {
 			return nil, fmt.Errorf("size %q: %w", f, fabric.ErrInvalidArgument)
 		}
 		out = append(out, n*mult)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("size list %q is empty: %w", v, fabric.ErrInvalidArgument)
 	}
 	return out, nil
 }
