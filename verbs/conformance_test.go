@@ -448,3 +448,49 @@ func TestPeerGone(t *testing.T) {
 		t.Fatalf("%d events for %d writes", len(a.events), n)
 	}
 }
+
+// TestLossyHandshake loses handshake datagrams on both sides (every REQ
+// and ACK at first, then half of everything) while both sides connect at
+// once: retransmission gets them connected, and the ops held meanwhile
+// are posted once, in order.
+func TestLossyHandshake(t *testing.T) {
+	infos := requireDevices(t, 1)
+	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	for _, d := range []*tdom{a, b} {
+		n := 0
+		d.dropSend = func(m *hsMsg) bool {
+			n++
+			return n <= 3 || n%2 == 0
+		}
+	}
+	pa, pb := a.resolve(b), b.resolve(a)
+	fill(a.buf, 6)
+	fill(b.buf, 7)
+	var wa, wb []fabric.WriteOp
+	for i := range 8 {
+		off := uint64(i * 4096)
+		wa = append(wa, fabric.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: 4096, LocalDesc: a.keys.Local,
+			Remote: uint64(addrOf(b.buf)) + 32768 + off, RemoteKey: b.keys.Remote, Peer: pa, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm})
+		wb = append(wb, fabric.WriteOp{Local: uint64(addrOf(b.buf)) + off, Length: 4096, LocalDesc: b.keys.Local,
+			Remote: uint64(addrOf(a.buf)) + 32768 + off, RemoteKey: a.keys.Remote, Peer: pb, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm})
+	}
+	postAllWrites(t, a, wa, b)
+	postAllWrites(t, b, wb, a)
+	pump(t, 20*time.Second, func() bool {
+		return len(a.byCtx) == 8 && len(b.byCtx) == 8 && len(a.imms) == 8 && len(b.imms) == 8
+	}, a, b)
+	for i := range uint64(8) {
+		a.completedOK(i)
+		b.completedOK(i)
+	}
+	if !bytes.Equal(a.buf[:32768], b.buf[32768:]) || !bytes.Equal(b.buf[:32768], a.buf[32768:]) {
+		t.Fatal("data differs")
+	}
+	st := a.Stats()
+	st2 := b.Stats()
+	if st.Retransmits+st2.Retransmits == 0 {
+		t.Fatal("connected without retransmitting")
+	}
+	t.Logf("retransmits %d + %d", st.Retransmits, st2.Retransmits)
+}

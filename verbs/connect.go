@@ -109,6 +109,11 @@ func (d *Domain) connectQPs(id fabric.PeerID, r qpInfo) error {
 	return nil
 }
 
+// resetQPs retires id's queue pairs: moved to ERR, their posted work comes
+// back as flush completions. They are destroyed only at Close, because a
+// destroy may discard completions still in the CQ (mlx5 cleans them), and
+// every accepted op must report exactly once. A peer that reconnects k
+// times keeps 2k retired pairs until then.
 func (d *Domain) resetQPs(id fabric.PeerID) {
 	p := d.peers[id]
 	d.dom.SetPeer(uint32(id), ibv.QP{}, ibv.QP{})
@@ -135,6 +140,9 @@ func (d *Domain) send(id fabric.PeerID, m *hsMsg) {
 		p.ah = ah
 	}
 	m.From, m.To = d.self, p.addr
+	if d.dropSend != nil && d.dropSend(m) {
+		return
+	}
 	d.msgBuf = m.appendTo(d.msgBuf[:0])
 	if err := d.dom.UDSend(p.ah, p.addr.QPN, d.msgBuf); err != nil {
 		d.udSendErrors++ // the retransmission timer covers it

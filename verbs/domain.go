@@ -46,7 +46,9 @@ type Domain struct {
 	pending []fabric.Event // completions made in Go (handshake failures)
 	closed  bool
 
-	qpOwner           map[uint32]fabric.PeerID // current RC queue pairs by number
+	qpOwner map[uint32]fabric.PeerID // current RC queue pairs by number
+	// dropSend, when set (by tests), loses handshake datagrams on purpose.
+	dropSend          func(*hsMsg) bool
 	errQPs            [16]uint32
 	judgeW            func(*fabric.WriteOp) verdict
 	segs              [64]ibv.Seg
