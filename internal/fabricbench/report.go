@@ -109,6 +109,8 @@ type Header struct {
 	LoopbackProvider bool   `json:"loopback_provider"`
 	Note             string `json:"note,omitempty"`
 	World            int    `json:"world_size,omitempty"`
+	// Domains are the writer's NICs.
+	Domains []string `json:"domains,omitempty"`
 }
 
 // Report is a whole run.
@@ -149,7 +151,7 @@ func isLoopback(transport string) bool {
 // newHeader fills the parts every mode shares.
 func newHeader(mode string, s Spec, in PeerInfo) Header {
 	h := Header{Tool: "fabric-debug", Mode: mode, Provider: in.Provider, Transport: in.Transport, NICs: in.NICs,
-		Poll: in.Poll, Memory: "host", LinkSpeed: in.LinkSpeed, Engine: true, Verify: s.Verify}
+		Poll: in.Poll, Memory: "host", LinkSpeed: in.LinkSpeed, Engine: true, Verify: s.Verify, Domains: in.Domains}
 	if h.Transport == "" {
 		h.Transport = s.Provider
 	}
@@ -195,6 +197,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(ew, " world_size=%d", h.World)
 	}
 	fmt.Fprintln(ew)
+	if len(h.Domains) > 0 {
+		fmt.Fprintf(ew, "nics: %s\n", strings.Join(h.Domains, " "))
+	}
 	if h.Note != "" {
 		fmt.Fprintf(ew, "note: %s\n", h.Note)
 	}

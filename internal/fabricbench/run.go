@@ -97,8 +97,14 @@ func (s *Side) Close() error {
 // Info describes the side for report headers and the control channel.
 func (s *Side) Info() PeerInfo {
 	in := s.Engine.Info()
-	return PeerInfo{Provider: in.Provider, Transport: in.Transport, NICs: s.Engine.NICs(), Poll: in.Poll.String(),
+	p := PeerInfo{Provider: in.Provider, Transport: in.Transport, NICs: s.Engine.NICs(), Poll: in.Poll.String(),
 		LinkSpeed: in.LinkSpeed, Buffer: uint64(s.Buf.Len())}
+	for _, g := range in.Groups {
+		for _, d := range g.Domains {
+			p.Domains = append(p.Domains, fmt.Sprintf("%s:%s#%d", g.Device, d.Name, d.Index))
+		}
+	}
+	return p
 }
 
 // PeerInfo is what one side tells the other about itself.
@@ -109,6 +115,8 @@ type PeerInfo struct {
 	Poll      string `json:"poll"`
 	LinkSpeed uint64 `json:"link_speed_bps"`
 	Buffer    uint64 `json:"buffer"`
+	// Domains names each NIC as device:name#index ("host:lo#1").
+	Domains []string `json:"domains,omitempty"`
 }
 
 // Job is one case as the writer runs it.
