@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
@@ -36,6 +37,23 @@ const jobEnv = "FERRY_A2A_TEST_JOB"
 
 // phaseTimeout bounds every wait of a rank; the parent bounds the job.
 const phaseTimeout = 30 * time.Second
+
+// runRankNoLeaks is runRank, then a check that closing everything ended
+// every goroutine the rank started (bounded wait: exits are asynchronous).
+func runRankNoLeaks(j job) error {
+	before := runtime.NumGoroutine()
+	if err := runRank(j); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		return fmt.Errorf("%d goroutines after closing everything, %d before", n, before)
+	}
+	return nil
+}
 
 // runRank is one rank of a job: it runs j.Iters iterations against the
 // oracle, poisoning its buffers between phases, and misuses the call
@@ -87,6 +105,9 @@ func runRank(j job) (err error) {
 		err = berr
 	}
 	err = errors.Join(err, c.Close())
+	if n := eng.Regions(); n != 0 {
+		err = errors.Join(err, fmt.Errorf("%d memory regions still registered after closing the context", n))
+	}
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", cfg.Rank, err)
 	}
