@@ -35,13 +35,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 			name string
 			s    *Stats
 		}{{"both", &ph.p.Both}, {"send", &ph.p.Send}, {"recv", &ph.p.Recv}} {
-			bw := ""
-			if h.name == "both" {
-				bw = fmt.Sprintf("%.3f", ph.p.BandwidthGBps)
-			}
 			s := h.s
-			if _, err := fmt.Fprintf(w, "%-9s %-5s %10.1f %10.1f %10.1f %9.1f %10.1f %10.1f %8s\n",
-				ph.name, h.name, s.P50, s.P99, s.Mean, s.Std, s.Min, s.Max, bw); err != nil {
+			line := fmt.Sprintf("%-9s %-5s %10.1f %10.1f %10.1f %9.1f %10.1f %10.1f",
+				ph.name, h.name, s.P50, s.P99, s.Mean, s.Std, s.Min, s.Max)
+			if h.name == "both" {
+				line += fmt.Sprintf(" %8.3f", ph.p.BandwidthGBps)
+			}
+			if _, err := fmt.Fprintln(w, line); err != nil {
 				return err
 			}
 		}
