@@ -7,7 +7,8 @@
 // rank's samples and reports their distribution and the bandwidth implied
 // by the nominal bytes (the reference benchmark's statistics).
 //
-// The bench-a2a main parses flags into a Spec, joins a rendezvous group
-// (or spawns the ranks with rendezvous.SpawnLocal), calls Run and writes
-// the Report as JSON.
+// The bench-a2a main parses flags into a Spec (Spec.Validate rejects a
+// bad one before any rank starts), joins a rendezvous group (or spawns the
+// ranks with rendezvous.Spawn), calls Run, and rank 0 prints the Report
+// with WriteTable and, on request, as JSON.
 package bench

@@ -37,6 +37,12 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	o := &options{fs: flag.NewFlagSet("bench-a2a", flag.ContinueOnError)}
 	fs := o.fs
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: bench-a2a --world-size W --spawn [flags]\n"+
+			"       bench-a2a --world-size W --rank R --master HOST:PORT [flags]  (FERRY_JOB_TOKEN set on every rank)\n"+
+			"       <launcher> bench-a2a [flags]  (torchrun, mpirun or srun environment)\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	var err error
 	if o.rdv, err = rendezvous.ConfigFromEnv(lookup); err != nil {
 		return nil, fmt.Errorf("%w: launcher environment: %w", errUsage, err)
