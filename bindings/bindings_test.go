@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// These tests treat the library as its users do: build libferry.so with
+// go build -buildmode=c-shared, compile the C example against ferry.h,
+// run it over each transport, and check what the library exports.
+
+// lib is built once per test binary.
+var lib struct {
+	once sync.Once
+	dir  string
+	err  error
+	mu   sync.Mutex // guards compiling the example into dir
+}
+
+// buildLibrary builds libferry.so into a temporary directory (removed by
+// TestMain) with the same flags as make bindings.
+func buildLibrary(t *testing.T) string {
+	t.Helper()
+	lib.once.Do(func() {
+		lib.dir, lib.err = os.MkdirTemp("", "libferry-test-")
+		if lib.err != nil {
+			return
+		}
+		mapFile, err := filepath.Abs("libferry.map")
+		if err != nil {
+			lib.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, goTool(), "build", "-buildmode=c-shared",
+			"-ldflags=-extldflags=-Wl,--version-script="+mapFile,
+			"-o", filepath.Join(lib.dir, "libferry.so"), ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			lib.err = fmt.Errorf("go build -buildmode=c-shared: %v\n%s", err, out)
+		}
+	})
+	if lib.err != nil {
+		t.Fatal(lib.err)
+	}
+	return lib.dir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if lib.dir != "" {
+		os.RemoveAll(lib.dir)
+	}
+	os.Exit(code)
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "/usr/local/go/bin/go"
+}
+
+// requireCC skips when there is no C compiler: the library itself was
+// already built by go (which needs one for cgo), so this only happens
+// with an unusual toolchain setup.
+func requireCC(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) on PATH: the C example cannot be built here")
+	}
+	return cc
+}
+
+// compileLoopback builds examples/loopback.c against the library.
+func compileLoopback(t *testing.T) string {
+	t.Helper()
+	cc := requireCC(t)
+	dir := buildLibrary(t)
+	bin := filepath.Join(dir, "loopback")
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	out, err := exec.Command(cc, "-Wall", "-Wextra", "-Werror", "-O2", "-o", bin, "examples/loopback.c",
+		"-I.", "-L"+dir, "-lferry", "-Wl,-rpath,"+dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cc examples/loopback.c: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// run runs a loopback program, skipping on its exit status 77 (the
+// transport cannot run here) and failing on anything else but 0.
+func run(t *testing.T, name string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	pid := 0
+	if cmd.Process != nil {
+		pid = cmd.Process.Pid
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		t.Logf("%s", strings.TrimSpace(out.String()))
+	case errors.As(err, &ee) && ee.ExitCode() == 77:
+		t.Skipf("transport not usable on this machine: %s", strings.TrimSpace(out.String()))
+	default:
+		t.Fatalf("%s %q: %v\n%s", filepath.Base(name), args, err, out.String())
+	}
+	return out.String(), pid
+}
+
+// shmLeftovers lists the /dev/shm files of process pid (the efa provider
+// names shm endpoints ferry-<pid>-...): none may outlive a clean close.
+func shmLeftovers(pid int) []string {
+	ents, _ := os.ReadDir("/dev/shm")
+	var left []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("ferry-%d-", pid)) {
+			left = append(left, e.Name())
+		}
+	}
+	return left
+}
+
+// TestCLoopback runs examples/loopback.c: two engines in one process,
+// every request kind, both completion paths, every counter kind, bad
+// input, close, over the in-process and the libfabric loopback transports.
+func TestCLoopback(t *testing.T) {
+	bin := compileLoopback(t)
+	for _, tc := range []struct{ transport, node, nics string }{
+		{"mem", "-", "1"},
+		{"mem", "-", "3"},
+		{"shm", "-", "1"},
+		{"tcp;ofi_rxm", "127.0.0.1", "2"},
+	} {
+		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
+			out, pid := run(t, bin, tc.transport, tc.node, tc.nics, "300")
+			if !strings.Contains(out, "loopback "+tc.transport+": ok") {
+				t.Fatalf("no ok line:\n%s", out)
+			}
+			if left := shmLeftovers(pid); len(left) > 0 {
+				t.Errorf("/dev/shm files left by the loopback process: %v", left)
+			}
+		})
+	}
+}
+
+// TestPythonLoopback drives the library from Python's ctypes.
+func TestPythonLoopback(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH: the ctypes example cannot run here")
+	}
+	dir := buildLibrary(t)
+	for _, tr := range [][]string{{"mem"}, {"shm"}} {
+		t.Run(tr[0], func(t *testing.T) {
+			args := append([]string{"examples/loopback.py", filepath.Join(dir, "libferry.so")}, tr...)
+			out, _ := run(t, py, args...)
+			if !strings.Contains(out, "ok") {
+				t.Fatalf("no ok line:\n%s", out)
+			}
+		})
+	}
+}
+
+// headerFunctions returns the functions ferry.h declares.
+func headerFunctions(t *testing.T) []string {
+	t.Helper()
+	h, err := os.ReadFile("ferry.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^[a-z_0-9 ]+\*?(ferry_[a-z_0-9]+)\(`)
+	var fns []string
+	for _, m := range re.FindAllStringSubmatch(string(h), -1) {
+		fns = append(fns, m[1])
+	}
+	slices.Sort(fns)
+	return slices.Compact(fns)
+}
+
+// TestExports checks that the library exports exactly the functions
+// ferry.h declares, and that libferry.map lists the same set.
+func TestExports(t *testing.T) {
+	want := headerFunctions(t)
+	if len(want) < 40 {
+		t.Fatalf("parsed only %d functions from ferry.h: %v", len(want), want)
+	}
+	m, err := os.ReadFile("libferry.map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := regexp.MustCompile(`(?m)^\s+(ferry_[a-z_0-9]+);`).FindAllStringSubmatch(string(m), -1)
+	var inMap []string
+	for _, x := range mapped {
+		inMap = append(inMap, x[1])
+	}
+	slices.Sort(inMap)
+	if !slices.Equal(inMap, want) {
+		t.Errorf("libferry.map lists %v\nferry.h declares %v", inMap, want)
+	}
+	nm, err := exec.LookPath("nm")
+	if err != nil {
+		t.Skip("no nm on PATH: exported symbols not checked")
+	}
+	dir := buildLibrary(t)
+	out, err := exec.Command(nm, "-D", "--defined-only", filepath.Join(dir, "libferry.so")).Output()
+	if err != nil {
+		t.Fatalf("nm: %v", err)
+	}
+	var got []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[1] == "T" {
+			got = append(got, f[2])
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("libferry.so exports %v\nferry.h declares %v", got, want)
+	}
+}
+
+// TestHeaderCompiles checks ferry.h on its own, strictly, as C99 and C++.
+func TestHeaderCompiles(t *testing.T) {
+	cc := requireCC(t)
+	src := "#include \"ferry.h\"\nint main(void) { ferry_config c; ferry_config_init(&c); return (int)c.struct_size == 0; }\n"
+	dir := t.TempDir()
+	f := filepath.Join(dir, "h.c")
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fsyntax-only", "-I.", f).CombinedOutput(); err != nil {
+		t.Errorf("ferry.h as C99: %v\n%s", err, out)
+	}
+	cxx, err := exec.LookPath("c++")
+	if err != nil {
+		t.Skip("no C++ compiler: ferry.h checked as C only")
+	}
+	if out, err := exec.Command(cxx, "-x", "c++", "-std=c++11", "-Wall", "-Werror", "-fsyntax-only", "-I.", f).CombinedOutput(); err != nil {
+		t.Errorf("ferry.h as C++: %v\n%s", err, out)
+	}
+}

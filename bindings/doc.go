@@ -1,0 +1,45 @@
+// Command bindings is libferry, ferry's C ABI: built with
+//
+//	go build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$PWD/bindings/libferry.map \
+//		-o libferry.so ./bindings
+//
+// (make bindings does this and copies ferry.h beside the library), it lets
+// C, C++, Python (examples/loopback.py, over ctypes), Rust and any other
+// language with a C foreign-function interface drive fabric's
+// TransferEngine. ferry.h, hand-written, is the contract: it documents
+// every function, its thread-safety and who owns what. The version script
+// keeps the dynamic symbol table to exactly the functions of ferry.h; the
+// providers linked in have C helpers of their own that must not leak into
+// the ferry_ namespace.
+//
+// # Design
+//
+// Objects cross the boundary as uint64 handles into a table (handles.go):
+// C never holds a Go pointer, as the cgo rules require, and a stale or
+// forged handle is refused with FERRY_E_BAD_HANDLE instead of crashing.
+// Handles are never reused. An engine handle owns the region and immediate
+// counter handles made from it and releases them when it closes.
+//
+// Errors are int codes, one per fabric sentinel (errors.go maps them with
+// errors.Is, most specific first), and the message text is kept per C
+// thread in shim.c: exported functions run on their C caller's thread, so
+// the thread-local written from Go is the caller's. A panic never unwinds
+// into C: every exported function recovers it as FERRY_E_INTERNAL.
+//
+// The two completion paths of the Go API map directly: a transfer handle
+// is a fabric.Transfer (blocking wait with a timeout), a counter handle a
+// fabric.TransferCounter that workers update without any callback. C
+// callbacks (expected immediate counts, unclaimed immediates, received
+// messages) run on the engine's dispatcher goroutine, which calls the C
+// function pointer through a trampoline in shim.c; C user data travels
+// through Go as an integer, never as a pointer.
+//
+// This package imports "C" although the style guide reserves cgo for
+// internal/ofi, internal/ibv, internal/cudadrv and internal/dl: a c-shared
+// library's //export functions can only live in a cgo main package. It
+// keeps to the same spirit: no policy in C, only the boundary.
+//
+// Its tests build the library, compile examples/loopback.c against it and
+// run it over the in-process "mem" transport and libfabric's "shm" and
+// "tcp;ofi_rxm" on loopback, and run the Python example.
+package main

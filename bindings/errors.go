@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// The FERRY_E_* codes of ferry.h. errors_test.go checks that both lists
+// agree, so the header stays the single public definition.
+const (
+	codeOK             = 0
+	codeInvalid        = -1
+	codeClosed         = -2
+	codeUnknownRegion  = -3
+	codeOutOfBounds    = -4
+	codeNotSupported   = -5
+	codeTimeout        = -6
+	codeProvider       = -7
+	codeNICMismatch    = -8
+	codeBadEncoding    = -9
+	codeNoTransport    = -10
+	codeUnknownProv    = -11
+	codeBusy           = -12
+	codeTooLarge       = -13
+	codeRemoved        = -14
+	codeBadHandle      = -15
+	codeBufferTooSmall = -16
+	codeInternal       = -99
+)
+
+// Errors the bindings themselves raise, beside fabric's sentinels.
+var (
+	// errBadHandle is a handle that was never issued, was released, or
+	// names an object of another kind.
+	errBadHandle = errors.New("bad handle")
+	// errBufferTooSmall is an output buffer shorter than the result.
+	errBufferTooSmall = errors.New("buffer too small")
+	// errInvalidArgument is fabric's, named here for brevity.
+	errInvalidArgument = fabric.ErrInvalidArgument
+)
+
+// codes maps sentinels to codes, most specific first: a ProviderError
+// raised by a protocol deadline wraps both ErrTimeout and ErrProvider, and
+// the caller cares that it was a timeout.
+var codes = []struct {
+	err  error
+	code int
+}{
+	{fabric.ErrClosed, codeClosed},
+	{fabric.ErrInvalidArgument, codeInvalid},
+	{fabric.ErrUnknownRegion, codeUnknownRegion},
+	{fabric.ErrOutOfBounds, codeOutOfBounds},
+	{fabric.ErrNotSupported, codeNotSupported},
+	{fabric.ErrTimeout, codeTimeout},
+	{context.DeadlineExceeded, codeTimeout},
+	{fabric.ErrProvider, codeProvider},
+	{fabric.ErrNICMismatch, codeNICMismatch},
+	{fabric.ErrBadEncoding, codeBadEncoding},
+	{fabric.ErrNoTransport, codeNoTransport},
+	{fabric.ErrUnknownProvider, codeUnknownProv},
+	{fabric.ErrBusy, codeBusy},
+	{fabric.ErrTooLarge, codeTooLarge},
+	{fabric.ErrRemoved, codeRemoved},
+	{errBadHandle, codeBadHandle},
+	{errBufferTooSmall, codeBufferTooSmall},
+}
+
+// codeOf returns the FERRY_E_* code for err (codeOK for nil). Errors that
+// wrap none of the sentinels (an mmap failure, a recovered panic) are
+// codeInternal: their message still says what happened.
+func codeOf(err error) int {
+	if err == nil {
+		return codeOK
+	}
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return codeInternal
+}

@@ -1,0 +1,497 @@
+/*
+ * ferry.h: the C ABI of ferry's TransferEngine (libferry.so).
+ *
+ * ferry moves bytes between registered memory regions with one-sided RDMA
+ * writes that carry a 32-bit immediate. The receiver learns that data has
+ * arrived by counting immediates, never from transport ordering. This header
+ * lets any language drive the engine: C and C++ directly, everything else
+ * through its foreign-function interface (see examples/loopback.py).
+ *
+ * Build:   go build -buildmode=c-shared -o libferry.so ./bindings
+ *          (or `make bindings`, which writes bin/libferry.so and bin/ferry.h)
+ * Link:    cc app.c -I<dir of ferry.h> -L<dir of libferry.so> -lferry
+ *
+ * OBJECTS AND HANDLES
+ *   Every object is named by an opaque 64-bit handle. Handles are numbers
+ *   from a table inside the library, never pointers: a stale, released or
+ *   made-up handle is detected and refused with FERRY_E_BAD_HANDLE (or
+ *   FERRY_E_UNKNOWN_REGION for regions) instead of crashing. Handles are
+ *   never reused within a process. 0 is never a valid handle.
+ *
+ * ERRORS
+ *   Functions return int: FERRY_OK (0) on success, a negative FERRY_E_* code
+ *   on failure. After a failure, ferry_last_error() returns the message of
+ *   the failure on the calling thread (the text is per thread, like errno;
+ *   successful calls leave it as it was). No function aborts the process on
+ *   bad input.
+ *
+ * THREADS
+ *   Every function may be called from any thread, concurrently, unless its
+ *   comment says otherwise. Callbacks (ferry_expect_imm, ferry_on_imm,
+ *   ferry_recv_bouncing) run on a thread the library owns: the engine's
+ *   dispatcher, one per engine, which runs that engine's callbacks one at
+ *   a time, in order. A callback must return quickly (it delays every other
+ *   callback of its engine, never the network) and may call any ferry
+ *   function except ferry_engine_close on its own engine.
+ *
+ * MEMORY
+ *   Memory given to the NIC must not be moved or freed while it is
+ *   registered: use ferry_host_alloc, or any C memory (malloc, mmap) that
+ *   outlives its registration. Arrays passed to submit functions (pages,
+ *   targets, destinations) are copied before the call returns.
+ *
+ * TIMEOUTS
+ *   Every blocking call takes timeout_ms >= 0 (0 polls once). There is no
+ *   "wait forever": pass a large value if you mean it.
+ *
+ * FERRY_NO_PROTOTYPES hides the function declarations. Only the library's
+ * own sources define it: cgo declares the same functions without the const
+ * qualifiers, and C rejects the two as conflicting. Programs never need it.
+ */
+#ifndef FERRY_H
+#define FERRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+/* The ABI version this header describes: major << 16 | minor << 8 | patch.
+ * A library with the same major version is compatible; a higher minor
+ * version only adds functions and appends fields to structs that carry a
+ * struct_size. */
+#define FERRY_VERSION_MAJOR 1
+#define FERRY_VERSION_MINOR 0
+#define FERRY_VERSION_PATCH 0
+#define FERRY_VERSION                                                          \
+	((FERRY_VERSION_MAJOR << 16) | (FERRY_VERSION_MINOR << 8) |            \
+	 FERRY_VERSION_PATCH)
+
+/* ------------------------------------------------------------- error codes */
+
+#define FERRY_OK 0
+#define FERRY_E_INVALID (-1)          /* bad argument, refused before anything was posted */
+#define FERRY_E_CLOSED (-2)           /* the engine is closed or closing */
+#define FERRY_E_UNKNOWN_REGION (-3)   /* region unregistered, of another engine, or unknown */
+#define FERRY_E_OUT_OF_BOUNDS (-4)    /* a local or remote range outside its region */
+#define FERRY_E_NOT_SUPPORTED (-5)    /* this machine, build or provider lacks a feature */
+#define FERRY_E_TIMEOUT (-6)          /* a wait's timeout passed, or a protocol deadline */
+#define FERRY_E_PROVIDER (-7)         /* the NIC library reported an error */
+#define FERRY_E_NIC_MISMATCH (-8)     /* descriptor NIC count differs from the local group's */
+#define FERRY_E_BAD_ENCODING (-9)     /* descriptor or address bytes that do not decode */
+#define FERRY_E_NO_TRANSPORT (-10)    /* transport "auto" found neither EFA nor verbs */
+#define FERRY_E_UNKNOWN_PROVIDER (-11)/* no provider serves the named transport */
+#define FERRY_E_BUSY (-12)            /* a transfer handle submitted again before its wait */
+#define FERRY_E_TOO_LARGE (-13)       /* a message larger than the send buffers */
+#define FERRY_E_REMOVED (-14)         /* the immediate counter was removed or replaced */
+#define FERRY_E_BAD_HANDLE (-15)      /* a handle that is 0, released, or of another kind */
+#define FERRY_E_BUFFER_TOO_SMALL (-16)/* output buffer too small; the needed size is reported */
+#define FERRY_E_INTERNAL (-99)        /* anything else (out of memory, a bug): see the message */
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Returns a static, human-readable name for a code ("FERRY_E_CLOSED").
+ * Never NULL. Thread-safe. */
+const char *ferry_strerror(int code);
+
+/* Copies the message of the calling thread's last failure into buf
+ * (NUL-terminated, truncated to len - 1 bytes) and returns the message's
+ * full length, like snprintf. buf may be NULL when len is 0. Returns 0 when
+ * this thread has seen no failure. Thread-safe. */
+size_t ferry_last_error(char *buf, size_t len);
+
+/* Returns the library's FERRY_VERSION. Compare its major version with the
+ * header's before using anything else. */
+uint32_t ferry_version(void);
+
+/* Returns the library version as static text, "1.0.0". Never NULL. */
+const char *ferry_version_string(void);
+#endif
+
+/* ------------------------------------------------------------------ handles */
+
+typedef uint64_t ferry_engine_t;     /* an open engine */
+typedef uint64_t ferry_region_t;     /* memory registered with an engine */
+typedef uint64_t ferry_descriptor_t; /* what a peer needs to write into a region */
+typedef uint64_t ferry_transfer_t;   /* a reusable wait handle for one transfer at a time */
+typedef uint64_t ferry_counter_t;    /* a callback-free count of finished transfers */
+typedef uint64_t ferry_imm_counter_t;/* a credit counter of one immediate value */
+/* How a submitted transfer reports its end: a ferry_transfer_t, a
+ * ferry_counter_t, or 0 for nothing (failures still count in the stats). */
+typedef uint64_t ferry_completion_t;
+
+/* ------------------------------------------------------------------- engine */
+
+#define FERRY_POLL_ADAPTIVE 0 /* spin, then yield, then sleep: the default */
+#define FERRY_POLL_SPIN 1     /* never stop polling: one busy core per worker */
+
+#define FERRY_LOG_DEFAULT 0 /* same as FERRY_LOG_WARN */
+#define FERRY_LOG_DEBUG 1
+#define FERRY_LOG_INFO 2
+#define FERRY_LOG_WARN 3
+#define FERRY_LOG_ERROR 4
+#define FERRY_LOG_NONE 5
+
+/* Engine settings. Initialise with ferry_config_init, then set fields: the
+ * struct_size field lets later versions append fields without breaking
+ * programs built against this header. Zero means "the default" everywhere. */
+typedef struct ferry_config {
+	uint32_t struct_size;      /* sizeof(ferry_config), set by ferry_config_init */
+	int32_t nics;              /* NIC domains for the host group, 1 to 4 (default 1) */
+	const char *transport;     /* "auto" (NULL), "efa", "verbs", "tcp;ofi_rxm",
+	                              "shm", or the in-process "mem" and "null" */
+	const char *node;          /* pin the provider to an address or interface
+	                              ("127.0.0.1" for loopback tests); NULL: any */
+	int32_t poll;              /* FERRY_POLL_ADAPTIVE or FERRY_POLL_SPIN */
+	int32_t queue_depth;       /* in-flight operations per domain (default 1024) */
+	int32_t send_buffers;      /* ferry_send buffer pool: count (default 64) */
+	int32_t send_buffer_size;  /* and size in bytes (default 65536) */
+	int32_t handshake_timeout_ms; /* connection setup bound (default 10000) */
+	int32_t log_level;         /* FERRY_LOG_*: engine logs go to stderr */
+} ferry_config;
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Zeroes *cfg and sets struct_size. */
+void ferry_config_init(ferry_config *cfg);
+
+/* Opens an engine: chooses the transport, starts its worker threads (one
+ * per group, each owning its NICs) and its dispatcher. On success *out is
+ * the engine handle. The strings in cfg are copied. Errors:
+ * FERRY_E_INVALID, FERRY_E_NOT_SUPPORTED (the transport exists but cannot
+ * run here), FERRY_E_NO_TRANSPORT, FERRY_E_UNKNOWN_PROVIDER,
+ * FERRY_E_PROVIDER, FERRY_E_TIMEOUT (open took longer than timeout_ms). */
+int ferry_engine_open(const ferry_config *cfg, int64_t timeout_ms,
+                      ferry_engine_t *out);
+
+/* Closes the engine and releases its handle and every handle that belongs
+ * to it (its regions and immediate counters; calls on them then return
+ * FERRY_E_BAD_HANDLE or FERRY_E_UNKNOWN_REGION). Work not yet posted fails
+ * with FERRY_E_CLOSED; in-flight operations drain for up to timeout_ms;
+ * memory is unregistered, bouncing receive buffers freed, NICs closed.
+ * When it returns no callback of this engine runs any more, so their user
+ * data may be freed. Calls racing with close on other threads fail with
+ * FERRY_E_CLOSED. Calling it from one of the engine's own callbacks returns
+ * only after timeout_ms: do not. Returns FERRY_OK, or the drain's error
+ * (the handle is released either way). */
+int ferry_engine_close(ferry_engine_t e, int64_t timeout_ms);
+
+/* The engine's main address (NIC 0 of its main group): where peers send
+ * and where barriers are aimed, in its binary form. Writes *len (the size
+ * needed) and, when cap is large enough, the bytes; otherwise returns
+ * FERRY_E_BUFFER_TOO_SMALL. At most 257 bytes. */
+int ferry_engine_address(ferry_engine_t e, uint8_t *buf, size_t cap,
+                         size_t *len);
+
+/* The main address as lowercase hex text, NUL-terminated. *len (may be
+ * NULL) receives the text length without the NUL; cap must exceed it. */
+int ferry_engine_address_hex(ferry_engine_t e, char *buf, size_t cap,
+                             size_t *len);
+
+/* The main group's NIC count (what descriptors from peers must match). */
+int ferry_engine_nics(ferry_engine_t e, int32_t *nics);
+
+/* A JSON description of the engine: provider, transport, the reason it was
+ * chosen, poll mode, main address and every group with its domains.
+ * NUL-terminated; same size rules as ferry_engine_address_hex. */
+int ferry_engine_info(ferry_engine_t e, char *buf, size_t cap, size_t *len);
+#endif
+
+typedef struct ferry_stats {
+	uint64_t completed;  /* transfers that succeeded */
+	uint64_t failed;     /* transfers that failed */
+	uint64_t unclaimed;  /* immediates no counter or callback took */
+	uint64_t posted;     /* operations posted, over all NICs */
+	uint64_t bytes;      /* bytes posted, over all NICs */
+	uint64_t imms;       /* immediates received, over all NICs */
+} ferry_stats;
+
+#ifndef FERRY_NO_PROTOTYPES
+/* A snapshot of the engine's counters. */
+int ferry_engine_stats(ferry_engine_t e, ferry_stats *out);
+
+/* ------------------------------------------------------------------- memory */
+
+/* Maps at least size bytes of zeroed, page-aligned host memory outside any
+ * garbage-collected heap, suitable for registration. *ptr receives it.
+ * Release it with ferry_host_free after unregistering it. */
+int ferry_host_alloc(size_t size, void **ptr);
+
+/* Unmaps memory from ferry_host_alloc. Freeing memory that is still
+ * registered is undefined behaviour (the NIC may still write to it).
+ * FERRY_E_INVALID for a pointer ferry_host_alloc did not return. */
+int ferry_host_free(void *ptr);
+#endif
+
+#define FERRY_ACCESS_LOCAL 0        /* sources of writes, receive buffers */
+#define FERRY_ACCESS_REMOTE_WRITE 1 /* also writable by peers: has a descriptor */
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Registers [addr, addr+len) of host memory with every NIC of the engine's
+ * host group. The memory must stay valid until the region is unregistered
+ * or the engine closed. */
+int ferry_register(ferry_engine_t e, void *addr, uint64_t len, int32_t access,
+                   ferry_region_t *out);
+
+/* Unregisters a region and releases its handle. Operations already
+ * submitted with it finish first. A second call returns
+ * FERRY_E_UNKNOWN_REGION. */
+int ferry_unregister(ferry_region_t r);
+
+/* A new descriptor handle for a FERRY_ACCESS_REMOTE_WRITE region
+ * (FERRY_E_INVALID for a local-only one). Free it with
+ * ferry_descriptor_free. */
+int ferry_region_descriptor(ferry_region_t r, ferry_descriptor_t *out);
+
+/* --------------------------------------------------------------- descriptors */
+
+/* A descriptor is the remote-usable description of a region: base, length
+ * and one (NIC address, key) per NIC. Send its bytes or hex to the peer
+ * out of band; the peer turns them back into a handle. Descriptor handles
+ * belong to no engine and are immutable: share them between threads. */
+
+/* The versioned binary form. Size rules as ferry_engine_address. */
+int ferry_descriptor_to_bytes(ferry_descriptor_t d, uint8_t *buf, size_t cap,
+                              size_t *len);
+
+/* Decodes the binary form (FERRY_E_BAD_ENCODING for truncated, trailing
+ * or unknown-version input). */
+int ferry_descriptor_from_bytes(const uint8_t *buf, size_t len,
+                                ferry_descriptor_t *out);
+
+/* The hex text form, NUL-terminated. Size rules as ferry_engine_address_hex. */
+int ferry_descriptor_to_hex(ferry_descriptor_t d, char *buf, size_t cap,
+                            size_t *len);
+
+/* Decodes the hex text form (NUL-terminated). */
+int ferry_descriptor_from_hex(const char *hex, ferry_descriptor_t *out);
+
+/* The region's base address in its owner, its length and its NIC count.
+ * Any output pointer may be NULL. */
+int ferry_descriptor_info(ferry_descriptor_t d, uint64_t *base,
+                          uint64_t *length, int32_t *nics);
+
+/* Releases a descriptor handle. Transfers already submitted with it are
+ * not affected (they hold a copy). */
+int ferry_descriptor_free(ferry_descriptor_t d);
+
+/* ---------------------------------------------------------------- completion */
+
+/* A transfer handle: submit with it as the completion, then wait. One
+ * transfer at a time: submitting it again before the wait returned its
+ * result fails with FERRY_E_BUSY. Safe for one submitting and one waiting
+ * thread. */
+int ferry_transfer_new(ferry_transfer_t *out);
+
+/* Waits for the transfer's end and returns its result: FERRY_OK, or the
+ * code of its error (FERRY_E_PROVIDER, FERRY_E_CLOSED, ...; the message is
+ * in ferry_last_error). FERRY_E_TIMEOUT when timeout_ms passed first: the
+ * transfer still runs and a later wait collects it. */
+int ferry_transfer_wait(ferry_transfer_t t, int64_t timeout_ms);
+
+/* Releases a transfer handle. A transfer still running with it completes
+ * into nothing. */
+int ferry_transfer_free(ferry_transfer_t t);
+
+/* A transfer counter: the callback-free path. Every transfer submitted
+ * with it adds 1 to done when it ends; a failed one also adds 1 to errors
+ * (so a waiter counting done never hangs on a failure). Workers update it
+ * directly; share it between any number of transfers and threads. */
+int ferry_counter_new(ferry_counter_t *out);
+
+/* Reads the counts (either pointer may be NULL). Never blocks. */
+int ferry_counter_read(ferry_counter_t c, int64_t *done, int64_t *errors);
+
+/* Waits until done >= n, or FERRY_E_TIMEOUT after timeout_ms. */
+int ferry_counter_wait(ferry_counter_t c, int64_t n, int64_t timeout_ms);
+
+/* Releases a counter handle. Transfers still running with it are not
+ * affected; their counts are lost. */
+int ferry_counter_free(ferry_counter_t c);
+#endif
+
+/* ------------------------------------------------------------------- writes */
+
+#define FERRY_ROUTE_SHARDED 0     /* split over `value` NICs (0: all) */
+#define FERRY_ROUTE_PINNED 1      /* everything through NIC `value` */
+#define FERRY_ROUTE_SHARD_BYTES 2 /* scatter only: split every target's bytes over all NICs */
+
+/* How a request uses the group's NICs. A zeroed ferry_route (or NULL where
+ * a pointer is taken) is the default: sharded over every NIC; for
+ * scatter, targets split into contiguous blocks per NIC. */
+typedef struct ferry_route {
+	int32_t kind;  /* FERRY_ROUTE_* */
+	int32_t value; /* shard count, or the pinned NIC index */
+} ferry_route;
+
+/* One contiguous write of length bytes from src+src_offset to
+ * dst+dst_offset. Sharded over n NICs it posts exactly n writes (empty
+ * shards are zero-byte writes) and, with has_imm, the receiver sees n
+ * immediates; pinned it posts one. */
+typedef struct ferry_single_write {
+	ferry_region_t src;
+	uint64_t src_offset;
+	uint64_t length;
+	ferry_descriptor_t dst;
+	uint64_t dst_offset;
+	uint32_t imm;
+	int32_t has_imm;
+	ferry_route route;
+} ferry_single_write;
+
+/* pages independent writes of length bytes: page i goes from
+ * src + src_offset + src_stride * src_pages[i] to
+ * dst + dst_offset + dst_stride * dst_pages[i]. Pages are split into
+ * contiguous ranges per NIC; with has_imm the receiver sees one immediate
+ * per page. The page arrays are copied. */
+typedef struct ferry_paged_write {
+	ferry_region_t src;
+	const uint32_t *src_pages;
+	uint64_t src_stride;
+	uint64_t src_offset;
+	ferry_descriptor_t dst;
+	const uint32_t *dst_pages;
+	uint64_t dst_stride;
+	uint64_t dst_offset;
+	size_t pages;
+	uint64_t length;
+	uint32_t imm;
+	int32_t has_imm;
+} ferry_paged_write;
+
+/* One destination range of a scatter. */
+typedef struct ferry_scatter_target {
+	ferry_descriptor_t dst;
+	uint64_t length;
+	uint64_t src_offset;
+	uint64_t dst_offset;
+} ferry_scatter_target;
+
+/* Ranges of one source region to many peers. Each target's receiver sees
+ * one immediate (FERRY_ROUTE_SHARDED, FERRY_ROUTE_PINNED) or one per NIC
+ * (FERRY_ROUTE_SHARD_BYTES). The target array is copied. */
+typedef struct ferry_scatter_write {
+	ferry_region_t src;
+	const ferry_scatter_target *targets;
+	size_t count;
+	uint32_t imm;
+	int32_t has_imm;
+	ferry_route route;
+} ferry_scatter_write;
+
+/* The submit functions validate everything (region, bounds against the
+ * descriptor, NIC counts, routes) in the caller's thread and return an
+ * error without posting anything on bad input. On FERRY_OK the request is
+ * queued to the engine's worker: they never wait for the network, only,
+ * briefly, for room in the worker's queue. The result arrives through c. */
+
+#ifndef FERRY_NO_PROTOTYPES
+int ferry_submit_single(ferry_engine_t e, const ferry_single_write *w,
+                        ferry_completion_t c);
+int ferry_submit_paged(ferry_engine_t e, const ferry_paged_write *w,
+                       ferry_completion_t c);
+int ferry_submit_scatter(ferry_engine_t e, const ferry_scatter_write *w,
+                         ferry_completion_t c);
+
+/* A zero-byte write carrying only imm to dst: the receiver sees exactly one
+ * immediate. route may be NULL (the next NIC round-robin) or pinned. */
+int ferry_submit_imm(ferry_engine_t e, uint32_t imm, ferry_descriptor_t dst,
+                     const ferry_route *route, ferry_completion_t c);
+
+/* One zero-byte write with imm to each of the count destinations: each
+ * receiver sees one immediate per destination naming it. */
+int ferry_submit_barrier(ferry_engine_t e, uint32_t imm,
+                         const ferry_descriptor_t *dsts, size_t count,
+                         const ferry_route *route, ferry_completion_t c);
+
+/* ------------------------------------------------------- immediate counters */
+
+/* Makes imm a credit counter on the engine (replacing any counter for imm,
+ * whose waiters then get FERRY_E_REMOVED). Arrivals are counted even
+ * before anyone waits. */
+int ferry_imm_counter_new(ferry_engine_t e, uint32_t imm,
+                          ferry_imm_counter_t *out);
+
+/* Takes n credits: returns once n immediates have arrived since the
+ * credits last taken (including ones that arrived before this call), or
+ * FERRY_E_TIMEOUT after timeout_ms with the credits given back (nothing is
+ * lost). One waiting thread at a time per counter. */
+int ferry_imm_counter_wait(ferry_imm_counter_t c, int64_t n,
+                           int64_t timeout_ms);
+
+/* Arrivals minus credits taken (negative while a wait is short). */
+int ferry_imm_counter_count(ferry_imm_counter_t c, int64_t *count);
+
+/* Stops counting (if this counter still owns its immediate) and releases
+ * the handle. Later arrivals of imm go to the ferry_on_imm callbacks. */
+int ferry_imm_counter_free(ferry_imm_counter_t c);
+#endif
+
+/* Called each time `expected` immediates of imm arrived. Return nonzero to
+ * keep counting (the counter was already reset: it fires again after
+ * another `expected` arrivals), zero to remove it; immediates counted
+ * since are then handed to the ferry_on_imm callbacks. Runs on the
+ * engine's dispatcher thread. */
+typedef int (*ferry_expect_fn)(void *user_data, uint32_t imm);
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Makes imm an expected-count counter calling fn(user_data, imm). A
+ * counter already registered for imm is replaced; what it had counted is
+ * written to *prev_count (may be NULL). Register before peers can send:
+ * earlier arrivals went to the ferry_on_imm callbacks. user_data must stay
+ * valid until the counter is removed or the engine closed. */
+int ferry_expect_imm(ferry_engine_t e, uint32_t imm, uint32_t expected,
+                     ferry_expect_fn fn, void *user_data, int64_t *prev_count);
+
+/* Removes the counter of imm, whatever its kind, and writes what it had
+ * counted to *prev_count (may be NULL). FERRY_E_INVALID when imm has no
+ * counter. */
+int ferry_remove_imm(ferry_engine_t e, uint32_t imm, int64_t *prev_count);
+#endif
+
+/* Receives every immediate that no counter claims. */
+typedef void (*ferry_imm_fn)(void *user_data, uint32_t imm);
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Adds fn to the callbacks for unclaimed immediates; they run on the
+ * dispatcher thread in the order they were added, until the engine
+ * closes. There is no removal. */
+int ferry_on_imm(ferry_engine_t e, ferry_imm_fn fn, void *user_data);
+#endif
+
+/* ------------------------------------------------------------ send / receive */
+
+/* The side channel: small two-sided messages over NIC 0 of the main group.
+ * Receives the bytes of one message; data is valid only during the call. */
+typedef void (*ferry_recv_fn)(void *user_data, const uint8_t *data,
+                              size_t len);
+
+/* Reports a receive that failed (FERRY_E_CLOSED at engine close); the
+ * message text is valid only during the call. */
+typedef void (*ferry_error_fn)(void *user_data, int code, const char *message);
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Copies len bytes into a registered send buffer and sends them to the
+ * engine whose main address (binary form) is addr. Waits up to timeout_ms
+ * for a free buffer; the send itself completes through c. len must not
+ * exceed the send buffer size (FERRY_E_TOO_LARGE). */
+int ferry_send(ferry_engine_t e, const uint8_t *addr, size_t addr_len,
+               const void *data, size_t len, ferry_completion_t c,
+               int64_t timeout_ms);
+
+/* Posts count receives of size bytes into buffers the engine owns. Each
+ * message is copied out and handed to on_data on the dispatcher thread;
+ * the buffer is re-posted at once. on_error (may be NULL) gets failures
+ * and FERRY_E_CLOSED at close. The buffers are freed at engine close. */
+int ferry_recv_bouncing(ferry_engine_t e, int32_t count, int32_t size,
+                        ferry_recv_fn on_data, ferry_error_fn on_error,
+                        void *user_data);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FERRY_H */

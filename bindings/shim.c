@@ -1,0 +1,91 @@
+// The parts of the ABI that need no Go: per-thread error text, code names,
+// the version, and trampolines that call the application's function
+// pointers. Keeping these in C means they work even when called before the
+// Go runtime has anything to say, and the error text truly follows the C
+// caller's thread (a Go goroutine is not a thread).
+
+#include <string.h>
+
+// ferry.h first, with its prototypes, so the compiler checks the
+// definitions below against them; shim.h then adds nothing it hides.
+#include "ferry.h"
+#include "shim.h"
+
+// Messages longer than this are truncated; ferry's are one line.
+#define ERR_CAP 1024
+
+static __thread char err_text[ERR_CAP];
+static __thread size_t err_len;
+
+void ferryp_set_error(const char *msg, size_t n) {
+	if (n >= ERR_CAP)
+		n = ERR_CAP - 1;
+	if (n > 0)
+		memcpy(err_text, msg, n);
+	err_text[n] = 0;
+	err_len = n;
+}
+
+size_t ferry_last_error(char *buf, size_t len) {
+	if (buf != NULL && len > 0) {
+		size_t n = err_len < len - 1 ? err_len : len - 1;
+		memcpy(buf, err_text, n);
+		buf[n] = 0;
+	}
+	return err_len;
+}
+
+const char *ferry_strerror(int code) {
+	switch (code) {
+	case FERRY_OK: return "FERRY_OK";
+	case FERRY_E_INVALID: return "FERRY_E_INVALID";
+	case FERRY_E_CLOSED: return "FERRY_E_CLOSED";
+	case FERRY_E_UNKNOWN_REGION: return "FERRY_E_UNKNOWN_REGION";
+	case FERRY_E_OUT_OF_BOUNDS: return "FERRY_E_OUT_OF_BOUNDS";
+	case FERRY_E_NOT_SUPPORTED: return "FERRY_E_NOT_SUPPORTED";
+	case FERRY_E_TIMEOUT: return "FERRY_E_TIMEOUT";
+	case FERRY_E_PROVIDER: return "FERRY_E_PROVIDER";
+	case FERRY_E_NIC_MISMATCH: return "FERRY_E_NIC_MISMATCH";
+	case FERRY_E_BAD_ENCODING: return "FERRY_E_BAD_ENCODING";
+	case FERRY_E_NO_TRANSPORT: return "FERRY_E_NO_TRANSPORT";
+	case FERRY_E_UNKNOWN_PROVIDER: return "FERRY_E_UNKNOWN_PROVIDER";
+	case FERRY_E_BUSY: return "FERRY_E_BUSY";
+	case FERRY_E_TOO_LARGE: return "FERRY_E_TOO_LARGE";
+	case FERRY_E_REMOVED: return "FERRY_E_REMOVED";
+	case FERRY_E_BAD_HANDLE: return "FERRY_E_BAD_HANDLE";
+	case FERRY_E_BUFFER_TOO_SMALL: return "FERRY_E_BUFFER_TOO_SMALL";
+	case FERRY_E_INTERNAL: return "FERRY_E_INTERNAL";
+	}
+	return "FERRY_E_UNKNOWN_CODE";
+}
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+uint32_t ferry_version(void) { return FERRY_VERSION; }
+
+const char *ferry_version_string(void) {
+	return STR(FERRY_VERSION_MAJOR) "." STR(FERRY_VERSION_MINOR) "." STR(FERRY_VERSION_PATCH);
+}
+
+void ferry_config_init(ferry_config *cfg) {
+	if (cfg == NULL)
+		return;
+	memset(cfg, 0, sizeof *cfg);
+	cfg->struct_size = sizeof *cfg;
+}
+
+int ferryp_call_expect(ferry_expect_fn fn, uintptr_t ud, uint32_t imm) {
+	return fn((void *)ud, imm);
+}
+
+void ferryp_call_imm(ferry_imm_fn fn, uintptr_t ud, uint32_t imm) { fn((void *)ud, imm); }
+
+void ferryp_call_recv(ferry_recv_fn fn, uintptr_t ud, const void *data, size_t n) {
+	fn((void *)ud, (const uint8_t *)data, n);
+}
+
+void ferryp_call_error(ferry_error_fn fn, uintptr_t ud, int code, const char *msg) {
+	if (fn != NULL)
+		fn((void *)ud, code, msg);
+}
