@@ -110,14 +110,21 @@ func TestCUDABackendNotBuilt(t *testing.T) {
 	}
 }
 
+// requireTransport skips when libfabric or its provider is missing here,
+// unless FERRY_TEST_REQUIRE lists "libfabric": then that fails.
 func requireTransport(t *testing.T, transport string) {
 	t.Helper()
-	if _, err := fabric.ChooseTransport(transport, fabric.DomainOptions{Node: "127.0.0.1"}); err != nil {
-		if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
-			t.Skipf("libfabric %s not available here: %v", transport, err)
-		}
+	_, err := fabric.ChooseTransport(transport, fabric.DomainOptions{Node: "127.0.0.1"})
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, fabric.ErrNotSupported) && !errors.Is(err, fabric.ErrUnknownProvider) {
 		t.Fatal(err)
 	}
+	if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "libfabric") {
+		t.Fatalf("FERRY_TEST_REQUIRE lists libfabric but %s is not available: %v", transport, err)
+	}
+	t.Skipf("libfabric %s not available here: %v", transport, err)
 }
 
 // TestSpawn runs the command end to end: W processes of this binary,

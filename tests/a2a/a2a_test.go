@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +135,23 @@ func fullCases() []testCase {
 	return cases
 }
 
+// requireTransport skips when libfabric or its provider is missing here,
+// unless FERRY_TEST_REQUIRE lists "libfabric": then that fails.
+func requireTransport(t *testing.T, transport string) {
+	t.Helper()
+	_, err := fabric.ChooseTransport(transport, fabric.DomainOptions{Node: "127.0.0.1"})
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, fabric.ErrNotSupported) && !errors.Is(err, fabric.ErrUnknownProvider) {
+		t.Fatal(err)
+	}
+	if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "libfabric") {
+		t.Fatalf("FERRY_TEST_REQUIRE lists libfabric but %s is not available: %v", transport, err)
+	}
+	t.Skipf("libfabric %s not available here: %v", transport, err)
+}
+
 // TestHostBackendProcesses runs each case as a job of one process per
 // rank and checks, in the parent, that every expected path class was
 // carried.
@@ -149,12 +168,7 @@ func TestHostBackendProcesses(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := fabric.ChooseTransport(tc.transport, fabric.DomainOptions{Node: "127.0.0.1"}); err != nil {
-				if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
-					t.Skipf("libfabric %s not available here: %v", tc.transport, err)
-				}
-				t.Fatal(err)
-			}
+			requireTransport(t, tc.transport)
 			j := job{Config: tc.cfg, Transport: tc.transport, Seed: uint64(100 + i), Iters: tc.iters,
 				PathsFile: filepath.Join(t.TempDir(), "paths")}
 			js, err := json.Marshal(j)
