@@ -65,3 +65,16 @@ gpu-test:
 .PHONY: test-a2a-full
 test-a2a-full: deps
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run TestHostBackendProcesses -v ./tests/a2a/
+
+# bindings: libferry.so, the C ABI, into $(BIN)/ beside its header ferry.h.
+# The version script exports exactly the functions of ferry.h. The library
+# is removed first because go build skips a link whose output looks up to
+# date, and it cannot see the script change. go test ./bindings builds and
+# runs the C and Python examples against a fresh copy.
+.PHONY: bindings
+bindings: deps
+	@mkdir -p $(BIN)
+	@rm -f $(BIN)/libferry.so $(BIN)/libferry.h
+	$(GO) build -buildmode=c-shared -ldflags="-extldflags=-Wl,--version-script=$(CURDIR)/bindings/libferry.map" -o $(BIN)/libferry.so ./bindings
+	@rm -f $(BIN)/libferry.h
+	cp bindings/ferry.h $(BIN)/ferry.h
