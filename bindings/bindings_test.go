@@ -95,7 +95,7 @@ func compileLoopback(t *testing.T) string {
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
-	out, err := exec.Command(cc, "-Wall", "-Wextra", "-Werror", "-O2", "-o", bin, "examples/loopback.c",
+	out, err := exec.Command(cc, "-Wall", "-Wextra", "-Werror", "-O2", "-pthread", "-o", bin, "examples/loopback.c",
 		"-I.", "-L"+dir, "-lferry", "-Wl,-rpath,"+dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("cc examples/loopback.c: %v\n%s", err, out)
