@@ -63,6 +63,21 @@ func (t *Transfer) finish(err error) { t.done <- err }
 type TransferCounter struct {
 	done   atomic.Int64
 	errors atomic.Int64
+	first  atomic.Pointer[error]
+}
+
+// noteErr records err; only the error path pays for the heap copy.
+func (c *TransferCounter) noteErr(err error) {
+	c.first.CompareAndSwap(nil, &err)
+	c.errors.Add(1)
+}
+
+// Err returns the first error counted, or nil.
+func (c *TransferCounter) Err() error {
+	if p := c.first.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Done returns the number of finished transfers.
@@ -105,7 +120,7 @@ func (c Completion) needsDispatch() bool { return c.fn != nil }
 func (c Completion) finishDirect(err error) {
 	if c.counter != nil {
 		if err != nil {
-			c.counter.errors.Add(1)
+			c.counter.noteErr(err)
 		}
 		c.counter.done.Add(1)
 	}

@@ -10,7 +10,11 @@ import (
 // waker is a worker's sleep: ppoll on an eventfd, with a timeout precise
 // to microseconds (the thread's timer slack is lowered too), woken early by
 // signal from any goroutine.
-type waker struct{ fd int }
+type waker struct {
+	fd  int
+	fds [1]unix.PollFd // reused: sleeping must not allocate
+	ts  unix.Timespec
+}
 
 func (k *waker) open() error {
 	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
@@ -32,9 +36,9 @@ func (k *waker) close() {
 }
 
 func (k *waker) sleep(d time.Duration) {
-	fds := []unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}}
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	if n, _ := unix.Ppoll(fds, &ts, nil); n > 0 {
+	k.fds[0] = unix.PollFd{Fd: int32(k.fd), Events: unix.POLLIN}
+	k.ts = unix.NsecToTimespec(d.Nanoseconds())
+	if n, _ := unix.Ppoll(k.fds[:], &k.ts, nil); n > 0 {
 		var buf [8]byte
 		_, _ = unix.Read(k.fd, buf[:])
 	}

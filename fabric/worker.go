@@ -223,9 +223,10 @@ func (w *worker) loop() {
 // manual-progress providers whose data moves only while both sides poll,
 // so the worker sleeps in ppoll on its wake eventfd instead: microsecond
 // timeouts, and a submitter or control call that finds it asleep wakes it
-// at once. The sleep stays short while ops are in flight and grows to at
-// most 200 µs otherwise (a passive target must still poll for incoming
-// writes to land).
+// at once. The sleep stays at 10 µs while ops are in flight and grows to
+// at most 50 µs otherwise: a passive target sees no completion for plain
+// writes, yet tcp and shm move their data only while it polls, so a longer
+// sleep would throttle every peer writing to it.
 func (w *worker) idle(n int) {
 	switch {
 	case n < 64:
@@ -236,7 +237,7 @@ func (w *worker) idle(n int) {
 	}
 	d := 10 * time.Microsecond
 	if w.inflight == 0 && w.opsInFlight() == 0 {
-		d = time.Duration(min(n-320+1, 20)) * 10 * time.Microsecond
+		d = time.Duration(min(n-320+1, 5)) * 10 * time.Microsecond
 	}
 	w.sleeping.Store(true)
 	if len(w.reqs) == 0 && len(w.ctl) == 0 {

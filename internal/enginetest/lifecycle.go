@@ -58,6 +58,7 @@ func testCompletions(t *testing.T, p Params) {
 	require.NoError(t, env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 10, Dst: env.Desc, Route: fabric.Pinned(0)}, fabric.Count(tc)))
 	require.NoError(t, tc.Wait(Ctx(t), 1))
 	require.EqualValues(t, 1, tc.Errors())
+	require.ErrorIs(t, tc.Err(), fabric.ErrProvider, "the counter keeps its first error")
 	// A post the provider refuses for good fails its transfer.
 	require.NoError(t, memfabric.Inject(addr, memfabric.Faults{RefusePosts: 1}))
 	err := Wait(t, func(c fabric.Completion) error {

@@ -24,8 +24,9 @@ func (p provider) Name() string         { return p.name }
 func (p provider) Transports() []string { return []string{p.name} }
 
 func (p provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
-	return []fabric.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1,
-		LinkSpeed: 400e9}}, nil
+	// No link speed: there is no link, and a made-up one would turn into
+	// meaningless percentages.
+	return []fabric.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1}}, nil
 }
 
 func (p provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
