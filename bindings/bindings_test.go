@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
 
 // These tests treat the library as its users do: build libferry.so with
@@ -84,21 +86,21 @@ func requireCC(t *testing.T) string {
 	return cc
 }
 
-// compileLoopback builds examples/loopback.c against the library.
-func compileLoopback(t *testing.T) string {
+// compileExample builds examples/<name>.c against the library.
+func compileExample(t *testing.T, name string) string {
 	t.Helper()
 	cc := requireCC(t)
 	dir := buildLibrary(t)
-	bin := filepath.Join(dir, "loopback")
+	bin := filepath.Join(dir, name)
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
-	out, err := exec.Command(cc, "-Wall", "-Wextra", "-Werror", "-O2", "-pthread", "-o", bin, "examples/loopback.c",
+	out, err := exec.Command(cc, "-Wall", "-Wextra", "-Werror", "-O2", "-pthread", "-o", bin, "examples/"+name+".c",
 		"-I.", "-L"+dir, "-lferry", "-Wl,-rpath,"+dir).CombinedOutput()
 	if err != nil {
-		t.Fatalf("cc examples/loopback.c: %v\n%s", err, out)
+		t.Fatalf("cc examples/%s.c: %v\n%s", name, err, out)
 	}
 	return bin
 }
@@ -146,7 +148,7 @@ func shmLeftovers(pid int) []string {
 // every request kind, both completion paths, every counter kind, bad
 // input, close, over the in-process and the libfabric loopback transports.
 func TestCLoopback(t *testing.T) {
-	bin := compileLoopback(t)
+	bin := compileExample(t, "loopback")
 	for _, tc := range []struct{ transport, node, nics string }{
 		{"mem", "-", "1"},
 		{"mem", "-", "3"},
@@ -260,4 +262,49 @@ func TestHeaderCompiles(t *testing.T) {
 	if out, err := exec.Command(cxx, "-x", "c++", "-std=c++11", "-Wall", "-Werror", "-fsyntax-only", "-I.", f).CombinedOutput(); err != nil {
 		t.Errorf("ferry.h as C++: %v\n%s", err, out)
 	}
+}
+
+// TestCRanks runs examples/ranks.c as two processes of one job, spawned
+// the way a launcher would: they bootstrap through ferry_group_*, write
+// into each other's memory and send each other a message.
+func TestCRanks(t *testing.T) {
+	bin := compileExample(t, "ranks")
+	for _, tc := range []struct{ transport, node, nics string }{
+		{"shm", "-", "1"},
+		{"tcp;ofi_rxm", "127.0.0.1", "2"},
+	} {
+		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			w := &lockedBuffer{b: &out}
+			err := rendezvous.Spawn(ctx, 2, []string{bin, tc.transport, tc.node, tc.nics}, nil,
+				rendezvous.SpawnOptions{Stdout: w, Stderr: w})
+			var se *rendezvous.SpawnError
+			if errors.As(err, &se) && slices.ContainsFunc(se.Ranks, func(r rendezvous.RankExit) bool { return r.ExitCode == 77 }) {
+				t.Skipf("transport not usable on this machine: %s", strings.TrimSpace(out.String()))
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			t.Logf("%s", strings.TrimSpace(out.String()))
+			for r := 0; r < 2; r++ {
+				if !strings.Contains(out.String(), fmt.Sprintf("rank %d of 2 over %s: ok", r, tc.transport)) {
+					t.Fatalf("rank %d did not report ok:\n%s", r, out.String())
+				}
+			}
+		})
+	}
+}
+
+// lockedBuffer collects the output of several processes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
 
 // The FERRY_E_* codes of ferry.h. errors_test.go checks that both lists
@@ -27,6 +28,7 @@ const (
 	codeRemoved        = -14
 	codeBadHandle      = -15
 	codeBufferTooSmall = -16
+	codeRendezvous     = -17
 	codeInternal       = -99
 )
 
@@ -64,6 +66,13 @@ var codes = []struct {
 	{fabric.ErrTooLarge, codeTooLarge},
 	{fabric.ErrRemoved, codeRemoved},
 	{errBadHandle, codeBadHandle},
+	{rendezvous.ErrInvalidConfig, codeInvalid},
+	{rendezvous.ErrTimeout, codeTimeout},
+	{rendezvous.ErrTooLarge, codeTooLarge},
+	{rendezvous.ErrAuth, codeRendezvous},
+	{rendezvous.ErrRejected, codeRendezvous},
+	{rendezvous.ErrProtocol, codeRendezvous},
+	{rendezvous.ErrPeerLost, codeRendezvous},
 	{errBufferTooSmall, codeBufferTooSmall},
 }
 

@@ -90,6 +90,7 @@ extern "C" {
 #define FERRY_E_REMOVED (-14)         /* the immediate counter was removed or replaced */
 #define FERRY_E_BAD_HANDLE (-15)      /* a handle that is 0, released, or of another kind */
 #define FERRY_E_BUFFER_TOO_SMALL (-16)/* output buffer too small; the needed size is reported */
+#define FERRY_E_RENDEZVOUS (-17)      /* bootstrap: a rank lost, refused, or out of protocol */
 #define FERRY_E_INTERNAL (-99)        /* anything else (out of memory, a bug): see the message */
 
 #ifndef FERRY_NO_PROTOTYPES
@@ -119,6 +120,7 @@ typedef uint64_t ferry_descriptor_t; /* what a peer needs to write into a region
 typedef uint64_t ferry_transfer_t;   /* a reusable wait handle for one transfer at a time */
 typedef uint64_t ferry_counter_t;    /* a callback-free count of finished transfers */
 typedef uint64_t ferry_imm_counter_t;/* a credit counter of one immediate value */
+typedef uint64_t ferry_group_t;      /* this process's place in a bootstrap group */
 /* How a submitted transfer reports its end: a ferry_transfer_t, a
  * ferry_counter_t, or 0 for nothing (failures still count in the stats). */
 typedef uint64_t ferry_completion_t;
@@ -488,6 +490,49 @@ int ferry_send(ferry_engine_t e, const uint8_t *addr, size_t addr_len,
 int ferry_recv_bouncing(ferry_engine_t e, int32_t count, int32_t size,
                         ferry_recv_fn on_data, ferry_error_fn on_error,
                         void *user_data);
+#endif
+
+/* ----------------------------------------------------------------- bootstrap */
+
+/* Before the first write, the processes of a job must exchange main
+ * addresses and descriptors. A group does that over a small TCP store run
+ * by rank 0. Every rank must issue the same sequence of collectives; a
+ * failed collective breaks the group (later calls return the same error).
+ * One thread per group at a time. */
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Joins the job described by the environment: torchrun (RANK, WORLD_SIZE,
+ * LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Open MPI, Slurm, overridden by
+ * FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK, FERRY_MASTER (host:port);
+ * every rank presents FERRY_JOB_TOKEN, and the master must be a loopback
+ * address unless FERRY_ALLOW_REMOTE=1. With nothing set it is rank 0 of a
+ * world of 1. Returns once every rank joined; FERRY_E_TIMEOUT names the
+ * missing ranks in its message. */
+int ferry_group_join(int64_t timeout_ms, ferry_group_t *out);
+
+/* This process's rank and the world size (either may be NULL). */
+int ferry_group_rank(ferry_group_t g, int32_t *rank, int32_t *world_size);
+
+/* Every rank contributes len <= slot bytes; out (world_size * slot bytes)
+ * receives rank i's bytes at out + i * slot and lens[i] (world_size
+ * entries) their length. FERRY_E_BUFFER_TOO_SMALL when a rank sent more
+ * than slot (its lens entry says how much; the others are filled in). */
+int ferry_group_all_gather(ferry_group_t g, const void *data, size_t len,
+                           void *out, size_t slot, size_t *lens,
+                           int64_t timeout_ms);
+
+/* Rank root's *len bytes of buf reach every rank: on the others buf
+ * (cap bytes) receives them and *len their length. */
+int ferry_group_broadcast(ferry_group_t g, int32_t root, void *buf,
+                          size_t cap, size_t *len, int64_t timeout_ms);
+
+/* Returns when every rank has called it. */
+int ferry_group_barrier(ferry_group_t g, int64_t timeout_ms);
+
+/* Leaves the job and releases the handle. Not collective: call
+ * ferry_group_barrier first when other ranks may still need rank 0's
+ * store. */
+int ferry_group_close(ferry_group_t g);
 #endif
 
 #ifdef __cplusplus
