@@ -3,6 +3,8 @@ package verbs
 import (
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -254,4 +256,36 @@ func TestNoDevice(t *testing.T) {
 	require.ErrorIs(t, err, fabric.ErrNotSupported)
 	_, err = fabric.ChooseTransport("verbs", fabric.DomainOptions{})
 	require.ErrorIs(t, err, fabric.ErrNotSupported)
+}
+
+// TestPCIOf reads a fake sysfs tree shaped like a ConnectX function, a
+// software device (rxe: no device link) and a non-PCI parent.
+func TestPCIOf(t *testing.T) {
+	root := t.TempDir()
+	fn := filepath.Join(root, "devices/pci0000:16/0000:16:02.0/0000:17:00.0")
+	require.NoError(t, os.MkdirAll(fn, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(fn, "numa_node"), []byte("1\n"), 0o644))
+	mlx := filepath.Join(root, "class/infiniband/mlx5_0")
+	require.NoError(t, os.MkdirAll(mlx, 0o755))
+	require.NoError(t, os.Symlink(fn, filepath.Join(mlx, "device")))
+	pci, numa := pciOf(mlx)
+	require.Equal(t, "0000:17:00.0", pci)
+	require.Equal(t, 1, numa)
+
+	rxe := filepath.Join(root, "class/infiniband/rxe0")
+	require.NoError(t, os.MkdirAll(rxe, 0o755))
+	pci, numa = pciOf(rxe)
+	require.Empty(t, pci)
+	require.Equal(t, -1, numa)
+
+	virt := filepath.Join(root, "devices/virtual/foo")
+	require.NoError(t, os.MkdirAll(virt, 0o755))
+	other := filepath.Join(root, "class/infiniband/other0")
+	require.NoError(t, os.MkdirAll(other, 0o755))
+	require.NoError(t, os.Symlink(virt, filepath.Join(other, "device")))
+	pci, _ = pciOf(other)
+	require.Empty(t, pci)
+	pci, numa = pciOf("")
+	require.Empty(t, pci)
+	require.Equal(t, -1, numa)
 }

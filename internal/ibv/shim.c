@@ -101,6 +101,18 @@ static struct ibv_cq *create_cq(fy_dom *d)
 	return ibv_create_cq(d->ctx, d->cfg.cqe, NULL, NULL, 0);
 }
 
+// create_srq puts an SRQ on the parent domain and, should a provider refuse
+// that, on the plain PD (the same kernel PD): receives are posted from one
+// thread either way, and the lock-free path that matters is the send side.
+static struct ibv_srq *create_srq(fy_dom *d, struct ibv_srq_init_attr *sa)
+{
+	struct ibv_srq_init_attr copy = *sa;
+	struct ibv_srq *srq = ibv_create_srq(d->qpd, sa);
+	if (!srq && d->qpd != d->pd)
+		srq = ibv_create_srq(d->pd, &copy);
+	return srq;
+}
+
 int fy_open(const char *name, const fy_config *cfg, fy_dom **out, const char **stage)
 {
 	struct ibv_device **list;
@@ -171,13 +183,13 @@ int fy_open(const char *name, const fy_config *cfg, fy_dom **out, const char **s
 	sa.attr.max_wr = cfg->msg_srq_wr;
 	sa.attr.max_sge = 1;
 	errno = 0;
-	if (!(d->msg_srq = ibv_create_srq(d->qpd, &sa)))
+	if (!(d->msg_srq = create_srq(d, &sa)))
 		FAIL("ibv_create_srq(msg)", err_or(ENOMEM));
 	memset(&sa, 0, sizeof(sa));
 	sa.attr.max_wr = cfg->rma_srq_wr;
 	sa.attr.max_sge = 1;
 	errno = 0;
-	if (!(d->rma_srq = ibv_create_srq(d->qpd, &sa)))
+	if (!(d->rma_srq = create_srq(d, &sa)))
 		FAIL("ibv_create_srq(rma)", err_or(ENOMEM));
 
 	struct ibv_qp_init_attr qa;
@@ -375,7 +387,9 @@ struct ibv_ah *fy_create_ah(fy_dom *d, const uint8_t *gid, uint16_t dlid, int gl
 		a.grh.hop_limit = hop_limit;
 	}
 	errno = 0;
-	struct ibv_ah *ah = ibv_create_ah(d->qpd, &a);
+	// Address handles go on the plain PD: they gain nothing from the thread
+	// domain, and not every provider takes a parent domain here.
+	struct ibv_ah *ah = ibv_create_ah(d->pd, &a);
 	*err = ah ? 0 : err_or(EINVAL);
 	return ah;
 }
