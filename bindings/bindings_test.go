@@ -34,6 +34,9 @@ var lib struct {
 // TestMain) with the same flags as make bindings.
 func buildLibrary(t *testing.T) string {
 	t.Helper()
+	if !cgoEnabled() {
+		t.Skip("cgo is disabled (CGO_ENABLED=0): libferry.so is a c-shared library and needs cgo")
+	}
 	lib.once.Do(func() {
 		lib.dir, lib.err = os.MkdirTemp("", "libferry-test-")
 		if lib.err != nil {
@@ -65,6 +68,13 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(lib.dir)
 	}
 	os.Exit(code)
+}
+
+// cgoEnabled asks the go command, which knows the environment and the
+// toolchain's default.
+func cgoEnabled() bool {
+	out, err := exec.Command(goTool(), "env", "CGO_ENABLED").Output()
+	return err == nil && strings.TrimSpace(string(out)) == "1"
 }
 
 func goTool() string {

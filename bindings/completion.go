@@ -27,9 +27,34 @@ func completionOf(op string, h C.ferry_completion_t) (fabric.Completion, error) 
 			return fabric.Notify(o), nil
 		case *fabric.TransferCounter:
 			return fabric.Count(o), nil
+		case *callbackObj:
+			return o.c, nil
 		}
 	}
-	return fabric.Completion{}, fmt.Errorf("%s: completion handle %d is neither a transfer nor a counter: %w", op, uint64(h), errBadHandle)
+	return fabric.Completion{}, fmt.Errorf("%s: completion handle %d is not a transfer, counter or callback: %w", op, uint64(h), errBadHandle)
+}
+
+// callbackObj is what a ferry_callback_t names: the fabric completion is
+// built once, so submitting with it allocates nothing more.
+type callbackObj struct{ c fabric.Completion }
+
+//export ferry_callback_new
+func ferry_callback_new(fn C.ferry_done_fn, ud uintptr, out *C.ferry_callback_t) (rc C.int) {
+	defer guard(&rc)
+	if fn == nil || out == nil {
+		return fail(errInvalid("callback new", "nil function or output"))
+	}
+	// Runs on the dispatcher goroutine of the engine the transfer ran on.
+	c := fabric.OnDone(func(err error) { C.ferryp_call_done(fn, C.uintptr_t(ud), C.int(codeOf(err))) })
+	*out = C.ferry_callback_t(handles.add(&callbackObj{c: c}))
+	return C.int(codeOK)
+}
+
+//export ferry_callback_free
+func ferry_callback_free(h C.ferry_callback_t) (rc C.int) {
+	defer guard(&rc)
+	_, err := release[*callbackObj](&handles, uint64(h), "callback")
+	return result(err)
 }
 
 //export ferry_transfer_new

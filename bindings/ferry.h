@@ -121,8 +121,10 @@ typedef uint64_t ferry_transfer_t;   /* a reusable wait handle for one transfer 
 typedef uint64_t ferry_counter_t;    /* a callback-free count of finished transfers */
 typedef uint64_t ferry_imm_counter_t;/* a credit counter of one immediate value */
 typedef uint64_t ferry_group_t;      /* this process's place in a bootstrap group */
+typedef uint64_t ferry_callback_t;   /* a C function run when a transfer ends */
 /* How a submitted transfer reports its end: a ferry_transfer_t, a
- * ferry_counter_t, or 0 for nothing (failures still count in the stats). */
+ * ferry_counter_t, a ferry_callback_t, or 0 for nothing (failures still
+ * count in the stats). */
 typedef uint64_t ferry_completion_t;
 
 /* ------------------------------------------------------------------- engine */
@@ -312,6 +314,22 @@ int ferry_counter_wait(ferry_counter_t c, int64_t n, int64_t timeout_ms);
 /* Releases a counter handle. Transfers still running with it are not
  * affected; their counts are lost. */
 int ferry_counter_free(ferry_counter_t c);
+#endif
+
+/* Called once per transfer submitted with the callback, with FERRY_OK or
+ * the transfer's error code, on the engine's dispatcher thread. Suits
+ * event loops (signal an eventfd, resolve a future). */
+typedef void (*ferry_done_fn)(void *user_data, int code);
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Wraps fn and user_data as a completion that any number of transfers,
+ * on any engines, may use at once. */
+int ferry_callback_new(ferry_done_fn fn, void *user_data, ferry_callback_t *out);
+
+/* Releases the handle. Transfers already submitted with it still call fn
+ * when they end: keep user_data valid until they have (or until their
+ * engines closed). */
+int ferry_callback_free(ferry_callback_t cb);
 #endif
 
 /* ------------------------------------------------------------------- writes */

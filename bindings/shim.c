@@ -86,6 +86,8 @@ void ferryp_call_recv(ferry_recv_fn fn, uintptr_t ud, const void *data, size_t n
 	fn((void *)ud, (const uint8_t *)data, n);
 }
 
+void ferryp_call_done(ferry_done_fn fn, uintptr_t ud, int code) { fn((void *)ud, code); }
+
 void ferryp_call_error(ferry_error_fn fn, uintptr_t ud, int code, const char *msg) {
 	if (fn != NULL)
 		fn((void *)ud, code, msg);

@@ -94,6 +94,11 @@ static int on_expected(void *ud, uint32_t imm) {
 	return 0; /* fire once, then remove the counter */
 }
 
+static void on_done(void *ud, int code) {
+	int64_t *calls = ud;
+	__atomic_add_fetch(&calls[code == FERRY_OK ? 0 : 1], 1, __ATOMIC_RELEASE);
+}
+
 struct inbox {
 	char msg[256];
 	int64_t got;
@@ -264,16 +269,24 @@ int main(int argc, char **argv) {
 	for (int i = 0; i < 4; i++)
 		check(memcmp(dst + 128 * 1024 + dp[i] * 4096, src + i * 4096, 4096) == 0);
 
-	/* 3. Immediate-only write and a barrier, seen by an OnImm callback. */
+	/* 3. Immediate-only write and a barrier, seen by an OnImm callback;
+	 * the write's own end is reported to a completion callback. */
 	static struct imm_log log;
+	static int64_t done_calls[2]; /* OK results, error results */
 	expect(ferry_on_imm(b, on_imm, &log), FERRY_OK);
-	expect(ferry_submit_imm(a, 0x300, desc, NULL, t), FERRY_OK);
-	expect(ferry_transfer_wait(t, TIMEOUT_MS), FERRY_OK);
+	ferry_callback_t cb;
+	expect(ferry_callback_new(on_done, done_calls, &cb), FERRY_OK);
+	expect(ferry_submit_imm(a, 0x300, desc, NULL, cb), FERRY_OK);
+	expect(ferry_submit_imm(a, 0x300, desc, NULL, cb), FERRY_OK);
+	wait_for(__LINE__, &done_calls[0], 2);
+	check(done_calls[1] == 0);
+	expect(ferry_callback_free(cb), FERRY_OK);
+	expect(ferry_callback_free(cb), FERRY_E_BAD_HANDLE);
 	ferry_descriptor_t dsts[3] = {desc, desc, desc};
 	ferry_route pin_last = {.kind = FERRY_ROUTE_PINNED, .value = nics - 1};
 	expect(ferry_submit_barrier(a, 0x301, dsts, 3, &pin_last, t), FERRY_OK);
 	expect(ferry_transfer_wait(t, TIMEOUT_MS), FERRY_OK);
-	wait_for(__LINE__, &log.by_imm[0], 1);
+	wait_for(__LINE__, &log.by_imm[0], 2);
 	wait_for(__LINE__, &log.by_imm[1], 3);
 
 	/* 4. Scatter to two ranges, counted by B's credit counter. */
