@@ -318,3 +318,14 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
+
+// TestCOverhead runs examples/overhead.c briefly: the cost of the ABI over
+// the null transport. It checks that the program works; the figures it
+// logs are only meaningful from a longer run on a quiet machine.
+func TestCOverhead(t *testing.T) {
+	bin := compileExample(t, "overhead")
+	out, _ := run(t, bin, "2000")
+	if !strings.Contains(out, "0 errors") {
+		t.Fatalf("unexpected output:\n%s", out)
+	}
+}
