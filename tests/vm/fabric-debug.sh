@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs inside the VM when bench/fabric-debug exists: the device report must
-# list rxe0 and rxe1, and loopback must carry every workload over the verbs
-# provider with 1 and 2 NICs, verified. Sizes and iterations are small:
+# list rxe0 and rxe1, loopback must carry every workload over the verbs
+# provider with 1 and 2 NICs, verified, and so must a server and a client
+# in two processes. Sizes and iterations are small:
 # under TCG, Soft-RoCE moves tens of MB/s, and these are checks, not
 # measurements.
 set -e
@@ -17,3 +18,21 @@ for nics in 1 2; do
 	$fd loopback --provider verbs --nics $nics --buffer-mib 8 --sizes 4K --pages 32 \
 		--iters 5 --warmup 1 --timeout 60s
 done
+
+echo "== fabric-debug serve / client --provider verbs (two processes)"
+$fd serve --provider verbs --buffer-mib 8 >/tmp/serve.txt 2>&1 &
+srv=$!
+addr=""
+for i in $(seq 100); do
+	addr=$(sed -n 's/.*Main Address: *\([0-9a-f]*\).*/\1/p' /tmp/serve.txt | head -1)
+	[ -n "$addr" ] && break
+	sleep 0.1
+done
+[ -n "$addr" ] || { cat /tmp/serve.txt; kill $srv; exit 1; }
+rc=0
+$fd client "$addr" --provider verbs --buffer-mib 8 --sizes 4K --pages 32 --iters 5 --warmup 1 --timeout 60s || rc=$?
+kill $srv 2>/dev/null
+wait $srv 2>/dev/null
+echo "-- server:"
+cat /tmp/serve.txt
+exit $rc
