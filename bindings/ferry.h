@@ -85,7 +85,7 @@ extern "C" {
 #define FERRY_E_BAD_ENCODING (-9)     /* descriptor or address bytes that do not decode */
 #define FERRY_E_NO_TRANSPORT (-10)    /* transport "auto" found neither EFA nor verbs */
 #define FERRY_E_UNKNOWN_PROVIDER (-11)/* no provider serves the named transport */
-#define FERRY_E_BUSY (-12)            /* a transfer handle submitted again before its wait */
+#define FERRY_E_BUSY (-12)            /* transfer handle already in use; memory still registered */
 #define FERRY_E_TOO_LARGE (-13)       /* a message larger than the send buffers */
 #define FERRY_E_REMOVED (-14)         /* the immediate counter was removed or replaced */
 #define FERRY_E_BAD_HANDLE (-15)      /* a handle that is 0, released, or of another kind */
@@ -223,9 +223,9 @@ int ferry_engine_stats(ferry_engine_t e, ferry_stats *out);
  * Release it with ferry_host_free after unregistering it. */
 int ferry_host_alloc(size_t size, void **ptr);
 
-/* Unmaps memory from ferry_host_alloc. Freeing memory that is still
- * registered is undefined behaviour (the NIC may still write to it).
- * FERRY_E_INVALID for a pointer ferry_host_alloc did not return. */
+/* Unmaps memory from ferry_host_alloc. FERRY_E_BUSY while a region still
+ * covers it (unregister it, or close its engine, first); FERRY_E_INVALID
+ * for a pointer ferry_host_alloc did not return. */
 int ferry_host_free(void *ptr);
 #endif
 

@@ -50,12 +50,36 @@ func ferry_host_free(ptr unsafe.Pointer) (rc C.int) {
 	defer guard(&rc)
 	hostBuffers.mu.Lock()
 	b, ok := hostBuffers.m[uintptr(ptr)]
-	delete(hostBuffers.m, uintptr(ptr))
+	if ok {
+		if r := liveRegionIn(b.Addr(), uint64(b.Len())); r != nil {
+			hostBuffers.mu.Unlock()
+			return fail(fmt.Errorf("host free %p: still registered as [%#x, +%d): unregister it first: %w",
+				ptr, r.Addr(), r.Len(), fabric.ErrBusy))
+		}
+		delete(hostBuffers.m, uintptr(ptr))
+	}
 	hostBuffers.mu.Unlock()
 	if !ok {
 		return fail(errInvalid("host free", "%p was not returned by ferry_host_alloc (or was freed)", ptr))
 	}
 	return result(b.Free())
+}
+
+// liveRegionIn returns a region handle's region overlapping [addr,
+// +n), if any. Freeing registered memory would let the NIC write into
+// whatever the address space maps there next; a scan of the handle table
+// is cheap next to an munmap, and catches that mistake.
+func liveRegionIn(addr uintptr, n uint64) *fabric.MemoryRegion {
+	var found *fabric.MemoryRegion
+	handles.m.Range(func(_, v any) bool {
+		r, ok := v.(*regionObj)
+		if ok && uint64(r.r.Addr()) < uint64(addr)+n && uint64(addr) < uint64(r.r.Addr())+r.r.Len() {
+			found = r.r
+			return false
+		}
+		return true
+	})
+	return found
 }
 
 // regionObj is what a region handle names.

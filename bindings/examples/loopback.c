@@ -373,6 +373,7 @@ int main(int argc, char **argv) {
 	expect(ferry_register(a, NULL, 4096, FERRY_ACCESS_LOCAL, &from_hex), FERRY_E_INVALID);
 	expect(ferry_register(a, src, MIB, 7, &from_hex), FERRY_E_INVALID);
 	expect(ferry_host_free(src + 1), FERRY_E_INVALID);
+	expect(ferry_host_free(dst), FERRY_E_BUSY); /* still registered */
 	expect(ferry_transfer_wait(t, -1), FERRY_E_INVALID);
 	expect(ferry_imm_counter_wait(credits, 1, 0), FERRY_E_TIMEOUT);
 	expect(ferry_imm_counter_count(credits, &count), FERRY_OK);
