@@ -7,9 +7,15 @@
  * lets any language drive the engine: C and C++ directly, everything else
  * through its foreign-function interface (see examples/loopback.py).
  *
- * Build:   go build -buildmode=c-shared -o libferry.so ./bindings
- *          (or `make bindings`, which writes bin/libferry.so and bin/ferry.h)
+ * Build:   make bindings    (writes bin/libferry.so and bin/ferry.h), or
+ *          go build -buildmode=c-shared -o libferry.so \
+ *            -ldflags=-extldflags=-Wl,--version-script=$PWD/bindings/libferry.map \
+ *            ./bindings
  * Link:    cc app.c -I<dir of ferry.h> -L<dir of libferry.so> -lferry
+ *
+ * The library contains the Go runtime, which starts its own threads when
+ * the library is loaded. As with any threaded library, a process that has
+ * opened an engine must not fork() unless the child only calls exec.
  *
  * OBJECTS AND HANDLES
  *   Every object is named by an opaque 64-bit handle. Handles are numbers
@@ -28,17 +34,23 @@
  * THREADS
  *   Every function may be called from any thread, concurrently, unless its
  *   comment says otherwise. Callbacks (ferry_expect_imm, ferry_on_imm,
- *   ferry_recv_bouncing) run on a thread the library owns: the engine's
- *   dispatcher, one per engine, which runs that engine's callbacks one at
- *   a time, in order. A callback must return quickly (it delays every other
- *   callback of its engine, never the network) and may call any ferry
- *   function except ferry_engine_close on its own engine.
+ *   ferry_recv_bouncing, ferry_callback_new) run on a thread the library
+ *   owns: the engine's dispatcher, one per engine, which runs that
+ *   engine's callbacks one at a time, in order (it is not the thread that
+ *   submitted, and not always the same OS thread from one call to the
+ *   next). A callback must return quickly (it delays every other callback
+ *   of its engine, never the network) and may call any ferry function
+ *   except ferry_engine_close on its own engine. Once ferry_engine_close
+ *   returned, none of that engine's callbacks runs again.
  *
  * MEMORY
  *   Memory given to the NIC must not be moved or freed while it is
- *   registered: use ferry_host_alloc, or any C memory (malloc, mmap) that
- *   outlives its registration. Arrays passed to submit functions (pages,
- *   targets, destinations) are copied before the call returns.
+ *   registered: use ferry_host_alloc (whose free refuses registered
+ *   memory), or any C memory (malloc, mmap) that outlives its
+ *   registration. Arrays and bytes passed to the library (pages, targets,
+ *   destinations, messages, descriptor bytes) are copied before the call
+ *   returns; pointers the library hands to callbacks are valid only during
+ *   the call.
  *
  * TIMEOUTS
  *   Every blocking call takes timeout_ms >= 0 (0 polls once). There is no
@@ -177,7 +189,8 @@ int ferry_engine_open(const ferry_config *cfg, int64_t timeout_ms,
  * memory is unregistered, bouncing receive buffers freed, NICs closed.
  * When it returns no callback of this engine runs any more, so their user
  * data may be freed. Calls racing with close on other threads fail with
- * FERRY_E_CLOSED. Calling it from one of the engine's own callbacks returns
+ * FERRY_E_CLOSED (or FERRY_E_BAD_HANDLE once the handle is gone); waits
+ * on their transfers return FERRY_E_CLOSED. Calling it from one of the engine's own callbacks returns
  * only after timeout_ms: do not. Returns FERRY_OK, or the drain's error
  * (the handle is released either way). */
 int ferry_engine_close(ferry_engine_t e, int64_t timeout_ms);
