@@ -313,13 +313,19 @@ int main(int argc, char **argv) {
 	wait_for(__LINE__, &inbox.got, 1);
 	check(strcmp(inbox.msg, hello) == 0);
 
-	/* 6. Four threads submit at once; error text is per thread. */
+	/* 6. Four threads submit at once; error text is per thread. A write's
+	 * completion at A says A is done with it, not that the bytes landed
+	 * at B (tcp reports small writes as sent): B knows from the
+	 * immediates, one per write and NIC (each write is sharded). */
 	ferry_counter_t shared;
 	expect(ferry_counter_new(&shared), FERRY_OK);
+	ferry_imm_counter_t landed;
+	expect(ferry_imm_counter_new(b, 0x500, &landed), FERRY_OK);
 	struct submitter subs[4];
 	for (int i = 0; i < 4; i++) {
 		subs[i] = (struct submitter){.id = i, .writes = 100, .engine = a, .counter = shared,
-		                             .w = {.src = src_reg, .length = 4096, .dst = desc}};
+		                             .w = {.src = src_reg, .length = 4096, .dst = desc,
+		                                   .imm = 0x500, .has_imm = 1}};
 		check(pthread_create(&subs[i].thread, NULL, submit_loop, &subs[i]) == 0);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -329,6 +335,7 @@ int main(int argc, char **argv) {
 	expect(ferry_counter_wait(shared, 400, TIMEOUT_MS), FERRY_OK);
 	expect(ferry_counter_read(shared, &done, &errors), FERRY_OK);
 	check(done == 400 && errors == 0);
+	expect(ferry_imm_counter_wait(landed, 400 * (int64_t)nics, TIMEOUT_MS), FERRY_OK);
 	check(memcmp(dst, src, MIB) == 0);
 	expect(ferry_counter_free(shared), FERRY_OK);
 

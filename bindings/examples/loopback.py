@@ -14,6 +14,7 @@ on this machine.
 
 import ctypes as C
 import sys
+import time
 
 FERRY_OK = 0
 FERRY_E_OUT_OF_BOUNDS = -4
@@ -159,7 +160,12 @@ def main():
     w.imm, w.length = 0x52, 4096
     f.call("ferry_submit_single", a, C.byref(w), t)
     f.call("ferry_transfer_wait", t, TIMEOUT_MS)
+    # The bytes have landed when their immediates have: both writes'.
     f.call("ferry_imm_counter_wait", credits, 1, TIMEOUT_MS)
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not fired and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert fired == [0x51], fired
     assert C.string_at(dst, MIB) == pattern, "bytes differ"
     w.dst_offset = MIB - 1
     f.call("ferry_submit_single", a, C.byref(w), 0, want=FERRY_E_OUT_OF_BOUNDS)
