@@ -141,3 +141,13 @@ func ferry_counter_free(h C.ferry_counter_t) (rc C.int) {
 	_, err := release[*fabric.TransferCounter](&handles, uint64(h), "counter")
 	return result(err)
 }
+
+//export ferry_live_handles
+func ferry_live_handles(count *C.uint64_t) (rc C.int) {
+	defer guard(&rc)
+	if count == nil {
+		return fail(errInvalid("live handles", "nil output"))
+	}
+	*count = C.uint64_t(handles.len())
+	return C.int(codeOK)
+}

@@ -122,6 +122,11 @@ uint32_t ferry_version(void);
 
 /* Returns the library version as static text, "1.0.0". Never NULL. */
 const char *ferry_version_string(void);
+
+/* The number of live handles of every kind in this process: a leak check
+ * for tests (it is back to its starting value once everything made was
+ * freed or closed). */
+int ferry_live_handles(uint64_t *count);
 #endif
 
 /* ------------------------------------------------------------------ handles */

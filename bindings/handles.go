@@ -31,7 +31,8 @@ func (t *handleTable) remove(h uint64) (any, bool) {
 	return t.m.LoadAndDelete(h)
 }
 
-// len counts live handles (tests use it to check that nothing leaks).
+// len counts live handles (ferry_live_handles: tests use it to check
+// that nothing leaks).
 func (t *handleTable) len() int {
 	n := 0
 	t.m.Range(func(any, any) bool { n++; return true })

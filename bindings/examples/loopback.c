@@ -166,6 +166,9 @@ int main(int argc, char **argv) {
 	check(ferry_version() >> 16 == FERRY_VERSION_MAJOR);
 	check(strcmp(ferry_version_string(), "1.0.0") == 0);
 
+	uint64_t handles_at_start, handles_now;
+	expect(ferry_live_handles(&handles_at_start), FERRY_OK);
+
 	ferry_config cfg;
 	ferry_config_init(&cfg);
 	cfg.transport = transport;
@@ -472,6 +475,12 @@ int main(int argc, char **argv) {
 	expect(ferry_descriptor_free(desc), FERRY_OK);
 	expect(ferry_host_free(src), FERRY_OK);
 	expect(ferry_host_free(dst), FERRY_OK);
+	expect(ferry_live_handles(&handles_now), FERRY_OK);
+	if (handles_now != handles_at_start) {
+		fprintf(stderr, "loopback %s: %llu handles live at the end, %llu at the start\n", transport,
+		        (unsigned long long)handles_now, (unsigned long long)handles_at_start);
+		return 1;
+	}
 	printf("loopback %s: ok\n", transport);
 	return 0;
 }

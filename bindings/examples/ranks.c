@@ -70,6 +70,8 @@ int main(int argc, char **argv) {
 	const char *node = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
 	int nics = argc > 3 ? atoi(argv[3]) : 1;
 
+	uint64_t handles_at_start, handles_now;
+	expect(ferry_live_handles(&handles_at_start), FERRY_OK);
 	ferry_group_t g;
 	expect(ferry_group_join(TIMEOUT_MS, &g), FERRY_OK);
 	int32_t r, world;
@@ -181,6 +183,11 @@ int main(int argc, char **argv) {
 	/* Rank 0 serves the store: leave only when everyone is done with it. */
 	expect(ferry_group_barrier(g, TIMEOUT_MS), FERRY_OK);
 	expect(ferry_group_close(g), FERRY_OK);
+	expect(ferry_live_handles(&handles_now), FERRY_OK);
+	if (handles_now != handles_at_start) {
+		fprintf(stderr, "rank %d: %llu handles left\n", rank, (unsigned long long)(handles_now - handles_at_start));
+		return 1;
+	}
 	printf("rank %d of %d over %s: ok\n", rank, world, transport);
 	return 0;
 }
