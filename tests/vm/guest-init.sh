@@ -1,6 +1,6 @@
 #!/bin/busybox sh
 # PID 1 of the ferry verbs test VM. Brings up Soft-RoCE (rdma_rxe) on two
-# guest-only dummy netdevs, runs every test binary under /ferry/tests and
+# guest-only dummy netdevs and on a guest-only veth pair, runs every test binary under /ferry/tests and
 # the programs under /ferry/run, ships the logs out over the second serial
 # port as a tar stream, reports the verdict through isa-debug-exit and
 # powers off. Nothing here touches the host: the VM has no NIC.
@@ -35,8 +35,29 @@ for dev in rxe0 rxe1; do
 	$RDMA link add $dev type rxe netdev d$n || failed "rdma-link-$dev"
 	n=$((n + 1))
 done
+# rxe2 and rxe3 sit on the two ends of a veth pair, with policy routing so
+# that traffic between their addresses really crosses it (RoCE v2 through
+# the UDP/IP stack) instead of short-cutting through lo or rxe's internal
+# loopback. Their MTUs differ (9000 -> active 4096, 1500 -> 1024), so a
+# path MTU that is not the smaller of the two loses packets.
+CROSS=rxe2,rxe3
+{
+	$IP link add v0 type veth peer name v1 &&
+		$IP addr add 10.98.0.1/24 dev v0 && $IP addr add 10.98.0.2/24 dev v1 &&
+		$IP link set v0 mtu 9000 && $IP link set v0 up && $IP link set v1 up &&
+		$IP rule add pref 10 iif lo lookup 100 &&
+		$IP route add 10.98.0.2 dev v0 src 10.98.0.1 table 100 &&
+		$IP route add 10.98.0.1 dev v1 src 10.98.0.2 table 100 &&
+		$IP rule del pref 0 && $IP rule add pref 100 lookup local &&
+		for f in all default v0 v1; do
+			echo 1 >/proc/sys/net/ipv4/conf/$f/accept_local
+			echo 0 >/proc/sys/net/ipv4/conf/$f/rp_filter
+		done &&
+		$RDMA link add rxe2 type rxe netdev v0 && $RDMA link add rxe3 type rxe netdev v1
+} || { failed "veth-rxe"; CROSS=""; }
 for i in $(seq 50); do
-	[ "$(cat /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null)" = "4: ACTIVE" ] && break
+	[ "$(cat /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null)" = "4: ACTIVE" ] &&
+		[ "$(cat /sys/class/infiniband/rxe3/ports/1/state 2>/dev/null)" = "4: ACTIVE" ] && break
 	sleep 0.1
 done
 $RDMA link show
@@ -49,7 +70,7 @@ for t in /ferry/tests/*.test; do
 	[ -x "$t" ] || continue
 	name=${t##*/}
 	say "run $name"
-	(cd /tmp && FERRY_TEST_REQUIRE=verbs FERRY_VERBS_DEVICES=rxe0,rxe1 \
+	(cd /tmp && FERRY_TEST_REQUIRE=verbs FERRY_VERBS_DEVICES=rxe0,rxe1 FERRY_VERBS_CROSS=$CROSS \
 		timeout 240 "$t" -test.v -test.count=1 -test.timeout 200s $ARGS) >"/tmp/results/$name.txt" 2>&1
 	rc=$?
 	grep -E '^(--- |=== RUN|ok|PASS|FAIL|panic)' "/tmp/results/$name.txt" | grep -v '=== RUN' | tail -60
