@@ -155,8 +155,9 @@ func shmLeftovers(pid int) []string {
 }
 
 // TestCLoopback runs examples/loopback.c: two engines in one process,
-// every request kind, both completion paths, every counter kind, bad
-// input, close, over the in-process and the libfabric loopback transports.
+// every request kind, every completion and counter kind, concurrent
+// submitters, close, over the in-process and the libfabric loopback
+// transports.
 func TestCLoopback(t *testing.T) {
 	bin := compileExample(t, "loopback")
 	for _, tc := range []struct{ transport, node, nics string }{
@@ -172,6 +173,23 @@ func TestCLoopback(t *testing.T) {
 			}
 			if left := shmLeftovers(pid); len(left) > 0 {
 				t.Errorf("/dev/shm files left by the loopback process: %v", left)
+			}
+		})
+	}
+}
+
+// TestCBadInput runs examples/badinput.c: every kind of bad input is
+// refused with its own code, posts nothing and leaves the engines working.
+func TestCBadInput(t *testing.T) {
+	bin := compileExample(t, "badinput")
+	for _, tc := range []struct{ transport, node, nics string }{
+		{"mem", "-", "1"},
+		{"tcp;ofi_rxm", "127.0.0.1", "2"},
+	} {
+		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
+			out, _ := run(t, bin, tc.transport, tc.node, tc.nics)
+			if !strings.Contains(out, "badinput "+tc.transport+": ok") {
+				t.Fatalf("no ok line:\n%s", out)
 			}
 		})
 	}

@@ -1,0 +1,77 @@
+/*
+ * check.h: the checking helpers the C examples share. Every failure prints
+ * the calling thread's ferry_last_error, the way any ferry caller should
+ * report, and exits 1.
+ */
+#ifndef FERRY_EXAMPLES_CHECK_H
+#define FERRY_EXAMPLES_CHECK_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ferry.h"
+
+#define MIB (1u << 20)
+#define TIMEOUT_MS 20000
+
+/* What the messages name: the program and its transport. */
+static const char *check_label = "example";
+
+/* expect fails the program unless call returned want. */
+#define expect(call, want) expect_at(__LINE__, #call, (call), (want))
+
+static inline void expect_at(int line, const char *what, int got, int want) {
+	if (got == want)
+		return;
+	char msg[512];
+	ferry_last_error(msg, sizeof msg);
+	fprintf(stderr, "%s: line %d: %s = %s, want %s (last error: %s)\n", check_label, line, what,
+	        ferry_strerror(got), ferry_strerror(want), msg);
+	exit(1);
+}
+
+#define check(cond) check_at(__LINE__, #cond, (cond))
+
+static inline void check_at(int line, const char *what, int ok) {
+	if (!ok) {
+		fprintf(stderr, "%s: line %d: check failed: %s\n", check_label, line, what);
+		exit(1);
+	}
+}
+
+static inline double now_s(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* wait_for polls *v (updated by a callback thread) until it reaches n. */
+static inline void wait_for(int line, const int64_t *v, int64_t n) {
+	double deadline = now_s() + TIMEOUT_MS / 1000.0;
+	while (__atomic_load_n(v, __ATOMIC_ACQUIRE) < n) {
+		if (now_s() > deadline) {
+			fprintf(stderr, "%s: line %d: waited for %lld, have %lld\n", check_label, line,
+			        (long long)n, (long long)__atomic_load_n(v, __ATOMIC_ACQUIRE));
+			exit(1);
+		}
+		usleep(100);
+	}
+}
+
+/* open_or_skip opens an engine, exiting 77 (the test harnesses' "skip")
+ * when the transport cannot run on this machine. */
+static inline void open_or_skip(const ferry_config *cfg, ferry_engine_t *e) {
+	int rc = ferry_engine_open(cfg, TIMEOUT_MS, e);
+	if (rc == FERRY_E_NOT_SUPPORTED) {
+		char msg[512];
+		ferry_last_error(msg, sizeof msg);
+		fprintf(stderr, "%s: not supported here: %s\n", check_label, msg);
+		exit(77);
+	}
+	expect(rc, FERRY_OK);
+}
+
+#endif
