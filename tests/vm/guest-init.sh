@@ -71,7 +71,7 @@ for t in /ferry/tests/*.test; do
 	name=${t##*/}
 	say "run $name"
 	(cd /tmp && FERRY_TEST_REQUIRE=verbs FERRY_VERBS_DEVICES=rxe0,rxe1 FERRY_VERBS_CROSS=$CROSS \
-		timeout 240 "$t" -test.v -test.count=1 -test.timeout 200s $ARGS) >"/tmp/results/$name.txt" 2>&1
+		timeout 420 "$t" -test.v -test.count=1 -test.timeout 400s $ARGS) >"/tmp/results/$name.txt" 2>&1
 	rc=$?
 	grep -E '^(--- |=== RUN|ok|PASS|FAIL|panic)' "/tmp/results/$name.txt" | grep -v '=== RUN' | tail -60
 	[ $rc = 0 ] && say "ok $name" || failed "$name (exit $rc)"

@@ -15,7 +15,8 @@
 #   FERRY_VM_TESTARGS flags for every test binary (-test.run=...); the
 #                  default runs each benchmark once
 #   ACCEL          kvm | tcg | auto (default auto)
-#   VM_TIMEOUT     seconds before the VM is killed (default 300)
+#   VM_TIMEOUT     seconds before the VM is killed (default 900; a normal
+#                  run takes well under a minute, a loaded machine 3)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -37,6 +38,10 @@ ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 || need
 command -v ibv_devinfo >/dev/null || need+=(ibverbs-utils)
 command -v xz >/dev/null || need+=(xz-utils)
 if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "test-verbs: missing ${need[*]}; run as root (apt-get install) or install them" >&2
+		exit 1
+	fi
 	echo "test-verbs: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
@@ -87,7 +92,7 @@ results=$work/results.tar
 rm -f "$results"
 echo "test-verbs: booting ($accel); console in $console"
 set +e
-timeout --foreground "${VM_TIMEOUT:-300}" qemu-system-x86_64 "${acc[@]}" -m 2048 -smp 2 \
+timeout --foreground "${VM_TIMEOUT:-900}" qemu-system-x86_64 "${acc[@]}" -m 2048 -smp 2 \
 	-machine pc -nodefaults -nographic -no-reboot -display none -net none \
 	-serial "file:$console" -serial "file:$results" \
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04 \
