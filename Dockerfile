@@ -6,6 +6,11 @@
 #   docker run --rm ferry fabric-debug info
 #   docker run --rm --device=/dev/infiniband ... ferry fabric-debug loopback
 #
+# The build stage has the whole toolchain: `docker build --target build -t
+# ferry-build .` then `docker run --rm ferry-build go test ./bindings
+# ./fabric/...` runs the tests that need no device (shm and tcp;ofi_rxm
+# over the container's loopback).
+#
 # RDMA devices (EFA, verbs) must be passed into the container with --device
 # (and usually --cap-add IPC_LOCK, or a raised memlock ulimit, for memory
 # registration); without them the shm and tcp;ofi_rxm transports still
