@@ -9,7 +9,8 @@
 # The build stage has the whole toolchain: `docker build --target build -t
 # ferry-build .` then `docker run --rm ferry-build go test ./bindings
 # ./fabric/...` runs the tests that need no device (shm and tcp;ofi_rxm
-# over the container's loopback).
+# over the container's loopback; give shm room with --shm-size=1g, as each
+# shm endpoint maps a 16 MiB file in /dev/shm and Docker's default is 64 MiB).
 #
 # RDMA devices (EFA, verbs) must be passed into the container with --device
 # (and usually --cap-add IPC_LOCK, or a raised memlock ulimit, for memory
