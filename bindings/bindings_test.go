@@ -195,6 +195,24 @@ func TestCBadInput(t *testing.T) {
 	}
 }
 
+// TestCCycles runs examples/cycles.c: ten open, write, close cycles leave
+// the process's descriptors, /dev/shm files and live handles unchanged.
+func TestCCycles(t *testing.T) {
+	bin := compileExample(t, "cycles")
+	for _, tc := range []struct{ transport, node, nics string }{
+		{"mem", "-", "2"},
+		{"shm", "-", "1"},
+		{"tcp;ofi_rxm", "127.0.0.1", "2"},
+	} {
+		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
+			out, _ := run(t, bin, tc.transport, tc.node, tc.nics, "10")
+			if !strings.Contains(out, "cycles "+tc.transport+": ok") {
+				t.Fatalf("no ok line:\n%s", out)
+			}
+		})
+	}
+}
+
 // TestPythonLoopback drives the library from Python's ctypes.
 func TestPythonLoopback(t *testing.T) {
 	py, err := exec.LookPath("python3")
@@ -202,7 +220,7 @@ func TestPythonLoopback(t *testing.T) {
 		t.Skip("no python3 on PATH: the ctypes example cannot run here")
 	}
 	dir := buildLibrary(t)
-	for _, tr := range [][]string{{"mem"}, {"shm"}} {
+	for _, tr := range [][]string{{"mem"}, {"shm"}, {"tcp;ofi_rxm", "127.0.0.1"}} {
 		t.Run(tr[0], func(t *testing.T) {
 			args := append([]string{"examples/loopback.py", filepath.Join(dir, "libferry.so")}, tr...)
 			out, _ := run(t, py, args...)

@@ -47,7 +47,7 @@
 // them over the in-process "mem" transport and libfabric's "shm" and
 // "tcp;ofi_rxm" on loopback (loopback.c: every request, completion and
 // counter kind in one process; badinput.c: every refusal; ranks.c: two
-// processes bootstrapped through ferry_group_*; overhead.c: the ABI's
-// cost), check that the library exports exactly ferry.h's functions, and
+// processes bootstrapped through ferry_group_*; cycles.c: repeated
+// open/close leaks nothing; overhead.c: the ABI's cost), check that the library exports exactly ferry.h's functions, and
 // run the Python example.
 package main
