@@ -358,7 +358,11 @@ int ferry_callback_free(ferry_callback_t cb);
 
 /* How a request uses the group's NICs. A zeroed ferry_route (or NULL where
  * a pointer is taken) is the default: sharded over every NIC; for
- * scatter, targets split into contiguous blocks per NIC. */
+ * scatter, targets split into contiguous blocks per NIC (a scatter's
+ * FERRY_ROUTE_SHARDED takes value 0 only; FERRY_ROUTE_SHARD_BYTES ignores
+ * value). Imm writes and barriers use FERRY_ROUTE_PINNED or the default
+ * (round-robin for an imm write, destinations in blocks per NIC for a
+ * barrier). A bad kind or NIC index is FERRY_E_INVALID. */
 typedef struct ferry_route {
 	int32_t kind;  /* FERRY_ROUTE_* */
 	int32_t value; /* shard count, or the pinned NIC index */
@@ -475,7 +479,8 @@ int ferry_imm_counter_free(ferry_imm_counter_t c);
 typedef int (*ferry_expect_fn)(void *user_data, uint32_t imm);
 
 #ifndef FERRY_NO_PROTOTYPES
-/* Makes imm an expected-count counter calling fn(user_data, imm). A
+/* Makes imm an expected-count counter calling fn(user_data, imm)
+ * (expected >= 1, fn not NULL, else FERRY_E_INVALID). A
  * counter already registered for imm is replaced; what it had counted is
  * written to *prev_count (may be NULL). Register before peers can send:
  * earlier arrivals went to the ferry_on_imm callbacks. user_data must stay
