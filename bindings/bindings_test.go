@@ -213,6 +213,26 @@ func TestCCycles(t *testing.T) {
 	}
 }
 
+// TestCCloseRace runs examples/closerace.c: an engine closed while four
+// threads submit to it and wait on it; every call works or fails with a
+// closed-engine code, every thread stops, nothing is left behind.
+func TestCCloseRace(t *testing.T) {
+	bin := compileExample(t, "closerace")
+	for _, tc := range []struct{ transport, node, nics string }{
+		{"mem", "-", "2"},
+		{"tcp;ofi_rxm", "127.0.0.1", "2"},
+	} {
+		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
+			for i := 0; i < 3; i++ {
+				out, _ := run(t, bin, tc.transport, tc.node, tc.nics)
+				if !strings.Contains(out, ": ok") {
+					t.Fatalf("no ok line:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
 // TestPythonLoopback drives the library from Python's ctypes.
 func TestPythonLoopback(t *testing.T) {
 	py, err := exec.LookPath("python3")

@@ -48,6 +48,7 @@
 // "tcp;ofi_rxm" on loopback (loopback.c: every request, completion and
 // counter kind in one process; badinput.c: every refusal; ranks.c: two
 // processes bootstrapped through ferry_group_*; cycles.c: repeated
-// open/close leaks nothing; overhead.c: the ABI's cost), check that the library exports exactly ferry.h's functions, and
+// open/close leaks nothing; closerace.c: close while threads submit;
+// overhead.c: the ABI's cost), check that the library exports exactly ferry.h's functions, and
 // run the Python example.
 package main
