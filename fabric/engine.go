@@ -129,6 +129,14 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.workers = append(e.workers, w)
 		e.byDev[g.Device] = w
 	}
+	for i, w := range e.workers {
+		if err := w.wake.open(); err != nil {
+			for _, o := range e.workers[:i] {
+				o.wake.close()
+			}
+			return nil, fmt.Errorf("open engine: %w", err)
+		}
+	}
 	e.disp = newDispatcher(e)
 
 	// Start every worker first so NICs of different groups open in
@@ -307,6 +315,11 @@ func (e *Engine) Close(ctx context.Context) error {
 			if w.closeErr != nil {
 				errs = append(errs, fmt.Errorf("group %s: %w", w.dev, w.closeErr))
 			}
+		}
+		// Every submitter has left and every stop was sent: nobody can
+		// kick a worker any more.
+		for _, w := range e.workers {
+			w.wake.close()
 		}
 		if e.disp != nil {
 			e.disp.stop(ctx)

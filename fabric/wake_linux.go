@@ -16,18 +16,24 @@ type waker struct {
 	ts  unix.Timespec
 }
 
+// open creates the eventfd. It lives as long as the engine, not the
+// worker: goroutines may still signal a worker that just exited, and a
+// closed descriptor number could be reused by anything.
 func (k *waker) open() error {
 	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("worker wake eventfd: %w", err)
 	}
 	k.fd = fd
-	// The default 50 µs slack would stretch every short sleep; the worker
-	// runs on its own locked thread, so this only affects it.
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
 	return nil
 }
 
+// tune lowers the calling thread's timer slack: the default 50 µs would
+// stretch every short sleep. The worker runs on its own locked thread, so
+// this only affects it.
+func (k *waker) tune() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0) }
+
+// close releases the eventfd once nobody can signal it any more.
 func (k *waker) close() {
 	if k.fd > 0 {
 		_ = unix.Close(k.fd)

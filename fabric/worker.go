@@ -106,11 +106,7 @@ func (w *worker) run(opts DomainOptions) {
 	defer close(w.exited)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	defer w.wake.close()
-	if err := w.wake.open(); err != nil {
-		w.initDone <- err
-		return
-	}
+	w.wake.tune()
 	if err := w.open(opts); err != nil {
 		w.closeDomains()
 		w.initDone <- err
