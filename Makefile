@@ -5,7 +5,7 @@ BIN       := bin
 TESTFLAGS ?=
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all deps build test test-unit test-race demo bench lint vet fmt-check
+.PHONY: all deps build test demo bench lint vet fmt-check
 
 all: build
 
