@@ -148,6 +148,24 @@ func isLoopback(transport string) bool {
 	return false
 }
 
+// softRDMA returns the first software RDMA device (rxe, siw) among
+// domains named device:name#index, or "".
+func softRDMA(domains []string) string {
+	for _, d := range domains {
+		name := d
+		if i := strings.IndexByte(name, ':'); i >= 0 {
+			name = name[i+1:]
+		}
+		if i := strings.IndexByte(name, '#'); i >= 0 {
+			name = name[:i]
+		}
+		if strings.HasPrefix(name, "rxe") || strings.HasPrefix(name, "siw") {
+			return name
+		}
+	}
+	return ""
+}
+
 // newHeader fills the parts every mode shares.
 func newHeader(mode string, s Spec, in PeerInfo) Header {
 	h := Header{Tool: "fabric-debug", Mode: mode, Provider: in.Provider, Transport: in.Transport, NICs: in.NICs,
@@ -162,6 +180,8 @@ func newHeader(mode string, s Spec, in PeerInfo) Header {
 		h.LinkSpeed = 0
 	}
 	switch {
+	case softRDMA(h.Domains) != "":
+		h.Note = softRDMA(h.Domains) + " is Soft-RoCE (rdma_rxe) or soft-iWARP: the kernel emulates the RDMA device, so the figures are the emulation's, not a NIC's"
 	case h.Transport == "null":
 		h.Note = "null completes every write at once without moving bytes: the figures are the engine's own overhead, not a NIC's"
 	case h.LoopbackProvider:
