@@ -5,6 +5,7 @@ package efa
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,9 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
+
+// shmNonce distinguishes this process from earlier ones with its pid.
+var shmNonce = rand.Uint32()
 
 // Domain is one libfabric FI_EP_RDM endpoint with its own fabric, domain,
 // completion queue and address vector: ferry's model of one NIC. It
@@ -28,7 +32,8 @@ type Domain struct {
 	ep        *ofi.Endpoint
 	addr      fabric.Address
 	ownAddr   []byte
-	strAddr   bool // FI_ADDR_STR addresses (shm)
+	strAddr   bool   // FI_ADDR_STR addresses (shm)
+	shmName   string // our /dev/shm region name (shm), removed at Close
 	mrMode    uint64
 	hmem      bool
 
@@ -75,8 +80,11 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 	srcName := ""
 	if chosen.AddrFormat() == ofi.AddrFormatStr && chosen.ProvName() == "shm" {
 		// Two shm endpoints of one process would otherwise race for the
-		// same name (and the same /dev/shm file).
-		srcName = fmt.Sprintf("ferry-%d-%d-%d", os.Getpid(), opts.Instance, shmSeq.Add(1))
+		// same name (and the same /dev/shm file). The random part keeps a
+		// process that reuses the pid of one that died without closing
+		// (its file is still in /dev/shm) from failing with EBUSY, and
+		// keeps apart processes of pid namespaces sharing /dev/shm.
+		srcName = fmt.Sprintf("ferry-%d-%08x-%d-%d", os.Getpid(), shmNonce, opts.Instance, shmSeq.Add(1))
 	}
 	// The CQ takes initiator completions and incoming immediates alike, so
 	// leave room for both directions at full depth.
@@ -97,6 +105,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 
 		connectTimeout: opts.HandshakeTimeout,
 		dead:           make(map[fabric.PeerID]struct{}),
+		shmName:        srcName,
 	}
 	if d.connectTimeout <= 0 {
 		d.connectTimeout = 10 * time.Second
@@ -225,6 +234,12 @@ func (d *Domain) Close() error {
 		first = callError(d.transport, "fi_close", err)
 	}
 	d.ep = nil
+	if d.shmName != "" {
+		// libfabric 1.17's shm leaves the region file of an endpoint that
+		// closes while a peer of the same process still maps it; the name
+		// is ours alone, so remove it.
+		_ = os.Remove("/dev/shm/" + d.shmName)
+	}
 	clear(d.peers)
 	return first
 }
