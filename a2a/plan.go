@@ -6,7 +6,7 @@ package a2a
 type Path uint8
 
 const (
-	pathNone Path = iota
+	_ Path = iota // the zero Path is no path
 	// PathSelf: q is the sender. The row is staged in the sender's own send
 	// buffer, where its own dispatch receive reads it.
 	PathSelf
@@ -73,7 +73,7 @@ type Transfer struct {
 type Source uint8
 
 const (
-	sourceNone Source = iota
+	_ Source = iota // the zero Source is none
 	// SourceOwnSend: this rank's own send buffer (the copy is its own).
 	SourceOwnSend
 	// SourceOwnRecv: this rank's receive buffer (pushed, eager or overflow).
