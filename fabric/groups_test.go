@@ -76,17 +76,22 @@ func TestSlowCallbackDoesNotBlockWorker(t *testing.T) {
 	desc, _ := src.Descriptor()
 	release := make(chan struct{})
 	var ran atomic.Bool
+	defer close(release)
 	require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: src, Length: 8, Dst: desc},
 		fabric.OnDone(func(error) { ran.Store(true); <-release })))
+	// Wait until the dispatcher is stuck inside the callback.
+	deadline := time.Now().Add(5 * time.Second)
+	for !ran.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.True(t, ran.Load(), "the callback started")
 	tc := new(fabric.TransferCounter)
 	for i := 0; i < 5000; i++ {
 		require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: src, Length: 8, Dst: desc}, fabric.Count(tc)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, tc.Wait(ctx, 5000))
-	require.True(t, ran.Load())
-	close(release)
+	require.NoError(t, tc.Wait(ctx, 5000), "transfers complete while the dispatcher is blocked")
 }
 
 // Steady-state submits allocate nothing.

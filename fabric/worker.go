@@ -59,23 +59,25 @@ type worker struct {
 
 	sleeping atomic.Bool
 	wake     waker
+	busyPoll bool // an empty poll looked like provider progress work
 }
 
 // domState is one domain and the worker's queues for it.
 type domState struct {
-	d      RdmaDomain
-	info   DomainInfo
-	addr   Address
-	peers  map[Address]PeerID
-	fifo   ring
-	batch  []WriteOp
-	segs   []batchSeg
-	events []Event
-	sendQ  []SendOp
-	recvQ  []RecvOp
-	posted int // ops in flight on the provider
-	depth  int
-	stats  DomainStats
+	d        RdmaDomain
+	info     DomainInfo
+	addr     Address
+	peers    map[Address]PeerID
+	fifo     ring
+	batch    []WriteOp
+	segs     []batchSeg
+	events   []Event
+	sendQ    []SendOp
+	recvQ    []RecvOp
+	posted   int   // ops in flight on the provider
+	idlePoll int64 // running mean of an empty poll's duration, ns
+	depth    int
+	stats    DomainStats
 }
 
 type batchSeg struct {
@@ -206,6 +208,10 @@ func (w *worker) loop() {
 			continue
 		}
 		idle++
+		if w.busyPoll {
+			w.busyPoll = false
+			idle = min(idle, idleSleepFrom)
+		}
 		if w.e.cfg.Poll == PollSpin {
 			continue
 		}
@@ -219,21 +225,20 @@ func (w *worker) loop() {
 // manual-progress providers whose data moves only while both sides poll,
 // so the worker sleeps in ppoll on its wake eventfd instead: microsecond
 // timeouts, and a submitter or control call that finds it asleep wakes it
-// at once. The sleep stays at 10 µs while ops are in flight and grows to
-// at most 50 µs otherwise: a passive target sees no completion for plain
-// writes, yet tcp and shm move their data only while it polls, so a longer
-// sleep would throttle every peer writing to it.
+// at once. Sleeps stay at 10 µs while ops are in flight or while empty
+// polls look like provider progress work (see poll), and otherwise grow to
+// 1 ms, so an idle engine costs a few percent of a core.
 func (w *worker) idle(n int) {
 	switch {
-	case n < 64:
+	case n < idleSpins:
 		return
-	case n < 64+256:
+	case n < idleSleepFrom:
 		runtime.Gosched()
 		return
 	}
 	d := 10 * time.Microsecond
 	if w.inflight == 0 && w.opsInFlight() == 0 {
-		d = time.Duration(min(n-320+1, 5)) * 10 * time.Microsecond
+		d = time.Duration(min(n-idleSleepFrom+1, 100)) * 10 * time.Microsecond
 	}
 	w.sleeping.Store(true)
 	if len(w.reqs) == 0 && len(w.ctl) == 0 {
@@ -241,6 +246,13 @@ func (w *worker) idle(n int) {
 	}
 	w.sleeping.Store(false)
 }
+
+// The adaptive idle phases, in passes with nothing done: spin, then
+// yield, then sleep.
+const (
+	idleSpins     = 64
+	idleSleepFrom = idleSpins + 256
+)
 
 // kick wakes the worker if it sleeps.
 func (w *worker) kick() {

@@ -137,10 +137,18 @@ func (w *worker) poll() bool {
 		if n == 0 {
 			// A passive target gets no completion for plain writes, yet
 			// on manual-progress providers its polls are what move their
-			// bytes. A poll that took long did such work: count it as
-			// activity so the worker keeps polling instead of sleeping.
-			if timed && nanotime()-t0 > busyPollNanos {
-				did = true
+			// bytes. A poll much slower than this domain's idle polls
+			// probably did such work: the worker then keeps its sleeps at
+			// the shortest (a slow poll can also be a cold cache after a
+			// sleep, so it does not restart spinning). Idle polls cost
+			// differently per provider: tcp's run epoll, shm's scan memory.
+			if timed {
+				d := nanotime() - t0
+				if d > busyPollNanos && d > 4*ds.idlePoll {
+					w.busyPoll = true
+				} else {
+					ds.idlePoll += (d - ds.idlePoll) / 8
+				}
 			}
 			continue
 		}
