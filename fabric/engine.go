@@ -125,7 +125,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		if len(infos) == 0 || len(infos) > MaxNICs {
 			return nil, fmt.Errorf("open engine: %d nics for %s (1 to %d): %w", len(infos), g.Device, MaxNICs, ErrInvalidArgument)
 		}
-		w := newWorker(e, len(e.workers), g, infos)
+		w := newWorker(e, g, infos)
 		e.workers = append(e.workers, w)
 		e.byDev[g.Device] = w
 	}
@@ -185,7 +185,7 @@ func (e *Engine) initImmSource() error {
 	if err != nil {
 		return err
 	}
-	r := &MemoryRegion{eng: e, w: e.main(), span: buf.Span(), access: AccessLocal, nics: len(e.main().doms)}
+	r := &MemoryRegion{eng: e, w: e.main(), span: buf.Span(), access: AccessLocal}
 	var regErr error
 	if err := e.control(e.main(), func(w *worker) {
 		if regErr = w.register(r); regErr == nil {

@@ -70,7 +70,6 @@ type MemoryRegion struct {
 	span   MemorySpan
 	access Access
 	keys   [MaxNICs]MemoryKeys
-	nics   int
 	desc   Descriptor
 	state  atomic.Int32
 	// inflight counts op contexts using the region; worker-owned.
@@ -101,9 +100,6 @@ func (r *MemoryRegion) Descriptor() (Descriptor, error) {
 func (r *MemoryRegion) validFor(e *Engine) bool {
 	return r != nil && r.eng == e && r.state.Load() == regLive
 }
-
-// Keys returns the region's registration on NIC i (for providers' tests).
-func (r *MemoryRegion) Keys(i int) MemoryKeys { return r.keys[i] }
 
 // bytesAt views n bytes of non-Go memory at addr.
 func bytesAt(addr uintptr, n int) []byte {

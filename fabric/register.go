@@ -23,7 +23,7 @@ func (e *Engine) Register(span MemorySpan, access Access) (*MemoryRegion, error)
 	if err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
-	r := &MemoryRegion{eng: e, w: w, span: span, access: access, nics: len(w.doms)}
+	r := &MemoryRegion{eng: e, w: w, span: span, access: access}
 	var regErr error
 	if err := e.control(w, func(w *worker) { regErr = w.register(r) }); err != nil {
 		return nil, err

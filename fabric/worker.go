@@ -24,7 +24,6 @@ import (
 // in-flight ops are polled to completion until the deadline.
 type worker struct {
 	e     *Engine
-	idx   int
 	dev   Device
 	spec  GroupSpec
 	infos []DomainInfo
@@ -92,9 +91,9 @@ const (
 	queueLen    = 4096
 )
 
-func newWorker(e *Engine, idx int, g GroupSpec, infos []DomainInfo) *worker {
+func newWorker(e *Engine, g GroupSpec, infos []DomainInfo) *worker {
 	return &worker{
-		e: e, idx: idx, dev: g.Device, spec: g, infos: infos,
+		e: e, dev: g.Device, spec: g, infos: infos,
 		reqs:     make(chan request, queueLen),
 		ctl:      make(chan func(*worker), 16),
 		initDone: make(chan error, 1),

@@ -13,12 +13,11 @@ import (
 
 // Op context tags, in the top byte of WriteOp/SendOp/RecvOp.Context.
 const (
-	ctxTagWrite   = 1 << 56
-	ctxTagSend    = 2 << 56
-	ctxTagRecv    = 3 << 56
-	ctxTagMask    = 0xff << 56
-	ctxIndexMask  = 1<<32 - 1
-	noGroupMember = -1
+	ctxTagWrite  = 1 << 56
+	ctxTagSend   = 2 << 56
+	ctxTagRecv   = 3 << 56
+	ctxTagMask   = 0xff << 56
+	ctxIndexMask = 1<<32 - 1
 )
 
 type opCtx struct {

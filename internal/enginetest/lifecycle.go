@@ -3,7 +3,7 @@ package enginetest
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -74,7 +74,7 @@ func testSendRecv(t *testing.T, p Params) {
 	env := NewEnv(t, p)
 	got := make(chan []byte, 64)
 	require.NoError(t, env.B.BouncingRecvs(8, 4096, func(b []byte) { got <- b }, func(err error) {
-		if err != nil && !errorsIsClosed(err) {
+		if err != nil && !errors.Is(err, fabric.ErrClosed) {
 			t.Errorf("bouncing recv: %v", err)
 		}
 	}))
@@ -119,10 +119,6 @@ func testSendRecv(t *testing.T, p Params) {
 			t.Fatal("persistent receive did not complete")
 		}
 	}
-}
-
-func errorsIsClosed(err error) bool {
-	return err == fabric.ErrClosed || fmt.Sprint(err) == fabric.ErrClosed.Error()
 }
 
 // testClose: Close fails what is pending with ErrClosed, reports every
