@@ -224,7 +224,7 @@ int ferry_engine_info(ferry_engine_t e, char *buf, size_t cap, size_t *len);
 typedef struct ferry_stats {
 	uint64_t completed;  /* transfers that succeeded */
 	uint64_t failed;     /* transfers that failed */
-	uint64_t unclaimed;  /* immediates no counter or callback took */
+	uint64_t unclaimed;  /* immediates held now: no counter or callback yet */
 	uint64_t posted;     /* operations posted, over all NICs */
 	uint64_t bytes;      /* bytes posted, over all NICs */
 	uint64_t imms;       /* immediates received, over all NICs */
@@ -482,8 +482,9 @@ typedef int (*ferry_expect_fn)(void *user_data, uint32_t imm);
 /* Makes imm an expected-count counter calling fn(user_data, imm)
  * (expected >= 1, fn not NULL, else FERRY_E_INVALID). A
  * counter already registered for imm is replaced; what it had counted is
- * written to *prev_count (may be NULL). Register before peers can send:
- * earlier arrivals went to the ferry_on_imm callbacks. user_data must stay
+ * written to *prev_count (may be NULL). Immediates that arrived while imm
+ * had no counter went to the ferry_on_imm callbacks or, with none added,
+ * were held: the new counter starts with those. user_data must stay
  * valid until the counter is removed or the engine closed. */
 int ferry_expect_imm(ferry_engine_t e, uint32_t imm, uint32_t expected,
                      ferry_expect_fn fn, void *user_data, int64_t *prev_count);

@@ -81,6 +81,11 @@ func (d *dispatcher) run() {
 }
 
 func (d *dispatcher) deliver() {
+	d.batch = d.e.takeImmOut(d.batch[:0])
+	for i := range d.batch {
+		d.handle(&d.batch[i])
+	}
+	clear(d.batch)
 	for _, w := range d.e.workers {
 		w.outMu.Lock()
 		d.batch, w.out = w.out, d.batch[:0]
@@ -109,7 +114,7 @@ func (d *dispatcher) handle(ev *dispEvent) {
 	case dispXfer:
 		ev.fn(ev.err)
 	case dispImm:
-		d.e.deliverImm(ev.imm, 1)
+		d.e.deliverImm(ev.imm)
 	case dispImmReached:
 		d.e.immReached(ev.ent)
 	case dispRecv:

@@ -26,6 +26,12 @@ type Engine struct {
 	imm    atomic.Pointer[map[uint32]*immEntry]
 	immMu  sync.Mutex
 	immFns atomic.Pointer[[]func(uint32)]
+	// held counts immediates that arrived with no counter and no OnImm
+	// callback, per value, until a counter claims them; guarded by immMu.
+	held map[uint32]int64
+	// immOut holds dispatcher events raised outside the workers (a
+	// registration that finds held immediates); guarded by immMu.
+	immOut []dispEvent
 
 	disp *dispatcher
 
@@ -67,6 +73,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		byDev:    make(map[Device]*worker),
 		regions:  make(map[*MemoryRegion]struct{}),
 		groupIDs: make(map[string]PeerGroup),
+		held:     make(map[uint32]int64),
 	}
 	empty := map[uint32]*immEntry{}
 	e.imm.Store(&empty)
@@ -299,6 +306,9 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 func (e *Engine) Close(ctx context.Context) error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
+		for _, ent := range *e.imm.Load() {
+			ent.signal() // ImmCounter waits end with ErrClosed
+		}
 		for e.submitters.Load() > 0 {
 			time.Sleep(10 * time.Microsecond)
 		}

@@ -6,7 +6,8 @@ import (
 )
 
 // OnImm adds fn to the callbacks that receive immediates no counter claims.
-// They run on the dispatcher, in the order they were added.
+// They run on the dispatcher, in the order they were added. While no
+// callback is installed, such immediates are held (see ExpectImm).
 func (e *Engine) OnImm(fn func(imm uint32)) {
 	e.immMu.Lock()
 	defer e.immMu.Unlock()
@@ -21,7 +22,8 @@ type PrevCount struct {
 }
 
 // setEntry installs ent for its immediate, replacing (and retiring) any
-// previous counter, whose count is returned.
+// previous counter, whose count is returned. A new counter starts with the
+// immediates held for its value.
 func (e *Engine) setEntry(imm uint32, ent *immEntry) (PrevCount, bool) {
 	e.immMu.Lock()
 	defer e.immMu.Unlock()
@@ -35,6 +37,11 @@ func (e *Engine) setEntry(imm uint32, ent *immEntry) (PrevCount, bool) {
 		delete(m, imm)
 	} else {
 		m[imm] = ent
+		if n := e.held[imm]; n > 0 {
+			delete(e.held, imm)
+			e.unclaimed.Add(^uint64(n - 1))
+			e.creditLocked(ent, n)
+		}
 	}
 	e.imm.Store(&m)
 	if !had {
@@ -44,13 +51,52 @@ func (e *Engine) setEntry(imm uint32, ent *immEntry) (PrevCount, bool) {
 	return PrevCount{Count: n, Expected: uint32(prev.expected)}, true
 }
 
+// creditLocked counts n arrivals on ent from outside a worker; a reached
+// expected count is handed to the dispatcher. Called with immMu held.
+func (e *Engine) creditLocked(ent *immEntry, n int64) bool {
+	reached, counted := ent.arriveN(n)
+	if reached {
+		e.immOut = append(e.immOut, dispEvent{kind: dispImmReached, ent: ent})
+		e.disp.kick()
+	}
+	return counted
+}
+
+// immMissed handles an immediate a worker found no counter for in its
+// lock-free read of the counter map. That read may predate a registration,
+// so the map is read again under the lock that registrations take: the
+// immediate is counted by a counter registered since, or goes to the OnImm
+// callbacks, or is held for the next counter of its value. It is never
+// dropped. It reports whether the OnImm callbacks must get it.
+func (e *Engine) immMissed(imm uint32) (ent *immEntry, reached, toCallbacks bool) {
+	e.immMu.Lock()
+	defer e.immMu.Unlock()
+	if ent = (*e.imm.Load())[imm]; ent != nil {
+		// Entries in the current map are live: removal swaps the map and
+		// retires the entry under this lock.
+		if r, counted := ent.arrive(); counted {
+			return ent, r, false
+		}
+	}
+	if len(*e.immFns.Load()) > 0 {
+		return nil, false, true
+	}
+	e.held[imm]++
+	e.unclaimed.Add(1)
+	return nil, false, false
+}
+
 // ExpectImm makes imm a counter that calls fn on the dispatcher each time
 // expected immediates have arrived. If fn returns true the counter keeps
 // going (it was already reset, so it fires again after another expected
 // arrivals); otherwise it is removed and any immediates counted since the
-// reset are replayed to the OnImm callbacks. A counter already registered
-// for imm is replaced (its count reset to 0) and its state returned.
-// Register before peers can send: earlier arrivals went to OnImm.
+// reset are replayed: to a counter registered for imm since, else to the
+// OnImm callbacks, else held. A counter already registered for imm is
+// replaced (its count reset to 0) and its state returned.
+//
+// Immediates that arrived while imm had no counter and no OnImm callback
+// was installed were held: the new counter starts with them (and fires at
+// once, as many times as they allow, if they reach expected).
 func (e *Engine) ExpectImm(imm uint32, expected uint32, fn func() bool) (PrevCount, bool, error) {
 	if expected == 0 || fn == nil {
 		return PrevCount{}, false, fmt.Errorf("expect imm %#x: expected %d: %w", imm, expected, ErrInvalidArgument)
@@ -58,7 +104,7 @@ func (e *Engine) ExpectImm(imm uint32, expected uint32, fn func() bool) (PrevCou
 	if e.closed.Load() {
 		return PrevCount{}, false, ErrClosed
 	}
-	prev, had := e.setEntry(imm, &immEntry{imm: imm, mode: immExpected, expected: int64(expected), fn: fn})
+	prev, had := e.setEntry(imm, e.newEntry(imm, immExpected, int64(expected), fn, nil))
 	return prev, had, nil
 }
 
@@ -67,18 +113,20 @@ func (e *Engine) RemoveImmCount(imm uint32) (PrevCount, bool) {
 	return e.setEntry(imm, nil)
 }
 
-// ImmCounter makes imm a credit counter (replacing any counter for it).
+// ImmCounter makes imm a credit counter (replacing any counter for it). It
+// starts with the immediates held for imm.
 func (e *Engine) ImmCounter(imm uint32) (*ImmCounter, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	ent := &immEntry{imm: imm, mode: immCredit, wake: make(chan struct{}, 1)}
+	ent := e.newEntry(imm, immCredit, 0, nil, nil)
 	e.setEntry(imm, ent)
 	return &ImmCounter{e: ent}, nil
 }
 
 // FlagCounter makes imm a flag counter that raises flag when the credits a
-// Wait armed are paid (replacing any counter for it).
+// Wait armed are paid (replacing any counter for it). It starts with the
+// immediates held for imm.
 func (e *Engine) FlagCounter(imm uint32, flag Flag) (*FlagCounter, error) {
 	if flag == nil {
 		return nil, fmt.Errorf("flag counter %#x: nil flag: %w", imm, ErrInvalidArgument)
@@ -86,18 +134,33 @@ func (e *Engine) FlagCounter(imm uint32, flag Flag) (*FlagCounter, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	ent := &immEntry{imm: imm, mode: immFlag, flag: flag}
+	ent := e.newEntry(imm, immFlag, 0, nil, flag)
 	e.setEntry(imm, ent)
 	return &FlagCounter{e: ent}, nil
 }
 
-// deliverImm calls the OnImm callbacks n times for imm.
-func (e *Engine) deliverImm(imm uint32, n int64) {
-	fns := *e.immFns.Load()
-	if len(fns) == 0 {
-		e.unclaimed.Add(uint64(n))
+func (e *Engine) newEntry(imm uint32, mode immMode, expected int64, fn func() bool, flag Flag) *immEntry {
+	return &immEntry{imm: imm, mode: mode, expected: expected, fn: fn, flag: flag,
+		wake: make(chan struct{}, 1), closed: &e.closed}
+}
+
+// replayImm hands n immediates of imm that a removed counter had counted
+// to whoever claims imm now: a counter registered since, else the OnImm
+// callbacks, else the held store. Runs on the dispatcher.
+func (e *Engine) replayImm(imm uint32, n int64) {
+	e.immMu.Lock()
+	if ent := (*e.imm.Load())[imm]; ent != nil && e.creditLocked(ent, n) {
+		e.immMu.Unlock()
 		return
 	}
+	fns := *e.immFns.Load()
+	if len(fns) == 0 {
+		e.held[imm] += n
+		e.unclaimed.Add(uint64(n))
+		e.immMu.Unlock()
+		return
+	}
+	e.immMu.Unlock()
 	for ; n > 0; n-- {
 		for _, fn := range fns {
 			fn(imm)
@@ -105,13 +168,28 @@ func (e *Engine) deliverImm(imm uint32, n int64) {
 	}
 }
 
-// immReached runs an expected counter's callback on the dispatcher.
-func (e *Engine) immReached(ent *immEntry) {
-	if ent.v.Load() == immRemoved {
-		return // removed while this event was queued
+// deliverImm calls the OnImm callbacks for one immediate the worker found
+// no counter for.
+func (e *Engine) deliverImm(imm uint32) {
+	for _, fn := range *e.immFns.Load() {
+		fn(imm)
 	}
-	if ent.fn() {
-		return
+}
+
+// immReached runs an expected counter's callback on the dispatcher, once
+// per full count: a counter that started with held immediates can have
+// several waiting.
+func (e *Engine) immReached(ent *immEntry) {
+	for {
+		if ent.v.Load() == immRemoved {
+			return // removed while this event was queued
+		}
+		if !ent.fn() {
+			break
+		}
+		if !ent.takeBacklog() {
+			return
+		}
 	}
 	e.immMu.Lock()
 	cur := (*e.imm.Load())[ent.imm]
@@ -121,6 +199,16 @@ func (e *Engine) immReached(ent *immEntry) {
 	}
 	prev, had := e.setEntry(ent.imm, nil)
 	if had && prev.Count > 0 {
-		e.deliverImm(ent.imm, prev.Count)
+		e.replayImm(ent.imm, prev.Count)
 	}
+}
+
+// takeImmOut moves the events raised outside the workers into batch.
+func (e *Engine) takeImmOut(batch []dispEvent) []dispEvent {
+	e.immMu.Lock()
+	defer e.immMu.Unlock()
+	batch = append(batch, e.immOut...)
+	clear(e.immOut)
+	e.immOut = e.immOut[:0]
+	return batch
 }

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync/atomic"
 )
@@ -14,12 +15,17 @@ import (
 //	credit    count only; Wait(n) takes n credits, early arrivals kept
 //	flag      count; when a Wait(n)'s credits are paid, set a flag
 //
-// An immediate with no counter goes to the OnImm callbacks.
+// An immediate whose value has no counter goes to the OnImm callbacks or,
+// with none installed, is held until a counter for its value is registered.
+// A worker's lock-free read of the map may be older than a registration;
+// a miss is therefore settled again under the registration lock
+// (Engine.immMissed), so no immediate sent after its counter was
+// registered can be missed, and none is ever dropped.
 //
 // A counter's value is one atomic int64, and removal swaps in a sentinel:
 // an arrival racing with removal either lands in the final count the
-// remover reads or, seeing the sentinel, is delivered to OnImm instead.
-// No arrival is lost or counted twice.
+// remover reads or, seeing the sentinel, is settled under the lock as
+// above. No arrival is lost or counted twice.
 
 const immRemoved = math.MinInt64
 
@@ -40,43 +46,69 @@ type immEntry struct {
 	flag     Flag
 	waiting  atomic.Int32
 	wake     chan struct{}
+	closed   *atomic.Bool // the engine's: waits end with ErrClosed
 }
 
 // arrive counts one immediate. counted is false when the entry was
 // removed; reached reports an expected count reached (already reset).
-func (c *immEntry) arrive() (reached, counted bool) {
+func (c *immEntry) arrive() (reached, counted bool) { return c.arriveN(1) }
+
+// arriveN counts n immediates at once (n >= 1).
+func (c *immEntry) arriveN(n int64) (reached, counted bool) {
 	for {
 		o := c.v.Load()
 		if o == immRemoved {
 			return false, false
 		}
-		n := o + 1
+		v := o + n
 		switch c.mode {
 		case immExpected:
-			if n == c.expected {
-				if c.v.CompareAndSwap(o, 0) {
+			// A value already at or past expected (held arrivals) has a
+			// reached event pending; the dispatcher takes the backlog.
+			if o < c.expected && v >= c.expected {
+				if c.v.CompareAndSwap(o, v-c.expected) {
 					return true, true
 				}
 				continue
 			}
 		case immFlag:
-			if n == 0 {
-				if c.v.CompareAndSwap(o, 0) {
+			if o < 0 && v >= 0 {
+				if c.v.CompareAndSwap(o, v) {
 					c.flag.Set()
 					return false, true
 				}
 				continue
 			}
 		}
-		if c.v.CompareAndSwap(o, n) {
-			if c.mode == immCredit && n >= 0 && c.waiting.Load() > 0 {
-				select {
-				case c.wake <- struct{}{}:
-				default:
-				}
+		if c.v.CompareAndSwap(o, v) {
+			if c.mode == immCredit && v >= 0 && c.waiting.Load() > 0 {
+				c.signal()
 			}
 			return false, true
 		}
+	}
+}
+
+// takeBacklog takes one more full count from an expected counter whose
+// value is still at or past expected, for the dispatcher to fire again.
+func (c *immEntry) takeBacklog() bool {
+	for {
+		o := c.v.Load()
+		if o == immRemoved || o < c.expected {
+			return false
+		}
+		if c.v.CompareAndSwap(o, o-c.expected) {
+			return true
+		}
+	}
+}
+
+func (c *immEntry) isClosed() bool { return c.closed != nil && c.closed.Load() }
+
+func (c *immEntry) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -100,12 +132,7 @@ func (c *immEntry) remove() (int64, bool) {
 	if o == immRemoved {
 		return 0, false
 	}
-	if c.wake != nil {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	}
+	c.signal()
 	return o, true
 }
 
@@ -127,9 +154,19 @@ func (c *ImmCounter) Count() int64 {
 // since the credits last taken, including ones that arrived before Wait
 // was called. If ctx ends first the credits are given back (nothing is
 // lost) and ctx's error, wrapping ErrTimeout on deadline, is returned. A
-// removed counter fails waits with ErrRemoved.
+// removed counter fails waits with ErrRemoved, a closed engine with
+// ErrClosed (credits given back). n must not be negative.
 func (c *ImmCounter) Wait(ctx context.Context, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("imm counter %#x: wait for %d: %w", c.e.imm, n, ErrInvalidArgument)
+	}
+	if n == 0 {
+		return nil
+	}
 	e := c.e
+	if e.isClosed() {
+		return ErrClosed
+	}
 	old, ok := e.take(n)
 	if !ok {
 		return ErrRemoved
@@ -149,11 +186,14 @@ func (c *ImmCounter) Wait(ctx context.Context, n int64) error {
 		if i < backoffSpins {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil || e.isClosed() {
 			if _, ok := e.take(-n); !ok {
 				return ErrRemoved
 			}
-			return ctxErr(ctx)
+			if err != nil {
+				return ctxErr(ctx)
+			}
+			return ErrClosed
 		}
 		if i < backoffSpins+backoffYields {
 			_ = b.wait(ctx)
@@ -208,8 +248,11 @@ func (f *HostFlag) Wait(ctx context.Context) error {
 type FlagCounter struct{ e *immEntry }
 
 // Wait arms the flag for n more immediates; it never blocks. If they have
-// already arrived the flag is raised at once.
+// already arrived the flag is raised at once. n must be positive.
 func (c *FlagCounter) Wait(n int64) error {
+	if n <= 0 {
+		return fmt.Errorf("flag counter %#x: arm for %d: %w", c.e.imm, n, ErrInvalidArgument)
+	}
 	old, ok := c.e.take(n)
 	if !ok {
 		return ErrRemoved

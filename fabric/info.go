@@ -46,7 +46,10 @@ func (e *Engine) Info() Info {
 type Stats struct {
 	Completed uint64 // transfers that succeeded
 	Failed    uint64 // transfers that failed
-	Unclaimed uint64 // immediates with no counter and no OnImm callback
+	// Unclaimed is how many immediates are held now: they arrived with no
+	// counter and no OnImm callback, and the next counter registered for
+	// their value takes them. Nothing is dropped.
+	Unclaimed uint64
 	Domains   []DomainSnapshot
 }
 

@@ -55,9 +55,11 @@ func (h *HostBuffer) Free() error {
 	return unix.Munmap(full)
 }
 
-// regState is a MemoryRegion's life: registered, then unregistered.
+// regState is a MemoryRegion's life: registered; unregistering (new
+// submits refused, operations already accepted still run); unregistered.
 const (
 	regLive int32 = iota
+	regDying
 	regDead
 )
 
@@ -96,9 +98,16 @@ func (r *MemoryRegion) Descriptor() (Descriptor, error) {
 	return r.desc, nil
 }
 
-// validFor reports whether r is a live region of engine e.
+// validFor reports whether r is a live region of engine e: one a new
+// submit may use.
 func (r *MemoryRegion) validFor(e *Engine) bool {
 	return r != nil && r.eng == e && r.state.Load() == regLive
+}
+
+// usableFor reports whether a request already accepted from the caller
+// may still use r: it is live, or being unregistered behind that request.
+func (r *MemoryRegion) usableFor(e *Engine) bool {
+	return r != nil && r.eng == e && r.state.Load() != regDead
 }
 
 // bytesAt views n bytes of non-Go memory at addr.

@@ -64,13 +64,14 @@ func (w *worker) register(r *MemoryRegion) error {
 }
 
 // Unregister releases r on the worker that registered it. Operations
-// already accepted that use r finish first; later submits with r fail with
-// ErrUnknownRegion. A second Unregister fails with ErrUnknownRegion.
+// accepted before the call (their Submit returned nil) finish first, and
+// Unregister returns once they have; submits that start after it fail with
+// ErrUnknownRegion, as does a second Unregister.
 func (e *Engine) Unregister(r *MemoryRegion) error {
 	if r == nil || r.eng != e {
 		return fmt.Errorf("unregister: %w", ErrUnknownRegion)
 	}
-	if !r.state.CompareAndSwap(regLive, regDead) {
+	if !r.state.CompareAndSwap(regLive, regDying) {
 		return fmt.Errorf("unregister %#x: already unregistered: %w", r.span.Addr, ErrUnknownRegion)
 	}
 	e.regMu.Lock()
@@ -79,6 +80,9 @@ func (e *Engine) Unregister(r *MemoryRegion) error {
 	var unregErr error
 	done := make(chan struct{})
 	err := e.control(r.w, func(w *worker) {
+		// Control messages overtake queued requests: accept those first,
+		// so every request submitted before this call counts as a user.
+		w.acceptQueued()
 		if r.inflight == 0 {
 			unregErr = w.unregisterNow(r)
 			close(done)

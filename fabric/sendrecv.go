@@ -135,6 +135,9 @@ func (w *worker) sendDone(ds *domState, ev *Event) {
 // receive is not re-posted. At Close, onErr gets ErrClosed.
 func (e *Engine) PostRecv(r *MemoryRegion, off, n uint64, onRecv func(n int), onErr func(error)) error {
 	if !r.validFor(e) {
+		if e.closed.Load() {
+			return ErrClosed
+		}
 		return reqErr("recv", ErrUnknownRegion, "region not registered with this engine")
 	}
 	if r.w != e.main() {

@@ -43,7 +43,7 @@ func (e *Engine) SubmitBarrier(r Barrier, c Completion) error {
 func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
 	const op = "single write"
 	if !r.Src.validFor(e) {
-		return reqErr(op, ErrUnknownRegion, "source")
+		return e.srcErr(op)
 	}
 	w := r.Src.w
 	if err := checkRoute(op, r.Route, len(w.doms)); err != nil {
@@ -68,7 +68,7 @@ func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
 func (e *Engine) SubmitPaged(r PagedWrite, c Completion) error {
 	const op = "paged write"
 	if !r.Src.validFor(e) {
-		return reqErr(op, ErrUnknownRegion, "source")
+		return e.srcErr(op)
 	}
 	w := r.Src.w
 	if len(r.SrcPages) != len(r.DstPages) {
@@ -101,7 +101,7 @@ func (e *Engine) SubmitPaged(r PagedWrite, c Completion) error {
 func (e *Engine) SubmitScatter(r ScatterWrite, c Completion) error {
 	const op = "scatter"
 	if !r.Src.validFor(e) {
-		return reqErr(op, ErrUnknownRegion, "source")
+		return e.srcErr(op)
 	}
 	w := r.Src.w
 	n := len(w.doms)
@@ -126,6 +126,15 @@ func (e *Engine) SubmitScatter(r ScatterWrite, c Completion) error {
 	q := request{kind: reqScatter, c: c, imm: r.Imm, hasImm: r.HasImm, src: r.Src,
 		targets: r.Targets, sroute: r.Route, group: r.Group}
 	return e.enqueue(w, &q)
+}
+
+// srcErr explains a source region a submit cannot use: after Close every
+// region is gone, and the caller should hear that the engine is closed.
+func (e *Engine) srcErr(op string) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	return reqErr(op, ErrUnknownRegion, "source")
 }
 
 func inRange(off, n, size uint64) bool { return off <= size && n <= size-off }

@@ -253,6 +253,18 @@ const (
 	idleSleepFrom = idleSpins + 256
 )
 
+// acceptQueued accepts every request already in the queue.
+func (w *worker) acceptQueued() {
+	for {
+		select {
+		case r := <-w.reqs:
+			w.accept(&r)
+		default:
+			return
+		}
+	}
+}
+
 // kick wakes the worker if it sleeps.
 func (w *worker) kick() {
 	if w.sleeping.Load() {

@@ -236,7 +236,7 @@ func (w *worker) nextNIC() int {
 
 // accept turns a request into op contexts on the worker's FIFOs.
 func (w *worker) accept(r *request) {
-	if r.src != nil && !r.src.validFor(w.e) {
+	if r.src != nil && !r.src.usableFor(w.e) {
 		w.refuse(r, reqErr(r.kind.String(), ErrUnknownRegion, "source region was unregistered"))
 		return
 	}

@@ -121,7 +121,6 @@ const busyPollNanos = 3000
 // poll reaps every domain's completion queue once.
 func (w *worker) poll() bool {
 	did := false
-	var imms *map[uint32]*immEntry
 	timed := w.e.cfg.Poll == PollAdaptive
 	for _, ds := range w.doms {
 	again:
@@ -170,10 +169,7 @@ func (w *worker) poll() bool {
 					continue
 				}
 				ds.stats.Imms.Add(1)
-				if imms == nil {
-					imms = w.e.imm.Load()
-				}
-				w.immArrived(*imms, ev.Imm)
+				w.immArrived(ev.Imm)
 			case EventWrite:
 				w.writeDone(ds, ev)
 			case EventSend:
@@ -225,22 +221,26 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 	w.maybeRetire(ci)
 }
 
-// immArrived counts one incoming immediate.
-func (w *worker) immArrived(m map[uint32]*immEntry, imm uint32) {
-	if ent := m[imm]; ent != nil {
-		reached, counted := ent.arrive()
-		if counted {
-			if reached {
-				w.pending = append(w.pending, dispEvent{kind: dispImmReached, ent: ent})
-			}
+// immArrived counts one incoming immediate. The counter map is read for
+// each immediate (one atomic load); a miss is settled under the
+// registration lock, since the read may predate a registration.
+func (w *worker) immArrived(imm uint32) {
+	ent := (*w.e.imm.Load())[imm]
+	reached, counted := false, false
+	if ent != nil {
+		reached, counted = ent.arrive()
+	}
+	if !counted {
+		var toCallbacks bool
+		ent, reached, toCallbacks = w.e.immMissed(imm)
+		if toCallbacks {
+			w.pending = append(w.pending, dispEvent{kind: dispImm, imm: imm})
 			return
 		}
 	}
-	if len(*w.e.immFns.Load()) == 0 {
-		w.e.unclaimed.Add(1) // nobody listens: no dispatcher wakeup
-		return
+	if reached {
+		w.pending = append(w.pending, dispEvent{kind: dispImmReached, ent: ent})
 	}
-	w.pending = append(w.pending, dispEvent{kind: dispImm, imm: imm})
 }
 
 // domainFailed fails everything on a domain whose provider reported a

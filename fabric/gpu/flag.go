@@ -79,7 +79,8 @@ type FlagCounter struct {
 }
 
 // NewFlagCounter makes imm a flag counter of e (replacing any counter for
-// it) that raises f. Register it before peers can send.
+// it) that raises f. Immediates held for imm (they arrived with no counter
+// and no OnImm callback) count toward its first round.
 func NewFlagCounter(e *fabric.Engine, imm uint32, f cuda.Flag) (*FlagCounter, error) {
 	fl, err := NewFlag(f)
 	if err != nil {

@@ -121,6 +121,46 @@ func testSendRecv(t *testing.T, p Params) {
 	}
 }
 
+// testUnregisterAfterSubmit: writes whose Submit returned before
+// Unregister was called finish (they were accepted); Unregister returns
+// once they have, and only later submits are refused.
+func testUnregisterAfterSubmit(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	reg, err := env.A.RegisterHost(env.Src, fabric.AccessLocal)
+	require.NoError(t, err)
+	const n = 200
+	landed, err := env.B.ImmCounter(0x4242)
+	require.NoError(t, err)
+	var done, failed atomic.Int32
+	var firstErr atomic.Value
+	for i := 0; i < n; i++ {
+		off := uint64(i%64) * 16384
+		require.NoError(t, env.A.SubmitSingle(fabric.SingleWrite{Src: reg, SrcOffset: off, Length: 16384, Dst: env.Desc, DstOffset: off,
+			Imm: 0x4242, HasImm: true},
+			fabric.OnDone(func(err error) {
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+				done.Add(1)
+			})))
+	}
+	require.NoError(t, env.A.Unregister(reg))
+	// Unregister waited for the writes it let finish; their callbacks run
+	// on the dispatcher shortly after.
+	deadline := time.Now().Add(Timeout)
+	for done.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.EqualValues(t, n, done.Load(), "every accepted write reported")
+	require.Zero(t, failed.Load(), "accepted writes failed by Unregister: first error %v", firstErr.Load())
+	require.ErrorIs(t, env.A.SubmitSingle(fabric.SingleWrite{Src: reg, Length: 8, Dst: env.Desc}, fabric.Completion{}), fabric.ErrUnknownRegion)
+	require.ErrorIs(t, env.A.Unregister(reg), fabric.ErrUnknownRegion)
+	// One immediate per shard: the bytes are visible once all arrived.
+	require.NoError(t, landed.Wait(Ctx(t), int64(n*p.NICs)))
+	require.Equal(t, env.Src.Bytes()[:64*16384], env.Dst.Bytes()[:64*16384])
+}
+
 // testClose: Close fails what is pending with ErrClosed, reports every
 // transfer exactly once, leaks no goroutine, and every later call fails
 // with ErrClosed.
@@ -159,12 +199,28 @@ func testClose(t *testing.T, p Params) {
 					}
 				})))
 		}
+		// A credit wait blocked across Close ends with ErrClosed.
+		ctr, err := b.ImmCounter(0x99)
+		require.NoError(t, err)
+		waited := make(chan error, 1)
+		go func() { waited <- ctr.Wait(context.Background(), 1) }()
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()
 		require.NoError(t, a.Close(ctx))
 		require.NoError(t, b.Close(ctx))
+		select {
+		case err := <-waited:
+			require.ErrorIs(t, err, fabric.ErrClosed)
+		case <-time.After(Timeout):
+			t.Fatal("ImmCounter.Wait still blocked after Close")
+		}
 		require.EqualValues(t, n, calls.Load(), "every transfer reported once")
 		require.ErrorIs(t, a.SubmitImm(fabric.ImmWrite{Imm: 1, Dst: desc}, fabric.Completion{}), fabric.ErrClosed)
+		// Calls naming a region that Close unregistered say the engine is
+		// closed, not that the region is unknown.
+		require.ErrorIs(t, a.SubmitSingle(fabric.SingleWrite{Src: sr, Length: 8, Dst: desc}, fabric.Completion{}), fabric.ErrClosed)
+		require.ErrorIs(t, a.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, Dst: desc, DstPages: idx, Length: 8}, fabric.Completion{}), fabric.ErrClosed)
+		require.ErrorIs(t, a.SubmitScatter(fabric.ScatterWrite{Src: sr, Targets: []fabric.ScatterTarget{{Length: 8, Dst: desc}}}, fabric.Completion{}), fabric.ErrClosed)
 		_, err = a.RegisterHost(src, fabric.AccessLocal)
 		require.ErrorIs(t, err, fabric.ErrClosed)
 		_, err = a.ImmCounter(3)

@@ -160,9 +160,12 @@ func Run(t *testing.T, p Params) {
 	t.Run("ImmCountExpected", func(t *testing.T) { testImmCount(t, p) })
 	t.Run("ImmCounterCredit", func(t *testing.T) { testCredit(t, p) })
 	t.Run("FlagCounter", func(t *testing.T) { testFlag(t, p) })
+	t.Run("ImmRegisterRace", func(t *testing.T) { testImmRegisterRace(t, p) })
+	t.Run("ImmHeldUntilClaimed", func(t *testing.T) { testImmHeld(t, p) })
 	t.Run("Completions", func(t *testing.T) { testCompletions(t, p) })
 	t.Run("SendRecv", func(t *testing.T) { testSendRecv(t, p) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, p) })
+	t.Run("UnregisterAfterSubmit", func(t *testing.T) { testUnregisterAfterSubmit(t, p) })
 	t.Run("Close", func(t *testing.T) { testClose(t, p) })
 	t.Run("InfoStats", func(t *testing.T) { testInfo(t, p) })
 }

@@ -100,6 +100,10 @@ type Faults struct {
 	// PollError makes the next Poll fail the domain as a whole.
 	PollError error
 	Errno     int32
+	// BeforePoll, when set, runs at the start of every Poll on the
+	// polling goroutine (the worker), with no lock held: tests use it to
+	// act at an exact point of a worker's pass.
+	BeforePoll func()
 }
 
 // Inject sets the faults of the domain with address a. It is meant for
@@ -256,6 +260,11 @@ func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
 
 func (d *Domain) Poll(events []fabric.Event) (int, error) {
 	d.mu.Lock()
+	if hook := d.faults.BeforePoll; hook != nil {
+		d.mu.Unlock()
+		hook()
+		d.mu.Lock()
+	}
 	if err := d.faults.PollError; err != nil {
 		d.faults.PollError = nil
 		d.mu.Unlock()
