@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // kernelCache keeps compiled cubins on disk, one file per key. Writes go
@@ -15,7 +16,7 @@ import (
 // read a partial entry.
 type kernelCache struct{ dir string } // "" disables it
 
-const cacheSchema = "ferry-kernel-cache-v1"
+const cacheSchema = "ferry-kernel-cache-v2"
 
 func newKernelCache(dir string) kernelCache {
 	if dir == "" {
@@ -49,6 +50,7 @@ func cacheKey(src Source, arch string, nvrtcMajor, nvrtcMinor int, options []str
 		h.Write([]byte(s))
 	}
 	field(cacheSchema)
+	field(deviceHeader) // included before every source
 	field(src.Name)
 	field(src.Code)
 	field(arch)
@@ -104,5 +106,34 @@ func (k kernelCache) put(key string, cubin []byte) error {
 func (k kernelCache) remove(key string) {
 	if k.dir != "" {
 		os.Remove(k.path(key))
+		os.Remove(k.notePath(key))
 	}
+}
+
+// The architecture a cubin was compiled for, when it is not the one asked
+// for, lives beside it: "<arch>\n<note>".
+func (k kernelCache) notePath(key string) string { return filepath.Join(k.dir, key+".arch") }
+
+func (k kernelCache) putNote(key, arch, note string) {
+	if k.dir == "" || note == "" {
+		return
+	}
+	os.WriteFile(k.notePath(key), []byte(arch+"\n"+note), 0o644) // best effort
+}
+
+// getNote returns the architecture and note recorded for key, or asked
+// and "" when none was recorded.
+func (k kernelCache) getNote(key, asked string) (arch, note string) {
+	if k.dir == "" {
+		return asked, ""
+	}
+	b, err := os.ReadFile(k.notePath(key))
+	if err != nil {
+		return asked, ""
+	}
+	arch, note, ok := strings.Cut(string(b), "\n")
+	if !ok || arch == "" {
+		return asked, ""
+	}
+	return arch, note
 }

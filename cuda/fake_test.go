@@ -314,6 +314,25 @@ func fakeDriverChecks(t *testing.T) {
 		}
 		check(t, km.Close())
 	}
+	if st1.Arch != "sm_90a" || st1.ArchNote != "" {
+		t.Fatalf("arch %q note %q", st1.Arch, st1.ArchNote)
+	}
+	// An NVRTC without the architecture-specific target: the portable one
+	// is used, and the result says so, from the cache too.
+	portable := Source{Name: "p.cu", Code: "// FAKE_PORTABLE_ONLY\n" + src.Code}
+	for _, hit := range []bool{false, true} {
+		km, st, err := c.CompileModule(portable, CompileOptions{CacheDir: cacheDir})
+		check(t, err)
+		if st.CacheHit != hit || st.Arch != "sm_90" || !strings.Contains(st.ArchNote, "no sm_90a target: compiled for sm_90") {
+			t.Fatalf("portable fallback (hit %v): %+v", hit, st)
+		}
+		check(t, km.Close())
+	}
+	res, err := CompileSource(portable, "sm_90a")
+	check(t, err)
+	if res.Arch != "sm_90" || res.Note == "" || !strings.Contains(string(res.Image), "#line 1 \"p.cu\"") {
+		t.Fatalf("CompileSource fallback: arch %q note %q", res.Arch, res.Note)
+	}
 	var ce *CompileError
 	_, _, err = c.CompileModule(Source{Name: "bad.cu", Code: "FAKE_ERROR"}, CompileOptions{CacheDir: "off"})
 	if !errors.As(err, &ce) || !errors.Is(err, ErrCompile) || ce.Arch != "sm_90a" || !strings.Contains(ce.Log, "FAKE_ERROR is not defined") {

@@ -14,6 +14,22 @@ import (
 //go:embed kernels/*.cu
 var kernelFS embed.FS
 
+// DeviceHeaderName is the device header every kernel source is compiled
+// with (see DeviceHeader).
+const DeviceHeaderName = "ferry_device.h"
+
+//go:embed kernels/ferry_device.h
+var deviceHeader string
+
+// DeviceHeader returns ferry_device.h: the one header through which
+// ferry's kernels reach everything that is not plain C++ (indices,
+// barriers, warp operations, memory-order loads and stores, atomics, the
+// timer, vector loads, conversions). Compile and CompileModule include it
+// before every source; the CPU emulator (internal/cudaemu) compiles the
+// same sources against its host implementation. The API is documented at
+// the top of the file.
+func DeviceHeader() Source { return Source{Name: DeviceHeaderName, Code: deviceHeader} }
+
 // KernelNames lists the embedded sources ("flags.cu", ...).
 func KernelNames() []string {
 	ents, _ := fs.ReadDir(kernelFS, "kernels")

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ferryrdma/ferry/internal/cudadrv"
@@ -33,25 +34,67 @@ func compileOptions(arch string, extra []string) []string {
 	return append([]string{"--gpu-architecture=" + arch, "--std=c++17"}, extra...)
 }
 
+// withDeviceHeader is the text NVRTC compiles for src: the device header
+// included first (it is handed to NVRTC as an in-memory header), then the
+// source with its own name and line numbers.
+func withDeviceHeader(src Source) string {
+	return "#include \"" + DeviceHeaderName + "\"\n#line 1 \"" + src.Name + "\"\n" + src.Code
+}
+
+// CompileResult is one NVRTC compilation.
+type CompileResult struct {
+	Image []byte // the cubin
+	// Arch is the architecture the cubin is for. It differs from the one
+	// asked for when NVRTC does not know an architecture-specific target
+	// ("sm_90a" on NVRTC 11.8): then the portable one ("sm_90") is used and
+	// Note says so.
+	Arch, Note string
+	Log        string // NVRTC's log (with -Xptxas=-v: registers, spills, shared memory)
+}
+
 // Compile compiles src to a cubin for arch ("sm_90a", see ArchFor) with
 // NVRTC, without the cache. A failed compilation returns a *CompileError
-// carrying NVRTC's log.
+// carrying NVRTC's log. It needs NVRTC only, no driver.
 func Compile(src Source, arch string, options ...string) ([]byte, error) {
+	res, err := CompileSource(src, arch, options...)
+	return res.Image, err
+}
+
+// CompileSource is Compile with the details: the architecture actually
+// used (see CompileResult.Arch) and NVRTC's log. ferry_device.h is always
+// included before the source.
+func CompileSource(src Source, arch string, options ...string) (CompileResult, error) {
+	res := CompileResult{Arch: arch}
 	if src.Code == "" || arch == "" {
-		return nil, invalid("compile", "empty source or arch")
+		return res, invalid("compile", "empty source or arch")
 	}
 	n, err := loadNVRTC()
 	if err != nil {
-		return nil, err
+		return res, err
 	}
-	cubin, log, r := n.Compile(src.Code, src.Name, compileOptions(arch, options))
+	code := withDeviceHeader(src)
+	headers := []cudadrv.NVRTCHeader{{Name: DeviceHeaderName, Code: deviceHeader}}
+	cubin, log, r := n.Compile(code, src.Name, headers, compileOptions(arch, options))
+	if r == cudadrv.NVRTCInvalidOption && strings.HasSuffix(arch, "a") {
+		// An older NVRTC lacks the architecture-specific target (sm_90a
+		// came with CUDA 12.0): compile for the portable one instead.
+		portable := strings.TrimSuffix(arch, "a")
+		if cubin2, log2, r2 := n.Compile(code, src.Name, headers, compileOptions(portable, options)); r2 == cudadrv.NVRTCSuccess {
+			maj, mnr, _ := n.Version()
+			res.Arch = portable
+			res.Note = fmt.Sprintf("NVRTC %d.%d has no %s target: compiled for %s", maj, mnr, arch, portable)
+			cubin, log, r = cubin2, log2, r2
+		}
+	}
+	res.Log = log
 	if r != cudadrv.NVRTCSuccess {
-		return nil, &CompileError{Name: src.Name, Arch: arch, Code: int(r), Msg: n.ErrorString(r), Log: log}
+		return res, &CompileError{Name: src.Name, Arch: arch, Code: int(r), Msg: n.ErrorString(r), Log: log}
 	}
 	if len(cubin) == 0 {
-		return nil, &CompileError{Name: src.Name, Arch: arch, Msg: "empty cubin", Log: log}
+		return res, &CompileError{Name: src.Name, Arch: res.Arch, Msg: "empty cubin", Log: log}
 	}
-	return cubin, nil
+	res.Image = cubin
+	return res, nil
 }
 
 // CompileOptions tune CompileModule.
@@ -71,6 +114,10 @@ type CompileStats struct {
 	Key      string        // cache key (hex)
 	Compile  time.Duration // NVRTC time; 0 on a cache hit
 	Load     time.Duration // cuModuleLoadData time
+	// Arch is the architecture the code was compiled for, and ArchNote
+	// why it differs from the device's (see CompileResult); on a cache hit
+	// they are those of the compilation that filled the cache.
+	Arch, ArchNote string
 }
 
 // CompileModule compiles src for this context's exact device and loads
@@ -98,16 +145,21 @@ func (c *Context) CompileModule(src Source, o CompileOptions) (*Module, CompileS
 	opts := slices.Clone(o.Options)
 	st.Key = cacheKey(src, arch, nmaj, nmin, opts)
 	cache := newKernelCache(o.CacheDir)
+	st.Arch = arch
 	cubin, ok := cache.get(st.Key)
 	if ok {
 		st.CacheHit = true
+		st.Arch, st.ArchNote = cache.getNote(st.Key, arch)
 	} else {
 		t0 := time.Now()
-		if cubin, err = Compile(src, arch, opts...); err != nil {
+		res, err := CompileSource(src, arch, opts...)
+		if err != nil {
 			return nil, st, err
 		}
+		cubin, st.Arch, st.ArchNote = res.Image, res.Arch, res.Note
 		st.Compile = time.Since(t0)
 		cache.put(st.Key, cubin) // best effort
+		cache.putNote(st.Key, res.Arch, res.Note)
 	}
 	t0 := time.Now()
 	m, err := c.LoadModule(cubin)
@@ -116,11 +168,14 @@ func (c *Context) CompileModule(src Source, o CompileOptions) (*Module, CompileS
 		cache.remove(st.Key)
 		st.CacheHit = false
 		t1 := time.Now()
-		if cubin, err = Compile(src, arch, opts...); err != nil {
-			return nil, st, err
+		res, cerr := CompileSource(src, arch, opts...)
+		if cerr != nil {
+			return nil, st, cerr
 		}
+		cubin, st.Arch, st.ArchNote = res.Image, res.Arch, res.Note
 		st.Compile = time.Since(t1)
 		cache.put(st.Key, cubin)
+		cache.putNote(st.Key, res.Arch, res.Note)
 		t0 = time.Now()
 		m, err = c.LoadModule(cubin)
 	}

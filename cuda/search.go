@@ -79,7 +79,9 @@ func driverCandidates(env searchEnv, override string) []string {
 }
 
 func nvrtcCandidates(env searchEnv, override string) []string {
-	return candidates(env, override, "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
+	// libnvrtc.so.11.2 is CUDA 11.x's soname (Debian's libnvrtc11.2
+	// package carries NVRTC 11.8), last: newer compilers know newer GPUs.
+	return candidates(env, override, "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "libnvrtc.so.11.2")
 }
 
 func gdrCandidates(env searchEnv, override string) []string {

@@ -47,7 +47,7 @@ func TestLibDirsOrder(t *testing.T) {
 func TestCandidates(t *testing.T) {
 	env := fakeEnv(map[string]string{"CUDA_HOME": "/opt/cuda"}, nil)
 	c := nvrtcCandidates(env, "")
-	if c[0] != "libnvrtc.so.13" || c[1] != "libnvrtc.so.12" {
+	if c[0] != "libnvrtc.so.13" || c[1] != "libnvrtc.so.12" || c[3] != "libnvrtc.so.11.2" {
 		t.Errorf("bare sonames first, newest first: %v", c[:3])
 	}
 	if !slices.Contains(c, "/opt/cuda/lib64/libnvrtc.so.13") {

@@ -1,6 +1,9 @@
 // A fake libnvrtc.so for the package's tests. "Compiling" checks the
 // options ferry must pass and produces an ELF-tagged image holding the
-// source; a source containing FAKE_ERROR fails with a log naming it.
+// source; a source containing FAKE_ERROR fails with a log naming it; one
+// containing FAKE_PORTABLE_ONLY refuses architecture-specific targets
+// (sm_90a) as an invalid option, as NVRTC 11.8 does. Every program must
+// come with the device header as an in-memory header, included first.
 // Built by the test with: cc -shared -fPIC -o libnvrtc.so.13 fakenvrtc.c
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +13,9 @@ typedef struct { char *src, *log, *image; size_t image_size; } prog_t;
 int nvrtcVersion(int *major, int *minor) { *major = 13; *minor = 0; return 0; }
 const char *nvrtcGetErrorString(int r) { return r == 6 ? "NVRTC_ERROR_COMPILATION" : "NVRTC_ERROR_FAKE"; }
 int nvrtcCreateProgram(prog_t **p, const char *src, const char *name, int nh, const char *const *h, const char *const *in) {
-	if (!src || !name || nh) return 3;
+	if (!src || !name || nh != 1 || strcmp(in[0], "ferry_device.h") != 0 || !strstr(h[0], "#define FERRY_DEVICE_H") ||
+		strncmp(src, "#include \"ferry_device.h\"\n", 26) != 0)
+		return 3;
 	*p = calloc(1, sizeof(prog_t));
 	(*p)->src = strdup(src);
 	return 0;
@@ -23,7 +28,11 @@ int nvrtcDestroyProgram(prog_t **p) {
 int nvrtcCompileProgram(prog_t *p, int n, const char *const *opts) {
 	int arch = 0;
 	for (int i = 0; i < n; i++)
-		if (strncmp(opts[i], "--gpu-architecture=sm_", 22) == 0) arch = 1;
+		if (strncmp(opts[i], "--gpu-architecture=sm_", 22) == 0) {
+			arch = 1;
+			size_t l = strlen(opts[i]);
+			if (opts[i][l - 1] == 'a' && strstr(p->src, "FAKE_PORTABLE_ONLY")) return 5;
+		}
 	if (!arch) { p->log = strdup("fake nvrtc: no --gpu-architecture=sm_XX option"); return 5; }
 	if (strstr(p->src, "FAKE_ERROR")) { p->log = strdup("k.cu(1): error: FAKE_ERROR is not defined"); return 6; }
 	size_t n2 = strlen(p->src);

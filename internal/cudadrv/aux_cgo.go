@@ -126,26 +126,43 @@ func (n *cgoNVRTC) ErrorString(r NVRTCResult) string {
 	return C.GoString(s)
 }
 
-func (n *cgoNVRTC) Compile(src, name string, options []string) ([]byte, string, NVRTCResult) {
+// cStrings copies strs into a C array of C strings (an array of pointers
+// may not be passed as Go memory); free releases all of it.
+func cStrings(strs []string) (arr **C.char, free func()) {
+	if len(strs) == 0 {
+		return nil, func() {}
+	}
+	arr = (**C.char)(C.calloc(C.size_t(len(strs)), C.size_t(unsafe.Sizeof(uintptr(0)))))
+	s := unsafe.Slice(arr, len(strs))
+	for i, o := range strs {
+		s[i] = C.CString(o)
+	}
+	return arr, func() {
+		for i := range s {
+			C.free(unsafe.Pointer(s[i]))
+		}
+		C.free(unsafe.Pointer(arr))
+	}
+}
+
+func (n *cgoNVRTC) Compile(src, name string, headers []NVRTCHeader, options []string) ([]byte, string, NVRTCResult) {
 	csrc := C.CString(src)
 	defer C.free(unsafe.Pointer(csrc))
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	// The option strings and their array live in C memory: an array of
-	// pointers may not be passed as Go memory.
-	var copts **C.char
-	if len(options) > 0 {
-		copts = (**C.char)(C.calloc(C.size_t(len(options)), C.size_t(unsafe.Sizeof(uintptr(0)))))
-		defer C.free(unsafe.Pointer(copts))
-		arr := unsafe.Slice(copts, len(options))
-		for i, o := range options {
-			arr[i] = C.CString(o)
-			defer C.free(unsafe.Pointer(arr[i]))
-		}
+	copts, freeOpts := cStrings(options)
+	defer freeOpts()
+	hnames, hcodes := make([]string, len(headers)), make([]string, len(headers))
+	for i, h := range headers {
+		hnames[i], hcodes[i] = h.Name, h.Code
 	}
+	chnames, freeNames := cStrings(hnames)
+	defer freeNames()
+	chcodes, freeCodes := cStrings(hcodes)
+	defer freeCodes()
 	var clog, ccubin *C.char
 	var size C.size_t
-	r := C.ferry_nvrtc_compile(csrc, cname, C.int(len(options)), copts, &clog, &ccubin, &size)
+	r := C.ferry_nvrtc_compile(csrc, cname, C.int(len(headers)), chcodes, chnames, C.int(len(options)), copts, &clog, &ccubin, &size)
 	var log string
 	if clog != nil {
 		log = C.GoString(clog)

@@ -25,8 +25,9 @@ const char *ferry_nvrtcGetErrorString(nvrtcResult r) {
 	return N_nvrtcGetErrorString_f(r);
 }
 
-nvrtcResult ferry_nvrtc_compile(const char *src, const char *name, int nopts, const char *const *opts,
-	char **log, char **cubin, size_t *cubin_size) {
+nvrtcResult ferry_nvrtc_compile(const char *src, const char *name, int nheaders, const char *const *headers,
+	const char *const *include_names, int nopts, const char *const *opts, char **log, char **cubin,
+	size_t *cubin_size) {
 	NV(N_nvrtcCreateProgram, nvrtcResult (*)(nvrtcProgram *, const char *, const char *, int,
 		const char *const *, const char *const *));
 	NV(N_nvrtcDestroyProgram, nvrtcResult (*)(nvrtcProgram *));
@@ -44,7 +45,7 @@ nvrtcResult ferry_nvrtc_compile(const char *src, const char *name, int nopts, co
 		return FERRY_NVRTC_MISSING;
 
 	nvrtcProgram prog = NULL;
-	nvrtcResult r = N_nvrtcCreateProgram_f(&prog, src, name, 0, NULL, NULL);
+	nvrtcResult r = N_nvrtcCreateProgram_f(&prog, src, name, nheaders, headers, include_names);
 	if (r != 0) return r;
 	nvrtcResult cr = N_nvrtcCompileProgram_f(prog, nopts, opts);
 	size_t n = 0;

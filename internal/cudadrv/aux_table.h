@@ -26,10 +26,12 @@ void ferry_gdr_set(int i, void *p);
 
 nvrtcResult ferry_nvrtcVersion(int *major, int *minor);
 const char *ferry_nvrtcGetErrorString(nvrtcResult r);
-// ferry_nvrtc_compile creates, compiles and destroys one program. On return
+// ferry_nvrtc_compile creates (with in-memory headers), compiles and
+// destroys one program. On return
 // *log and *cubin are malloc'd (or NULL); the caller frees them.
-nvrtcResult ferry_nvrtc_compile(const char *src, const char *name, int nopts, const char *const *opts,
-	char **log, char **cubin, size_t *cubin_size);
+nvrtcResult ferry_nvrtc_compile(const char *src, const char *name, int nheaders, const char *const *headers,
+	const char *const *include_names, int nopts, const char *const *opts, char **log, char **cubin,
+	size_t *cubin_size);
 
 gdr_t ferry_gdr_open(void);
 int ferry_gdr_close(gdr_t g);

@@ -99,13 +99,17 @@ const (
 	NVRTCCompilation   NVRTCResult = 6
 )
 
+// NVRTCHeader is an in-memory header a source may #include by Name.
+type NVRTCHeader struct{ Name, Code string }
+
 // NVRTC is the runtime compiler. Compile runs the whole sequence
-// (nvrtcCreateProgram, nvrtcCompileProgram, nvrtcGetProgramLog,
-// nvrtcGetCUBIN, nvrtcDestroyProgram) in one call so that no program handle
-// outlives it; the log is returned whether or not compilation succeeded.
+// (nvrtcCreateProgram with the headers, nvrtcCompileProgram,
+// nvrtcGetProgramLog, nvrtcGetCUBIN, nvrtcDestroyProgram) in one call so
+// that no program handle outlives it; the log is returned whether or not
+// compilation succeeded.
 type NVRTC interface {
 	Version() (major, minor int, r NVRTCResult)
-	Compile(src, name string, options []string) (cubin []byte, log string, r NVRTCResult)
+	Compile(src, name string, headers []NVRTCHeader, options []string) (cubin []byte, log string, r NVRTCResult)
 	ErrorString(r NVRTCResult) string
 	Path() string
 }

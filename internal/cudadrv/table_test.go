@@ -49,7 +49,7 @@ func TestTrampolinesBeforeLoad(t *testing.T) {
 	if _, _, r := n.Version(); r == NVRTCSuccess {
 		t.Fatal("nvrtcVersion succeeded before load")
 	}
-	if _, _, r := n.Compile("x", "x.cu", []string{"-arch=sm_90"}); r == NVRTCSuccess {
+	if _, _, r := n.Compile("x", "x.cu", nil, []string{"-arch=sm_90"}); r == NVRTCSuccess {
 		t.Fatal("compile succeeded before load")
 	}
 	g := &cgoGDR{}

@@ -1,0 +1,29 @@
+package cudaemu
+
+import (
+	"embed"
+	"io/fs"
+)
+
+// rtFS holds the host side of the device header and the emulator runtime,
+// written next to ferry_device.h for g++ to include.
+//
+//go:embed rt/*.h
+var rtFS embed.FS
+
+// hostHeaders returns the emulator's headers by file name.
+func hostHeaders() (map[string]string, error) {
+	ents, err := fs.ReadDir(rtFS, "rt")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		b, err := rtFS.ReadFile("rt/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out[e.Name()] = string(b)
+	}
+	return out, nil
+}
