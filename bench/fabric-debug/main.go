@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferryrdma/ferry/bench/internal/fabricbench"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
-	"github.com/ferryrdma/ferry/internal/fabricbench"
 )
 
 // Exit statuses.

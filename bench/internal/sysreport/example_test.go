@@ -4,8 +4,8 @@ import (
 	"log"
 	"os"
 
+	"github.com/ferryrdma/ferry/bench/internal/sysreport"
 	"github.com/ferryrdma/ferry/efa"
-	"github.com/ferryrdma/ferry/internal/sysreport"
 )
 
 // What `fabric-debug info` does: collect with the providers the program

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ferryrdma/ferry/bench/internal/sysreport"
 	"github.com/ferryrdma/ferry/efa"
-	"github.com/ferryrdma/ferry/internal/sysreport"
 	"github.com/ferryrdma/ferry/verbs"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ferryrdma/ferry/bench/internal/sysreport"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/topology"
 	"github.com/ferryrdma/ferry/fabric/topology/topotest"
-	"github.com/ferryrdma/ferry/internal/sysreport"
 )
 
 func noEnv(string) (string, bool) { return "", false }

@@ -6,7 +6,7 @@ import (
 	"log"
 	"os"
 
-	"github.com/ferryrdma/ferry/internal/fabricbench"
+	"github.com/ferryrdma/ferry/bench/internal/fabricbench"
 )
 
 // A loopback run over the in-process mem provider: a server engine writes

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ferryrdma/ferry/bench/internal/sysreport"
 	"github.com/ferryrdma/ferry/efa"
-	"github.com/ferryrdma/ferry/internal/sysreport"
 )
 
 // TestThisMachine collects the report from the real roots, with the efa
