@@ -18,8 +18,10 @@ build: deps
 	$(GO) build -o $(BIN)/ ./bench/...
 
 # test: everything that runs on a machine with no GPU and no RDMA NIC.
+# The kernel compile gate runs first, verbosely, for its register table.
 test: deps vet
-	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m $(PKGS)
+	$(GO) test $(TESTFLAGS) -count=1 -v -run '^TestKernelGate$$' ./internal/devicecode
+	$(GO) test $(TESTFLAGS) -count=1 -skip '^TestKernelGate$$' -timeout 20m $(PKGS)
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./internal/enginetest ./tests
 	CGO_ENABLED=0 $(GO) build ./fabric/...
 

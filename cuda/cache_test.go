@@ -3,6 +3,7 @@ package cuda
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -80,9 +81,12 @@ func TestEmbeddedKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, fn := range []string{"ferry_flag_wait", "ferry_flag_echo", "ferry_flag_set", "ferry_u64_add"} {
-		if !strings.Contains(src.Code, `extern "C" __global__ void `+fn+"(") {
+		if !regexp.MustCompile(`extern "C" __global__ void (__launch_bounds__\(\d+\) )?` + fn + `\(`).MatchString(src.Code) {
 			t.Errorf("flags.cu lacks extern \"C\" kernel %s", fn)
 		}
+	}
+	if b := KernelBuilds(); len(b) != 1 || b[0].Source != src || len(b[0].Launches) != 4 {
+		t.Errorf("KernelBuilds: %+v", b)
 	}
 	if _, err := KernelSource("missing.cu"); !errorsIs(err, ErrInvalidArgument) {
 		t.Errorf("missing kernel: %v", err)

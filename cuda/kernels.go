@@ -51,3 +51,35 @@ func KernelSource(name string) (Source, error) {
 	}
 	return Source{Name: name, Code: string(b)}, nil
 }
+
+// KernelBuild is one compilation of device code that ferry performs: a
+// source, the NVRTC options of one specialisation (its -D defines), and
+// the kernels the code launches from the result. Every package with
+// device code lists its builds (cuda.KernelBuilds, gpu.KernelBuilds, ...);
+// internal/devicecode gathers them, and the compile gate compiles each for
+// sm_80 and sm_90 and checks it against its launches.
+type KernelBuild struct {
+	Name     string // what it is, e.g. "cuda flags"
+	Source   Source
+	Options  []string
+	Launches []KernelLaunch
+}
+
+// KernelLaunch is a kernel of a build and the largest block (threads)
+// any launch of it uses; it must fit the kernel's __launch_bounds__.
+type KernelLaunch struct {
+	Kernel   string
+	MaxBlock int
+}
+
+// KernelBuilds lists the builds of this package's device code: flags.cu,
+// whose kernels are launched with one warp.
+func KernelBuilds() []KernelBuild {
+	code, _ := kernelFS.ReadFile("kernels/flags.cu") // embedded: cannot fail
+	src := Source{Name: "flags.cu", Code: string(code)}
+	var l []KernelLaunch
+	for _, k := range []string{"ferry_flag_wait", "ferry_flag_echo", "ferry_flag_set", "ferry_u64_add"} {
+		l = append(l, KernelLaunch{Kernel: k, MaxBlock: 32})
+	}
+	return []KernelBuild{{Name: "cuda flags", Source: src, Launches: l}}
+}

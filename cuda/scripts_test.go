@@ -23,7 +23,7 @@ func TestRunScriptTable(t *testing.T) {
 	if _, err := os.Stat(script); err != nil {
 		t.Skipf("run.sh not found beside the package (%v)", err)
 	}
-	for _, s := range []string{"run.sh", "build.sh"} {
+	for _, s := range []string{"run.sh", "build.sh", "../deps.sh", "../deps-nvrtc.sh"} {
 		if out, err := exec.Command(bash, "-n", filepath.Join(filepath.Dir(script), s)).CombinedOutput(); err != nil {
 			t.Fatalf("bash -n %s: %v\n%s", s, err, out)
 		}

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs the C libraries ferry links against when pkg-config cannot find
 # them. Debian/Ubuntu with apt-get; anything else gets instructions.
+# NVRTC, for the kernel compile gate, is deps-nvrtc.sh's business (it never
+# fails the build).
 set -euo pipefail
+
+"$(dirname "$0")/deps-nvrtc.sh"
 
 need_pkgs=()
 command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
@@ -12,6 +16,7 @@ else
 	need_pkgs+=(libfabric-dev libfabric-bin libibverbs-dev ibverbs-providers)
 fi
 command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc libc6-dev)
+command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++) # the CPU emulator of the kernels
 for extra in ${FERRY_EXTRA_PKGS:-}; do need_pkgs+=("$extra"); done
 
 if [ ${#need_pkgs[@]} -eq 0 ]; then

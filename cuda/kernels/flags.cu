@@ -1,71 +1,52 @@
 // Flags and counters shared between a CPU thread and kernels. Every access
 // is at system scope: the other side is the CPU, through host-mapped
-// memory or a GDRCopy BAR mapping. Compiled by NVRTC (no headers needed).
+// memory or a GDRCopy BAR mapping. Written against ferry_device.h, which
+// the loader includes first.
 //
 // Kernels that wait take a timeout in nanoseconds of the GPU's global
 // timer, so a lost flag ends the kernel with a status instead of hanging
-// the device.
-
-#define FERRY_OK 1u
-#define FERRY_TIMEOUT 2u
-
-__device__ __forceinline__ unsigned int ferry_load_acquire(const unsigned int *p) {
-	unsigned int v;
-	asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-	return v;
-}
-
-__device__ __forceinline__ void ferry_store_release(unsigned int *p, unsigned int v) {
-	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ unsigned long long ferry_now_ns() {
-	unsigned long long t;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
-}
+// the device. One thread does the work: launch them with one warp (the
+// launch bounds allow 32 threads).
 
 // ferry_flag_wait: one thread spins until *flag == want, then writes
-// FERRY_OK to *status (FERRY_TIMEOUT if timeout_ns passed first).
-extern "C" __global__ void ferry_flag_wait(const unsigned int *flag, unsigned int want,
-                                           unsigned long long timeout_ns, unsigned int *status) {
+// FD_STATUS_OK to *status (FD_STATUS_TIMEOUT if timeout_ns passed first).
+extern "C" __global__ void __launch_bounds__(32) ferry_flag_wait(const uint32_t *flag, uint32_t want,
+                                                                 uint64_t timeout_ns, uint32_t *status) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
-	unsigned long long start = ferry_now_ns();
-	while (ferry_load_acquire(flag) != want) {
-		if (ferry_now_ns() - start > timeout_ns) {
-			ferry_store_release(status, FERRY_TIMEOUT);
+	uint64_t start = fd_globaltimer_ns();
+	while (fd_ld_acquire_sys(flag) != want) {
+		if (fd_globaltimer_ns() - start > timeout_ns) {
+			fd_st_release_sys(status, FD_STATUS_TIMEOUT);
 			return;
 		}
 	}
-	ferry_store_release(status, FERRY_OK);
+	fd_st_release_sys(status, FD_STATUS_OK);
 }
 
 // ferry_flag_echo answers count pings: for i = 1..count it waits for
 // *in == i and then stores i to *out. The host measures the round trip.
-extern "C" __global__ void ferry_flag_echo(const unsigned int *in, unsigned int *out, unsigned int count,
-                                           unsigned long long timeout_ns) {
+extern "C" __global__ void __launch_bounds__(32) ferry_flag_echo(const uint32_t *in, uint32_t *out, uint32_t count,
+                                                                 uint64_t timeout_ns) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
-	for (unsigned int i = 1; i <= count; i++) {
-		unsigned long long start = ferry_now_ns();
-		while (ferry_load_acquire(in) != i) {
-			if (ferry_now_ns() - start > timeout_ns) return;
+	for (uint32_t i = 1; i <= count; i++) {
+		uint64_t start = fd_globaltimer_ns();
+		while (fd_ld_acquire_sys(in) != i) {
+			if (fd_globaltimer_ns() - start > timeout_ns) return;
 		}
-		ferry_store_release(out, i);
+		fd_st_release_sys(out, i);
 	}
 }
 
 // ferry_flag_set stores v to *flag (a kernel signalling the CPU).
-extern "C" __global__ void ferry_flag_set(unsigned int *flag, unsigned int v) {
-	if (threadIdx.x == 0 && blockIdx.x == 0) ferry_store_release(flag, v);
+extern "C" __global__ void __launch_bounds__(32) ferry_flag_set(uint32_t *flag, uint32_t v) {
+	if (threadIdx.x == 0 && blockIdx.x == 0) fd_st_release_sys(flag, v);
 }
 
 // ferry_u64_add adds delta to a u64 slot, for a CPU thread that watches the
-// slot for changes. One thread does a plain read-modify-write (host memory
-// may not support device atomics over PCIe), then publishes with a
-// system-scope fence.
-extern "C" __global__ void ferry_u64_add(unsigned long long *slot, unsigned long long delta) {
+// slot for changes. One thread reads and writes it (host memory may not
+// support device atomics over PCIe); the store is a system-scope release,
+// so everything the kernel wrote before is visible with the new value.
+extern "C" __global__ void __launch_bounds__(32) ferry_u64_add(uint64_t *slot, uint64_t delta) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
-	volatile unsigned long long *p = slot;
-	*p = *p + delta;
-	__threadfence_system();
+	fd_st_release_sys(slot, fd_ld_relaxed_sys(slot) + delta);
 }

@@ -23,7 +23,8 @@ const (
 	KernelSlotStore = "ferry_gpu_slot_store"
 )
 
-// Wait kernels write one of these to their status word.
+// Wait kernels write one of these to their status word (FD_STATUS_OK and
+// FD_STATUS_TIMEOUT of ferry_device.h).
 const (
 	StatusOK      uint32 = 1
 	StatusTimeout uint32 = 2
@@ -33,6 +34,17 @@ const (
 // (*cuda.Context).CompileModule, or to copy its __device__ helpers into
 // other kernels.
 func KernelSource() cuda.Source { return cuda.Source{Name: "fabric_gpu.cu", Code: kernelCode} }
+
+// KernelBuilds lists this package's device code for the compile gate
+// (see cuda.KernelBuild): KernelSource, every kernel launched with one
+// warp.
+func KernelBuilds() []cuda.KernelBuild {
+	var l []cuda.KernelLaunch
+	for _, k := range []string{KernelWaitEpoch, KernelWaitValue, KernelSlotAdd, KernelSlotStore} {
+		l = append(l, cuda.KernelLaunch{Kernel: k, MaxBlock: 32})
+	}
+	return []cuda.KernelBuild{{Name: "fabric/gpu", Source: KernelSource(), Launches: l}}
+}
 
 // LoadKernels compiles (or takes from the cubin cache) KernelSource for
 // c's device and loads it. Close the module when done.
