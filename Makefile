@@ -5,7 +5,7 @@ BIN       := bin
 TESTFLAGS ?=
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all deps build test demo bench lint vet fmt-check
+.PHONY: all deps build test demo bench lint vet fmt-check examples
 
 all: build
 
@@ -34,6 +34,12 @@ fmt-check:
 lint: deps fmt-check vet
 	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	$$($(GO) env GOPATH)/bin/staticcheck $(PKGS)
+
+# examples: the worked programs of examples/ into $(BIN)/ (make test runs a
+# small configuration of each over shm and tcp; examples/README.md).
+examples: deps
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./examples/...
 
 demo: deps
 	$(GO) run ./bench/fabric-debug loopback

@@ -1,0 +1,134 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteJSON writes v, indented, to the file name, or to stdout for "-".
+func WriteJSON(name string, v any) error {
+	var w io.Writer = os.Stdout
+	if name != "-" {
+		f, err := os.Create(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Table prints aligned columns: a header row, then one row per Row call.
+type Table struct {
+	tw *tabwriter.Writer
+}
+
+// NewTable starts a table on w with the given column headers.
+func NewTable(w io.Writer, headers ...string) *Table {
+	t := &Table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)}
+	t.Row(headers...)
+	return t
+}
+
+// Row adds one row.
+func (t *Table) Row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")+"\t") }
+
+// Flush prints the table.
+func (t *Table) Flush() { _ = t.tw.Flush() }
+
+// Summary summarises a set of durations.
+type Summary struct {
+	N    int     `json:"n"`
+	Min  float64 `json:"min_us"`
+	P50  float64 `json:"p50_us"`
+	P99  float64 `json:"p99_us"`
+	Max  float64 `json:"max_us"`
+	Mean float64 `json:"mean_us"`
+}
+
+// Summarize sorts d (in place) and returns its summary in microseconds.
+func Summarize(d []time.Duration) Summary {
+	if len(d) == 0 {
+		return Summary{}
+	}
+	slices.Sort(d)
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	us := func(x time.Duration) float64 { return float64(x) / 1e3 }
+	return Summary{N: len(d), Min: us(d[0]), P50: us(d[len(d)/2]), P99: us(d[(len(d)*99)/100]),
+		Max: us(d[len(d)-1]), Mean: us(sum / time.Duration(len(d)))}
+}
+
+// Us formats microseconds with a fixed precision.
+func Us(us float64) string { return fmt.Sprintf("%.1f", us) }
+
+// Ms formats a duration in milliseconds.
+func Ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
+
+// GBps formats bytes over a duration as GB/s (10^9 bytes per second).
+func GBps(bytes int64, d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(bytes)/d.Seconds()/1e9)
+}
+
+// Size formats a byte count with a binary suffix.
+func Size(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// ParseSize parses a byte count with an optional K, M or G suffix (binary).
+func ParseSize(s string) (int64, error) {
+	mult := int64(1)
+	t := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s, "iB"), "B"))
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	var n int64
+	if _, err := fmt.Sscanf(t, "%d", &n); err != nil || n <= 0 {
+		return 0, fmt.Errorf("%w: size %q", ErrUsage, s)
+	}
+	return n * mult, nil
+}
+
+// ParseSizes parses a comma list of sizes.
+func ParseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		n, err := ParseSize(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
