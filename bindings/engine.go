@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -287,4 +288,14 @@ func ferry_engine_stats(h C.ferry_engine_t, out *C.ferry_stats) (rc C.int) {
 	}
 	*out = st
 	return C.int(codeOK)
+}
+
+//export ferry_transports
+func ferry_transports(buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
+	defer guard(&rc)
+	var b strings.Builder
+	for _, t := range fabric.Transports() {
+		fmt.Fprintf(&b, "%s\t%s\n", t.Name, t.Provider)
+	}
+	return result(copyText("transports", b.String(), buf, cp, n))
 }

@@ -127,6 +127,13 @@ const char *ferry_version_string(void);
  * for tests (it is back to its starting value once everything made was
  * freed or closed). */
 int ferry_live_handles(uint64_t *count);
+
+/* Every transport name this library knows and the provider serving it, as
+ * "name\tprovider\n" lines sorted by name ("shm\tlibfabric", "verbs\tverbs",
+ * ...): the names ferry_config.transport accepts besides "auto", the same
+ * table as the Go tools print. NUL-terminated; same size rules as
+ * ferry_engine_address_hex. */
+int ferry_transports(char *buf, size_t cap, size_t *len);
 #endif
 
 /* ------------------------------------------------------------------ handles */

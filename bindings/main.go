@@ -1,9 +1,9 @@
 package main
 
 import (
-	// The providers the library can open, registered on import.
-	_ "github.com/ferryrdma/ferry/efa"
-	_ "github.com/ferryrdma/ferry/internal/memfabric"
+	// Every provider ferry ships, so transport names mean here what they
+	// mean in the Go tools.
+	_ "github.com/ferryrdma/ferry/providers"
 )
 
 // main is never called: a c-shared build runs only package

@@ -4,9 +4,11 @@
 //
 //	import _ "github.com/ferryrdma/ferry/efa"
 //
-// It serves the "efa" transport by name and, as the wildcard provider, any
-// other libfabric provider name: "tcp;ofi_rxm" and "shm" run the same code
-// path on machines without an RDMA NIC, which is how it is tested.
+// It serves the "efa" transport and a fixed list of other libfabric
+// provider names (fabric.Transports lists them): "tcp;ofi_rxm" and "shm" run
+// the same code path on machines without an RDMA NIC, which is how it is
+// tested. libfabric's own verbs provider is "verbs;ofi_rxm"; "verbs" is
+// ferry's verbs package.
 //
 // # Policy
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,9 +22,7 @@ type provider struct{}
 
 func (provider) Name() string { return ProviderName }
 
-// Transports claims "efa" by name and, through "*", every other libfabric
-// provider name ("tcp;ofi_rxm", "tcp", "shm", ...).
-func (provider) Transports() []string { return []string{"efa", "*"} }
+func (provider) Transports() []string { return slices.Clone(transportNames) }
 
 func (provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
 	return Domains(transport, opts)

@@ -4,6 +4,7 @@ package efa
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -17,7 +18,7 @@ func init() { fabric.Register(provider{}) }
 type provider struct{}
 
 func (provider) Name() string         { return ProviderName }
-func (provider) Transports() []string { return []string{"efa", "*"} }
+func (provider) Transports() []string { return slices.Clone(transportNames) }
 
 func (provider) Domains(string, fabric.DomainOptions) ([]fabric.DomainInfo, error) {
 	return nil, errNoCgo

@@ -156,8 +156,20 @@ func ParseDescriptor(s string) (Descriptor, error) {
 	return d, err
 }
 
-// String returns a readable summary (not the text form).
+// String returns the text form, as Address.String does: what a peer
+// passes to ParseDescriptor. An invalid descriptor (one MarshalText
+// refuses) gives its Summary instead.
 func (d Descriptor) String() string {
+	b, err := d.MarshalText()
+	if err != nil {
+		return d.Summary()
+	}
+	return string(b)
+}
+
+// Summary returns a readable description for logs: base, length and each
+// NIC's address, key and addressing mode.
+func (d Descriptor) Summary() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "descriptor{base=%#x len=%d", d.Base, d.Length)
 	for i, n := range d.NICs {

@@ -198,9 +198,10 @@ type RdmaDomain interface {
 type Provider interface {
 	// Name is the registry name: "libfabric", "verbs", "null".
 	Name() string
-	// Transports lists the transports this provider serves ("efa",
-	// "tcp;ofi_rxm", ...); a provider whose list contains "*" serves any
-	// name no other provider claims (libfabric takes its provider names).
+	// Transports lists the transport names this provider serves ("efa",
+	// "tcp;ofi_rxm", ...), each explicitly: a name is served by one
+	// provider at most (Register panics otherwise), so it means the same
+	// code in every program that links the same providers.
 	Transports() []string
 	// Domains lists the domains of transport usable on this machine. An
 	// error wrapping ErrNotSupported means there are none.

@@ -217,14 +217,29 @@ func (e *Engine) initImmSource() error {
 func (e *Engine) main() *worker { return e.workers[0] }
 
 // MainDevice returns the main worker's device.
-func (e *Engine) MainDevice() Device { return e.main().dev }
+func (e *Engine) MainDevice() Device {
+	if e == nil {
+		return Device{}
+	}
+	return e.main().dev
+}
 
 // MainAddress is the address peers send to and reply to: NIC 0 of the
 // main worker.
-func (e *Engine) MainAddress() Address { return e.main().doms[0].addr }
+func (e *Engine) MainAddress() Address {
+	if e == nil {
+		return Address{}
+	}
+	return e.main().doms[0].addr
+}
 
 // NICs returns the main worker's NIC count.
-func (e *Engine) NICs() int { return len(e.main().doms) }
+func (e *Engine) NICs() int {
+	if e == nil {
+		return 0
+	}
+	return len(e.main().doms)
+}
 
 // workerFor returns the worker serving memory on dev.
 func (e *Engine) workerFor(dev Device) (*worker, error) {
@@ -304,6 +319,9 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 // from inside a callback returns only when ctx ends (the dispatcher is busy
 // running that callback): prefer closing from elsewhere.
 func (e *Engine) Close(ctx context.Context) error {
+	if e == nil {
+		return errNilEngine
+	}
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
 		for _, ent := range *e.imm.Load() {

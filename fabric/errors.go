@@ -81,3 +81,7 @@ func (e *RequestError) Unwrap() error { return e.Err }
 func reqErr(op string, sentinel error, format string, args ...any) error {
 	return &RequestError{Op: op, Msg: fmt.Sprintf(format, args...), Err: sentinel}
 }
+
+// errNilEngine is what every method of a nil *Engine returns: the result
+// of a failed Open used anyway. It matches ErrClosed.
+var errNilEngine = fmt.Errorf("nil engine (did Open fail?): %w", ErrClosed)

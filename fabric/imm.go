@@ -9,6 +9,9 @@ import (
 // They run on the dispatcher, in the order they were added. While no
 // callback is installed, such immediates are held (see ExpectImm).
 func (e *Engine) OnImm(fn func(imm uint32)) {
+	if e == nil {
+		return
+	}
 	e.immMu.Lock()
 	defer e.immMu.Unlock()
 	fns := append(slices.Clone(*e.immFns.Load()), fn)
@@ -98,6 +101,9 @@ func (e *Engine) immMissed(imm uint32) (ent *immEntry, reached, toCallbacks bool
 // was installed were held: the new counter starts with them (and fires at
 // once, as many times as they allow, if they reach expected).
 func (e *Engine) ExpectImm(imm uint32, expected uint32, fn func() bool) (PrevCount, bool, error) {
+	if e == nil {
+		return PrevCount{}, false, errNilEngine
+	}
 	if expected == 0 || fn == nil {
 		return PrevCount{}, false, fmt.Errorf("expect imm %#x: expected %d: %w", imm, expected, ErrInvalidArgument)
 	}
@@ -110,12 +116,18 @@ func (e *Engine) ExpectImm(imm uint32, expected uint32, fn func() bool) (PrevCou
 
 // RemoveImmCount stops counting imm and returns what its counter had.
 func (e *Engine) RemoveImmCount(imm uint32) (PrevCount, bool) {
+	if e == nil {
+		return PrevCount{}, false
+	}
 	return e.setEntry(imm, nil)
 }
 
 // ImmCounter makes imm a credit counter (replacing any counter for it). It
 // starts with the immediates held for imm.
 func (e *Engine) ImmCounter(imm uint32) (*ImmCounter, error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -128,6 +140,9 @@ func (e *Engine) ImmCounter(imm uint32) (*ImmCounter, error) {
 // Wait armed are paid (replacing any counter for it). It starts with the
 // immediates held for imm.
 func (e *Engine) FlagCounter(imm uint32, flag Flag) (*FlagCounter, error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
 	if flag == nil {
 		return nil, fmt.Errorf("flag counter %#x: nil flag: %w", imm, ErrInvalidArgument)
 	}

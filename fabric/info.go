@@ -29,6 +29,9 @@ type DomainStatus struct {
 
 // Info reports the provider, transport, poll mode and every domain.
 func (e *Engine) Info() Info {
+	if e == nil {
+		return Info{}
+	}
 	in := Info{Provider: e.choice.Provider.Name(), Transport: e.choice.Transport, Reason: e.choice.Reason,
 		Poll: e.cfg.Poll, Main: e.MainAddress()}
 	for _, w := range e.workers {
@@ -68,6 +71,9 @@ type DomainSnapshot struct {
 
 // Stats returns the current counters. Safe to call at any time.
 func (e *Engine) Stats() Stats {
+	if e == nil {
+		return Stats{}
+	}
 	s := Stats{Completed: e.completed.Load(), Failed: e.failures.Load(), Unclaimed: e.unclaimed.Load()}
 	for _, w := range e.workers {
 		for i, ds := range w.doms {

@@ -14,6 +14,9 @@ type peerGroupState struct {
 // needs one address per NIC of dev's group. Adding an identical list again
 // returns the same handle.
 func (e *Engine) AddPeerGroup(dev Device, peers [][]Address) (PeerGroup, error) {
+	if e == nil {
+		return PeerGroup{}, errNilEngine
+	}
 	w, err := e.workerFor(dev)
 	if err != nil {
 		return PeerGroup{}, fmt.Errorf("add peer group: %w", err)

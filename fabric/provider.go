@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -13,9 +14,9 @@ var registry struct {
 	providers map[string]Provider
 }
 
-// Register makes a provider available by name. It panics if the name is
-// taken, as database/sql's Register does: that is a programming error at
-// init time, never a runtime condition.
+// Register makes a provider available by name. It panics if the name, or
+// one of its transport names, is taken, as database/sql's Register does:
+// that is a programming error at init time, never a runtime condition.
 func Register(p Provider) {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
@@ -24,6 +25,13 @@ func Register(p Provider) {
 	}
 	if _, dup := registry.providers[p.Name()]; dup {
 		panic("fabric: Register called twice for provider " + p.Name())
+	}
+	for _, q := range registry.providers {
+		for _, t := range p.Transports() {
+			if slices.Contains(q.Transports(), t) {
+				panic("fabric: transport " + t + " served by both " + q.Name() + " and " + p.Name())
+			}
+		}
 	}
 	registry.providers[p.Name()] = p
 }
@@ -44,32 +52,50 @@ func Providers() []string {
 // neither exists. It never falls back to TCP or shared memory.
 const TransportAuto = "auto"
 
-// lookupTransport returns the provider that serves transport: one that
-// lists it by name, else one that lists "*".
+// lookupTransport returns the provider that serves transport by name.
 func lookupTransport(transport string) (Provider, error) {
 	registry.mu.RLock()
 	defer registry.mu.RUnlock()
-	var wildcard Provider
-	names := make([]string, 0, len(registry.providers))
-	for n := range registry.providers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		p := registry.providers[n]
-		ts := p.Transports()
-		if slices.Contains(ts, transport) {
+	for _, p := range registry.providers {
+		if slices.Contains(p.Transports(), transport) {
 			return p, nil
 		}
-		if wildcard == nil && slices.Contains(ts, "*") {
-			wildcard = p
+	}
+	known := []string{TransportAuto}
+	for _, t := range transportsLocked() {
+		known = append(known, t.Name)
+	}
+	hint := ""
+	if len(registry.providers) == 0 {
+		hint = "; no provider is linked in: import github.com/ferryrdma/ferry/providers (or /efa, /verbs)"
+	}
+	return nil, fmt.Errorf("unknown transport %q (valid: %s)%s: %w", transport, strings.Join(known, ", "), hint, ErrUnknownProvider)
+}
+
+// TransportInfo names a transport and the provider that serves it.
+type TransportInfo struct {
+	Name     string // "tcp;ofi_rxm", "verbs", ...
+	Provider string // Provider.Name() of the package that serves it
+}
+
+// Transports lists every transport name the registered providers serve,
+// sorted by name. Whether a transport has a usable device here is a
+// separate question (ChooseTransport answers it).
+func Transports() []TransportInfo {
+	registry.mu.RLock()
+	defer registry.mu.RUnlock()
+	return transportsLocked()
+}
+
+func transportsLocked() []TransportInfo {
+	var out []TransportInfo
+	for _, p := range registry.providers {
+		for _, t := range p.Transports() {
+			out = append(out, TransportInfo{Name: t, Provider: p.Name()})
 		}
 	}
-	if wildcard != nil {
-		return wildcard, nil
-	}
-	return nil, fmt.Errorf("transport %q (registered providers: %v; import github.com/ferryrdma/ferry/efa or /verbs): %w",
-		transport, names, ErrUnknownProvider)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // Choice is the outcome of choosing a transport: what was picked and why.

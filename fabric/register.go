@@ -10,6 +10,9 @@ import (
 // none). With AccessRemoteWrite the region has a Descriptor peers can write
 // through. A failure part way unregisters what was done: nothing leaks.
 func (e *Engine) Register(span MemorySpan, access Access) (*MemoryRegion, error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
 	if span.Addr == 0 || span.Len == 0 {
 		return nil, fmt.Errorf("register [%#x, +%d): %w", span.Addr, span.Len, ErrInvalidArgument)
 	}
@@ -39,6 +42,9 @@ func (e *Engine) Register(span MemorySpan, access Access) (*MemoryRegion, error)
 
 // RegisterHost registers a HostBuffer.
 func (e *Engine) RegisterHost(b *HostBuffer, access Access) (*MemoryRegion, error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
 	return e.Register(b.Span(), access)
 }
 
@@ -68,6 +74,9 @@ func (w *worker) register(r *MemoryRegion) error {
 // Unregister returns once they have; submits that start after it fail with
 // ErrUnknownRegion, as does a second Unregister.
 func (e *Engine) Unregister(r *MemoryRegion) error {
+	if e == nil {
+		return errNilEngine
+	}
 	if r == nil || r.eng != e {
 		return fmt.Errorf("unregister: %w", ErrUnknownRegion)
 	}
@@ -120,6 +129,9 @@ func (w *worker) unregisterNow(r *MemoryRegion) error {
 
 // Regions returns the number of live registrations (a leak check).
 func (e *Engine) Regions() int {
+	if e == nil {
+		return 0
+	}
 	e.regMu.Lock()
 	defer e.regMu.Unlock()
 	return len(e.regions)

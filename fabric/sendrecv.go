@@ -25,6 +25,9 @@ type recvSlot struct {
 // whose main address is to. It waits for a free buffer (up to ctx); the
 // send itself completes through c.
 func (e *Engine) Send(ctx context.Context, to Address, data []byte, c Completion) error {
+	if e == nil {
+		return errNilEngine
+	}
 	if to.IsZero() {
 		return reqErr("send", ErrInvalidArgument, "empty address")
 	}
@@ -134,6 +137,9 @@ func (w *worker) sendDone(ds *domState, ev *Event) {
 // the buffer is re-posted when it returns. After an error (onErr) the
 // receive is not re-posted. At Close, onErr gets ErrClosed.
 func (e *Engine) PostRecv(r *MemoryRegion, off, n uint64, onRecv func(n int), onErr func(error)) error {
+	if e == nil {
+		return errNilEngine
+	}
 	if !r.validFor(e) {
 		if e.closed.Load() {
 			return ErrClosed
@@ -158,6 +164,9 @@ func (e *Engine) PostRecv(r *MemoryRegion, off, n uint64, onRecv func(n int), on
 // dispatcher; the buffer is re-posted at once. The buffers are unregistered
 // and freed at Close.
 func (e *Engine) BouncingRecvs(count, size int, onData func([]byte), onErr func(error)) error {
+	if e == nil {
+		return errNilEngine
+	}
 	if count <= 0 || size <= 0 || onData == nil {
 		return reqErr("bouncing recvs", ErrInvalidArgument, "count %d, size %d", count, size)
 	}

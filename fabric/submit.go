@@ -8,6 +8,9 @@ import "math/bits"
 
 // SubmitImm posts an immediate-only write through the main worker.
 func (e *Engine) SubmitImm(r ImmWrite, c Completion) error {
+	if e == nil {
+		return errNilEngine
+	}
 	w := e.main()
 	if err := checkRoute("imm write", r.Route, len(w.doms)); err != nil {
 		return err
@@ -22,6 +25,9 @@ func (e *Engine) SubmitImm(r ImmWrite, c Completion) error {
 // SubmitBarrier posts one immediate-only write to each destination through
 // the main worker.
 func (e *Engine) SubmitBarrier(r Barrier, c Completion) error {
+	if e == nil {
+		return errNilEngine
+	}
 	w := e.main()
 	if len(r.Dsts) == 0 {
 		return reqErr("barrier", ErrInvalidArgument, "no destinations")
@@ -41,6 +47,9 @@ func (e *Engine) SubmitBarrier(r Barrier, c Completion) error {
 // SubmitSingle posts a single write through the worker of the source's
 // device.
 func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
+	if e == nil {
+		return errNilEngine
+	}
 	const op = "single write"
 	if !r.Src.validFor(e) {
 		return e.srcErr(op)
@@ -66,6 +75,9 @@ func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
 // SubmitPaged posts a paged write through the worker of the source's
 // device. Every page is bounds-checked against both regions first.
 func (e *Engine) SubmitPaged(r PagedWrite, c Completion) error {
+	if e == nil {
+		return errNilEngine
+	}
 	const op = "paged write"
 	if !r.Src.validFor(e) {
 		return e.srcErr(op)
@@ -99,6 +111,9 @@ func (e *Engine) SubmitPaged(r PagedWrite, c Completion) error {
 
 // SubmitScatter posts a scatter through the worker of the source's device.
 func (e *Engine) SubmitScatter(r ScatterWrite, c Completion) error {
+	if e == nil {
+		return errNilEngine
+	}
 	const op = "scatter"
 	if !r.Src.validFor(e) {
 		return e.srcErr(op)

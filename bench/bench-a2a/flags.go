@@ -26,6 +26,8 @@ type options struct {
 	json  string
 	// verbose sends the engine's logs to standard error.
 	verbose bool
+	// listTransports prints the transport table and exits.
+	listTransports bool
 }
 
 // jobFlags are the rendezvous flags a spawned child must not inherit:
@@ -76,6 +78,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
 	fs.StringVar(&o.json, "json", "", `also write the report as JSON to this file ("-": standard output, no table)`)
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error")
+	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -85,6 +88,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if o.listTransports {
+		return o, nil
 	}
 	var ok bool
 	if cfg.DispatchType, ok = a2a.ParseDType(*in); !ok {

@@ -11,17 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/ferryrdma/ferry/a2a/bench"
-	_ "github.com/ferryrdma/ferry/efa"
+	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
-	_ "github.com/ferryrdma/ferry/internal/memfabric"
+	_ "github.com/ferryrdma/ferry/providers"
 )
-
-// joinTimeout bounds the wait for every rank to reach the rendezvous store
-// (and the final barrier): ranks of a launcher may start seconds apart.
-const joinTimeout = 2 * time.Minute
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -39,6 +34,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		fmt.Fprintln(stderr, "bench-a2a:", err)
 		return 1
+	}
+	if o.listTransports {
+		// The same table as fabric-debug transports and ferry_transports.
+		for _, t := range fabric.Transports() {
+			fmt.Fprintf(stdout, "%s\t%s\n", t.Name, t.Provider)
+		}
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -66,9 +68,15 @@ func spawn(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 
 // rank runs this process's rank of the job; rank 0 reports.
 func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error) {
-	jctx, cancel := context.WithTimeout(ctx, joinTimeout)
-	g, err := rendezvous.Join(jctx, o.rdv)
-	cancel()
+	// -join-timeout (default 2m) bounds the wait for every rank to reach
+	// the store, and the final barrier; a stuck launch says what it awaits.
+	cfg := o.rdv
+	cfg.Progress = func(msg string) { fmt.Fprintln(stderr, "bench-a2a:", msg) }
+	joinTimeout := cfg.JoinTimeout
+	if joinTimeout <= 0 {
+		joinTimeout = rendezvous.DefaultJoinTimeout
+	}
+	g, err := rendezvous.Join(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("join the job: %w", err)
 	}

@@ -137,12 +137,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		switch args[0] {
-		case "loopback", "serve", "client", "ranks", "info", "help":
+		case "loopback", "serve", "client", "ranks", "info", "transports", "help":
 			cmd, args = args[0], args[1:]
 		}
 	}
-	if cmd == "info" {
+	switch cmd {
+	case "info":
 		return info(args, stdout, stderr)
+	case "transports":
+		return transports(args, stdout, stderr)
 	}
 	o := &options{provider: "auto", args: args}
 	if cmd == "loopback" || cmd == "ranks" {

@@ -54,8 +54,16 @@ int main(int argc, char **argv) {
 	expect(ferry_engine_open(&bad_cfg, TIMEOUT_MS, &never), FERRY_E_INVALID);
 	expect(ferry_engine_open(&cfg, -1, &never), FERRY_E_INVALID);
 	bad_cfg = cfg;
-	bad_cfg.transport = "no-such-transport"; /* libfabric serves any name, finds no device */
-	expect(ferry_engine_open(&bad_cfg, TIMEOUT_MS, &never), FERRY_E_NOT_SUPPORTED);
+	bad_cfg.transport = "shmm"; /* a typo: unknown, and the message lists the valid names */
+	expect(ferry_engine_open(&bad_cfg, TIMEOUT_MS, &never), FERRY_E_UNKNOWN_PROVIDER);
+	{
+		char msg[1024];
+		ferry_last_error(msg, sizeof msg);
+		if (!strstr(msg, "unknown transport \"shmm\"") || !strstr(msg, "tcp;ofi_rxm") || !strstr(msg, "verbs")) {
+			fprintf(stderr, "badinput: unknown transport message does not list the valid names: %s\n", msg);
+			return 1;
+		}
+	}
 
 	open_or_skip(&cfg, &a);
 	expect(ferry_engine_open(&cfg, TIMEOUT_MS, &b), FERRY_OK);

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"time"
 )
 
 // DefaultMaster is the store address when no launcher names one.
@@ -41,7 +42,20 @@ type Config struct {
 	// ListenFD, for rank 0, is an inherited listening socket's descriptor
 	// (FERRY_LISTEN_FD, set by SpawnLocal); 0 means none.
 	ListenFD int
+	// JoinTimeout bounds Join when its context has no earlier deadline; 0
+	// means DefaultJoinTimeout. Flag -join-timeout, environment
+	// FERRY_JOIN_TIMEOUT (a Go duration such as "30s").
+	JoinTimeout time.Duration
+	// Progress, when set, is told every few seconds while Join waits:
+	// rank 0 names the ranks not joined yet, the others the store they
+	// are waiting for. Tools print it so a stuck launch says what it is
+	// waiting for.
+	Progress func(msg string)
 }
+
+// DefaultJoinTimeout is how long Join waits for the whole job by default:
+// ranks of a launcher may start seconds apart.
+const DefaultJoinTimeout = 2 * time.Minute
 
 // ConfigFromEnv reads the launchers' variables through lookup (os.LookupEnv
 // in programs). Later sources override earlier ones field by field: Slurm,
@@ -88,6 +102,13 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	num("FERRY_LISTEN_FD", &c.ListenFD, "")
 	num("FERRY_MAX_MESSAGE", &c.MaxMessage, "")
+	if v, ok := lookup("FERRY_JOIN_TIMEOUT"); ok && err == nil {
+		d, perr := time.ParseDuration(v)
+		if perr != nil || d < 0 {
+			err = fmt.Errorf("FERRY_JOIN_TIMEOUT=%q is not a duration: %w", v, ErrInvalidConfig)
+		}
+		c.JoinTimeout = d
+	}
 	if v, ok := lookup("FERRY_ALLOW_REMOTE"); ok {
 		c.AllowRemote = v == "1" || v == "true"
 	}
@@ -106,7 +127,8 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	return c, err
 }
 
-// BindFlags registers -rank, -world-size, -local-rank and -master on fs,
+// BindFlags registers -rank, -world-size, -local-rank, -master and
+// -join-timeout on fs,
 // with c's current values as defaults, so flags given on the command line
 // override the environment. Call it after ConfigFromEnv and before
 // fs.Parse. The token has no flag: command lines are visible to every
@@ -116,6 +138,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.WorldSize, "world-size", c.WorldSize, "number of ranks in the job")
 	fs.IntVar(&c.LocalRank, "local-rank", c.LocalRank, "rank among the processes of this machine")
 	fs.StringVar(&c.Master, "master", c.Master, "rank 0's rendezvous address, host:port")
+	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "how long to wait for every rank to join (0: 2m)")
 }
 
 // Validate checks c and returns it with defaults filled in. Errors wrap
@@ -132,6 +155,12 @@ func (c Config) Validate() (Config, error) {
 	}
 	if c.MaxMessage == 0 {
 		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.JoinTimeout < 0 {
+		return bad("join timeout %v is negative", c.JoinTimeout)
+	}
+	if c.JoinTimeout == 0 {
+		c.JoinTimeout = DefaultJoinTimeout
 	}
 	if c.MaxMessage < 0 || c.MaxMessage > 1<<30 {
 		return bad("max message %d outside [1, 1 GiB]", c.MaxMessage)

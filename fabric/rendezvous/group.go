@@ -39,9 +39,10 @@ func (g *Group) Config() Config { c := g.cfg; c.Listener = nil; return c }
 
 // Join connects to the job: rank 0 starts the store and every rank,
 // rank 0 included, connects to it and presents the token. Join returns when
-// every rank has joined, or fails when ctx ends first with an *Error
-// wrapping ErrTimeout that names the ranks that never arrived. Rejections
-// wrap ErrAuth or ErrRejected; a bad cfg, ErrInvalidConfig.
+// every rank has joined, or fails when ctx ends or cfg.JoinTimeout passes
+// first with an *Error wrapping ErrTimeout that names the ranks that never
+// arrived. Rejections wrap ErrAuth or ErrRejected; a bad cfg,
+// ErrInvalidConfig. While it waits it tells cfg.Progress what it waits for.
 func Join(ctx context.Context, cfg Config) (*Group, error) {
 	cfg, err := cfg.Validate()
 	if err != nil {
@@ -50,6 +51,8 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		}
 		return nil, &Error{Op: "join", Rank: cfg.Rank, Err: err}
 	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
+	defer cancel()
 	g := &Group{cfg: cfg}
 	if cfg.WorldSize == 1 {
 		if cfg.Listener != nil {
@@ -66,11 +69,55 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		addr = ln.Addr().String()
 		g.srv = newServer(ln, cfg.WorldSize, cfg.Token, cfg.MaxMessage)
 	}
+	if cfg.Progress != nil {
+		stop := g.reportProgress(ctx, addr)
+		defer stop()
+	}
 	if err := g.connect(ctx, addr); err != nil {
 		g.Close()
 		return nil, err
 	}
 	return g, nil
+}
+
+// progressEvery is how often a waiting Join reports what it waits for.
+var progressEvery = 5 * time.Second
+
+// reportProgress tells cfg.Progress, every progressEvery until stopped,
+// which ranks have not joined (rank 0) or which store this rank is still
+// waiting for (the others).
+func (g *Group) reportProgress(ctx context.Context, addr string) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			left := ""
+			if dl, ok := ctx.Deadline(); ok {
+				left = fmt.Sprintf(", %s left", time.Until(dl).Round(time.Second))
+			}
+			waited := time.Since(start).Round(time.Second)
+			if g.srv != nil {
+				missing := g.srv.notJoined()
+				g.cfg.Progress(fmt.Sprintf("rendezvous: rank 0 waited %s for rank(s) %v of %d to join%s",
+					waited, missing, g.cfg.WorldSize, left))
+			} else {
+				g.cfg.Progress(fmt.Sprintf("rendezvous: rank %d waited %s for the job to assemble at rank 0's store %s%s",
+					g.cfg.Rank, waited, addr, left))
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 func listen(cfg Config) (net.Listener, error) {

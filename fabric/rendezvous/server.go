@@ -320,6 +320,19 @@ func (s *server) expire(gen uint64) {
 	s.mu.Unlock()
 }
 
+// notJoined lists the ranks that have not joined yet.
+func (s *server) notJoined() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var missing []int
+	for r := range s.world {
+		if _, ok := s.conns[r]; !ok {
+			missing = append(missing, r)
+		}
+	}
+	return missing
+}
+
 func (s *server) failLocked(e errMsg) {
 	if s.failed != nil {
 		return

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"image/png"
 	"io"
 	"os"
@@ -245,10 +244,10 @@ func TestBadSpecs(t *testing.T) {
 	require.ErrorIs(t, err, ErrNeedsCUDA)
 	require.ErrorIs(t, err, fabric.ErrNotSupported)
 	require.Contains(t, err.Error(), "GPU memory needs the cuda package")
-	_, err = Loopback(ctx, Spec{Provider: "no-such-provider"})
-	// libfabric claims every name it might know, so an unknown one is
-	// either unknown to the registry or not usable here.
-	require.True(t, errors.Is(err, fabric.ErrUnknownProvider) || errors.Is(err, fabric.ErrNotSupported), "%v", err)
+	_, err = Loopback(ctx, Spec{Provider: "shmm"})
+	// Every transport name is explicit: a typo is unknown, with the list.
+	require.ErrorIs(t, err, fabric.ErrUnknownProvider)
+	require.Contains(t, err.Error(), `unknown transport "shmm" (valid: auto, `)
 }
 
 // A client whose server is gone fails within its timeout, and one whose

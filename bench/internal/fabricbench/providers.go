@@ -2,8 +2,4 @@ package fabricbench
 
 // The providers a benchmark can name: libfabric (efa, tcp;ofi_rxm, shm),
 // verbs, and the in-process mem and null domains.
-import (
-	_ "github.com/ferryrdma/ferry/efa"
-	_ "github.com/ferryrdma/ferry/internal/memfabric"
-	_ "github.com/ferryrdma/ferry/verbs"
-)
+import _ "github.com/ferryrdma/ferry/providers"

@@ -1,0 +1,7 @@
+package providers
+
+import (
+	_ "github.com/ferryrdma/ferry/efa"
+	_ "github.com/ferryrdma/ferry/internal/memfabric"
+	_ "github.com/ferryrdma/ferry/verbs"
+)
