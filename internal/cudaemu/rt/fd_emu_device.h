@@ -14,14 +14,21 @@
 #ifndef FD_EMU_DEVICE_H
 #define FD_EMU_DEVICE_H
 
+// Every standard header the runtime uses comes before the CUDA keyword
+// macros below (libstdc++ spells attributes __noinline__ too).
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <type_traits>
+#include <utility>
 
 #define FD_HOST_BUILD 1
 #define __global__

@@ -1,0 +1,62 @@
+package cudaemu_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ferryrdma/ferry/cuda"
+	"github.com/ferryrdma/ferry/internal/cudaemu"
+)
+
+// emuModule builds testdata/emu_kernels.cu (cached across runs), or skips
+// when this machine cannot (no g++, or no cgo).
+func emuModule(tb testing.TB, defines ...string) *cudaemu.Module {
+	tb.Helper()
+	code, err := os.ReadFile("testdata/emu_kernels.cu")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{{Name: "emu_kernels.cu", Code: string(code)}}, Defines: defines})
+	if errors.Is(err, cudaemu.ErrNotSupported) {
+		tb.Skipf("emulator not available here: %v", err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Close() })
+	return m
+}
+
+func kernel(tb testing.TB, m *cudaemu.Module, name string) *cudaemu.Kernel {
+	tb.Helper()
+	k, err := m.Kernel(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
+
+func alloc(tb testing.TB, n int) *cudaemu.Memory {
+	tb.Helper()
+	m, err := cudaemu.Alloc(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Free() })
+	return m
+}
+
+func syncStream(tb testing.TB, s *cudaemu.Stream, d time.Duration) error {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return s.Sync(ctx)
+}
+
+// statusOK is FD_STATUS_OK of ferry_device.h.
+const statusOK = 1
