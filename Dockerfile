@@ -16,14 +16,28 @@
 # (and usually --cap-add IPC_LOCK, or a raised memlock ulimit, for memory
 # registration); without them the shm and tcp;ofi_rxm transports still
 # work on loopback.
+#
+# On AWS, prefer the EFA installer's libfabric (under /opt/amazon/efa) to
+# Debian's 1.17, which predates several EFA options ferry uses when the
+# header has them: run the installer in both stages (`efa_installer.sh -y
+# --skip-kmod --skip-limit-conf --no-verify`, which needs no device at build
+# time), build with PKG_CONFIG_PATH=/opt/amazon/efa/lib/pkgconfig so cgo
+# compiles against its headers, and run with
+# LD_LIBRARY_PATH=/opt/amazon/efa/lib (or an ld.so.conf.d entry) so the same
+# libfabric is loaded. `fabric-debug info` prints the libfabric version in
+# use.
 
 FROM debian:12 AS build
 
-# Go comes from the official tarball, at the version go.mod asks for, so
-# the toolchain does not depend on what Debian packages. TARGETARCH is set
-# by BuildKit (amd64, arm64); the default serves the classic builder.
+# Go comes from the official tarball, so the toolchain does not depend on
+# what Debian packages, and the tarball is checked before it is unpacked:
+# against GO_SHA256 when given (pin it for reproducible builds), else
+# against the SHA-256 the Go team publishes beside the tarball.
+# TARGETARCH is set by BuildKit (amd64, arm64); the classic builder leaves
+# it empty and the build uses this machine's architecture.
 ARG GO_VERSION=1.26.8
-ARG TARGETARCH=amd64
+ARG GO_SHA256=
+ARG TARGETARCH
 
 # gcc and libc6-dev for cgo; pkg-config finds libfabric and libibverbs,
 # which the efa and verbs providers link against. CUDA needs nothing at
@@ -34,8 +48,14 @@ RUN apt-get update \
       libfabric-dev libibverbs-dev \
  && rm -rf /var/lib/apt/lists/*
 
-RUN curl -fsSL "https://go.dev/dl/go${GO_VERSION}.linux-${TARGETARCH}.tar.gz" \
-      | tar -C /usr/local -xz
+RUN set -eu; \
+    arch="${TARGETARCH:-$(dpkg --print-architecture)}"; \
+    tgz="go${GO_VERSION}.linux-${arch}.tar.gz"; \
+    curl -fsSLo "/tmp/$tgz" "https://dl.google.com/go/$tgz"; \
+    sum="${GO_SHA256:-$(curl -fsSL "https://dl.google.com/go/$tgz.sha256")}"; \
+    echo "$sum  /tmp/$tgz" | sha256sum -c -; \
+    tar -C /usr/local -xzf "/tmp/$tgz"; \
+    rm "/tmp/$tgz"
 ENV PATH=/usr/local/go/bin:$PATH \
     CGO_ENABLED=1 \
     GOTOOLCHAIN=local
@@ -49,16 +69,14 @@ RUN go mod download
 
 COPY . .
 
-# The same commands as make build and make bindings (make's deps step is
-# not needed: the packages are installed above).
+# The same commands as make build and make install (make's deps step is
+# not needed: the packages are installed above): libferry.so.1 with its
+# SONAME, symlinks, ferry.h and ferry.pc under /out.
 RUN go build ./... \
- && mkdir -p /out/bin /out/lib /out/include \
+ && mkdir -p /out/bin \
  && go build -o /out/bin/ ./bench/... \
- && go build -buildmode=c-shared \
-      -ldflags="-extldflags=-Wl,--version-script=/src/bindings/libferry.map" \
-      -o /out/lib/libferry.so ./bindings \
- && rm -f /out/lib/libferry.h \
- && cp bindings/ferry.h /out/include/ferry.h
+ && scripts/bindings.sh build /tmp/libferry \
+ && scripts/bindings.sh install /tmp/libferry /usr/local /out
 
 FROM debian:12-slim
 
@@ -70,8 +88,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 COPY --from=build /out/bin/ /usr/local/bin/
-COPY --from=build /out/lib/libferry.so /usr/local/lib/libferry.so
-COPY --from=build /out/include/ferry.h /usr/local/include/ferry.h
+COPY --from=build /out/usr/local/ /usr/local/
 RUN ldconfig
 
 CMD ["fabric-debug", "info"]

@@ -74,15 +74,17 @@ gpu-test:
 test-a2a-full: deps
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run TestHostBackendProcesses -v ./tests/a2a/
 
-# bindings: libferry.so, the C ABI, into $(BIN)/ beside its header ferry.h.
-# The version script exports exactly the functions of ferry.h. The library
-# is removed first because go build skips a link whose output looks up to
-# date, and it cannot see the script change. go test ./bindings builds and
-# runs the C and Python examples against a fresh copy.
-.PHONY: bindings
+# bindings: libferry, the C ABI, into $(BIN)/: libferry.so.1.y.z with the
+# SONAME libferry.so.1 and its symlinks, beside its header ferry.h. The
+# version script exports exactly the functions of ferry.h
+# (scripts/bindings.sh). go test ./bindings builds and runs the C and Python
+# examples against a fresh copy, and installs it into a scratch prefix.
+# install: the library, ferry.h and ferry.pc under $(DESTDIR)$(PREFIX);
+# then cc app.c $$(pkg-config --cflags --libs ferry).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+.PHONY: bindings install
 bindings: deps
-	@mkdir -p $(BIN)
-	@rm -f $(BIN)/libferry.so $(BIN)/libferry.h
-	$(GO) build -buildmode=c-shared -ldflags="-extldflags=-Wl,--version-script=$(CURDIR)/bindings/libferry.map" -o $(BIN)/libferry.so ./bindings
-	@rm -f $(BIN)/libferry.h
-	cp bindings/ferry.h $(BIN)/ferry.h
+	scripts/bindings.sh build $(BIN)
+install: bindings
+	scripts/bindings.sh install $(BIN) $(PREFIX) $(DESTDIR)

@@ -42,18 +42,13 @@ func buildLibrary(t *testing.T) string {
 		if lib.err != nil {
 			return
 		}
-		mapFile, err := filepath.Abs("libferry.map")
-		if err != nil {
-			lib.err = err
-			return
-		}
+		// The same build as make bindings: SONAME, symlinks, version script.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool(), "build", "-buildmode=c-shared",
-			"-ldflags=-extldflags=-Wl,--version-script="+mapFile,
-			"-o", filepath.Join(lib.dir, "libferry.so"), ".")
+		cmd := exec.CommandContext(ctx, "../scripts/bindings.sh", "build", lib.dir)
+		cmd.Env = append(os.Environ(), "GO="+goTool())
 		if out, err := cmd.CombinedOutput(); err != nil {
-			lib.err = fmt.Errorf("go build -buildmode=c-shared: %v\n%s", err, out)
+			lib.err = fmt.Errorf("scripts/bindings.sh build: %v\n%s", err, out)
 		}
 	})
 	if lib.err != nil {

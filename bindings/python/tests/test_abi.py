@@ -1,0 +1,66 @@
+"""The ctypes declarations agree with ferry.h: every constant with its
+#define, every struct's size and field offsets with what a C compiler
+computes from the header."""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from ferry import _abi
+
+HEADER = os.environ.get("FERRY_HEADER") or os.path.join(os.path.dirname(__file__), "..", "..", "ferry.h")
+
+
+class ConstantsTest(unittest.TestCase):
+    def test_constants_match_header(self):
+        with open(HEADER) as f:
+            text = f.read()
+        defines = {}
+        for m in re.finditer(r"^#define FERRY_(\w+) \(?(-?\d+)\)?", text, re.M):
+            defines[m.group(1)] = int(m.group(2))
+        checked = 0
+        for name, value in vars(_abi).items():
+            if name.isupper() and isinstance(value, int) and name in defines:
+                self.assertEqual(value, defines[name], "FERRY_%s" % name)
+                checked += 1
+        # Every error code ferry.h defines has a Python constant.
+        for name in defines:
+            if name.startswith("E_"):
+                self.assertIn(name, vars(_abi), "FERRY_%s has no Python constant" % name)
+        self.assertGreater(checked, 25)
+        self.assertEqual(_abi.VERSION_MAJOR, defines["VERSION_MAJOR"])
+
+
+class LayoutTest(unittest.TestCase):
+    def test_structs_match_header(self):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler: the layout check compiles a program against ferry.h")
+        lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "ferry.h"', "int main(void) {"]
+        for s in _abi.STRUCTS:
+            lines.append('printf("%s size %%zu\\n", sizeof(%s));' % (s._c_name_, s._c_name_))
+            for field, _ in s._fields_:
+                lines.append('printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (s._c_name_, field, s._c_name_, field))
+        lines.append("return 0; }")
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+            with open(src, "w") as f:
+                f.write("\n".join(lines))
+            subprocess.run([cc, "-I", os.path.dirname(os.path.abspath(HEADER)), "-o", exe, src], check=True)
+            out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+        want = {}
+        for line in out.splitlines():
+            key, *rest = line.split()
+            want[key] = int(rest[-1])
+        for s in _abi.STRUCTS:
+            self.assertEqual(_abi.C.sizeof(s), want[s._c_name_], "sizeof(%s)" % s._c_name_)
+            for field, _ in s._fields_:
+                self.assertEqual(getattr(s, field).offset, want["%s.%s" % (s._c_name_, field)],
+                                 "offsetof(%s, %s)" % (s._c_name_, field))
+
+
+if __name__ == "__main__":
+    unittest.main()
