@@ -14,7 +14,7 @@ import (
 // copyScanRank is one rank's buffers for copy_scan.
 type copyScanRank struct {
 	in, out, scan, totals, done, grand *cudaemu.Memory
-	perBlock, blocks                  int
+	perBlock, blocks                   int
 }
 
 func newCopyScanRank(tb testing.TB, rank, blocks, perBlock int) *copyScanRank {
@@ -58,6 +58,15 @@ func (r *copyScanRank) check() error {
 // runCopyScan runs copy_scan on ranks streams at once (blocks x threads
 // each, perBlock elements per block) and checks every rank.
 func runCopyScan(tb testing.TB, m *cudaemu.Module, ranks, blocks, threads, perBlock int) time.Duration {
+	d, err := copyScan(tb, m, ranks, blocks, threads, perBlock)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// copyScan is runCopyScan returning what went wrong.
+func copyScan(tb testing.TB, m *cudaemu.Module, ranks, blocks, threads, perBlock int) (time.Duration, error) {
 	k := kernel(tb, m, "copy_scan")
 	rs := make([]*copyScanRank, ranks)
 	streams := make([]*cudaemu.Stream, ranks)
@@ -69,7 +78,7 @@ func runCopyScan(tb testing.TB, m *cudaemu.Module, ranks, blocks, threads, perBl
 	start := time.Now()
 	for i, r := range rs {
 		if err := r.launch(streams[i], k, threads); err != nil {
-			tb.Fatal(err)
+			return 0, err
 		}
 	}
 	var wg sync.WaitGroup
@@ -85,13 +94,13 @@ func runCopyScan(tb testing.TB, m *cudaemu.Module, ranks, blocks, threads, perBl
 	elapsed := time.Since(start)
 	for i, r := range rs {
 		if errs[i] != nil {
-			tb.Fatalf("rank %d: %v", i, errs[i])
+			return elapsed, fmt.Errorf("rank %d: %w", i, errs[i])
 		}
 		if err := r.check(); err != nil {
-			tb.Fatalf("rank %d: %v", i, err)
+			return elapsed, fmt.Errorf("rank %d: %w", i, err)
 		}
 	}
-	return elapsed
+	return elapsed, nil
 }
 
 // TestCopyScan: 8 ranks (streams) at once, each a grid of 8 blocks x 512

@@ -137,7 +137,7 @@ func TestKernelBugsReported(t *testing.T) {
 	defer s.Close()
 	for _, c := range []struct {
 		kernel, want string
-		threads     uint32
+		threads      uint32
 	}{
 		{"bad_exit", "exited", 32},
 		{"bad_barrier", "deadlock", 64},

@@ -691,10 +691,12 @@ static void worker_main(worker *w) {
 			the_pool.idle = w;
 		}
 		{
+			// Notify under the lock: the launcher destroys L as soon as
+			// it sees the last block done.
 			std::lock_guard<std::mutex> lg(L->mu);
 			L->blocks_done++;
+			L->cv.notify_all();
 		}
-		L->cv.notify_all();
 		g.lock();
 	}
 }
