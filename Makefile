@@ -42,7 +42,7 @@ examples: deps
 	$(GO) build -o $(BIN)/ ./examples/...
 
 demo: deps
-	$(GO) run ./bench/fabric-debug loopback
+	$(GO) run ./bench/fabric-debug loopback --provider shm
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./fabric/...

@@ -1,7 +1,8 @@
 // Command fabric-debug benchmarks and debugs ferry's TransferEngine. It
-// keeps the output shape of the reference tool, so figures compare line by
-// line, and adds host-memory runs, explicit providers and machine-readable
-// output.
+// runs the reference tool's workloads and prints them the way perftest and
+// nccl-tests do: a header saying what runs and how it is measured, then
+// one row per case as soon as the case completes, with fixed units per
+// column, so a run cut short keeps every row it finished.
 //
 // Usage:
 //
@@ -10,39 +11,67 @@
 //	fabric-debug client <hex> [flags]    run the workloads against a server
 //	fabric-debug ranks --world-size W (--spawn | --rank R --master HOST:PORT) [flags]
 //	fabric-debug info [--json]           transports, devices, capabilities of this machine
+//	fabric-debug transports              every transport name and the provider serving it
 //	fabric-debug [GPUS NICS_PER_GPU [SERVER_ADDRESS]]   the reference's positional form
 //
 // The server is the writer: it writes into the client's buffer and times
 // each iteration from submit to its last completion. Workloads: paged
-// (1 to 64 KiB pages, 10000 and 100 pages, plus 10000 B x 200 verified),
-// single (1 KiB to 64 MiB, plus 10000 B verified) and imm (latency of an
-// immediate-only write, every immediate counted at the client). --sizes and
-// --pages replace the default sizes and page counts; --iters 0 picks 100
-// iterations, fewer for large cases, so the default run takes seconds.
+// (10000 B x 200 pages, then 1 to 64 KiB pages x 10000 and x 100), single
+// (10000 B, then 1 KiB to 64 MiB) and imm (latency of an immediate-only
+// write). --sizes and --pages replace the default sizes and page counts;
+// --iters 0 picks 100 iterations, fewer for large cases, so the default
+// run takes seconds.
 //
+// # Output
+//
+// Lines starting with '#' are the header (engine, NICs, notes, how the
+// timing and the check work) and the summary; the others are rows:
+//
+//	workload size pages iters p50_us p99_us min_us max_us Gbit/s Mop/s [link_%] verified
+//
+// Latencies are microseconds, the distribution of one timed iteration;
+// Gbit/s and Mop/s are the timed payload and writes over the timed
+// iterations' total time. "verified" is yes when the case was checked and
+// right: after its timed iterations the writer runs the case once more
+// with an immediate on every write, and the target, whose buffer was
+// poisoned before the case, waits for exactly those immediates and
+// compares every byte with the seeded pattern (the imm case counts every
+// immediate of every iteration). no means not checked (--verify=false, or
+// the null provider, which moves no bytes); FAIL means wrong, or the case
+// failed, with the error on the next line.
+//
+// --json FILE writes one JSON object per line as the run goes: a "begin"
+// record (the command line, what verified means, the header), a "case"
+// record per row (latency statistics in microseconds: n, mean, sd, min,
+// p50, p99, max), and an "end" record with the counts; "-" writes them to
+// standard output and the table to standard error. bench-a2a writes the
+// same record family. --plot FILE.png draws bandwidth against message
+// size at the end.
+//
+// # Transports
+//
+// Every subcommand uses --provider auto unless told otherwise: EFA, then
+// verbs, never a silent fallback; where neither exists it refuses and
+// says what to pass. The header names the transport and why it was
+// chosen. On a machine without RDMA NICs, pass --provider shm (one host)
+// or 'tcp;ofi_rxm' (binds to 127.0.0.1 unless --node says otherwise).
 // --provider null runs the workloads through the engine over a domain
 // that completes every write at once: the engine's own cost, for example
 //
 //	fabric-debug loopback --provider null --workloads paged --sizes 64 --pages 10000
 //
-// prints the paged 64 B rate in Mops. --raw posts the same workloads
-// straight on libfabric from one C loop (efa.RawBench), the provider's
-// ceiling, in the same table.
-//
-// The default provider is shm for loopback and ranks, and auto (EFA, then
-// verbs, never a silent fallback) for serve and client; tcp needs
-// --provider 'tcp;ofi_rxm' and binds to 127.0.0.1 by default. GPU memory
-// (--gpus, or GPUS other than "host") needs the cuda package and is refused
-// with a clear error. --json FILE writes the results as JSON (- for stdout),
-// --plot FILE.png draws bandwidth against message size.
+// prints the paged 64 B rate. --raw posts the same workloads straight on
+// libfabric from one C loop (efa.RawBench), the provider's ceiling, in the
+// same table. GPU memory (--gpus, or GPUS other than "host") needs the
+// cuda package and is refused with a clear error.
 //
 // Ranks without --spawn take their rank, world size and master from the
 // launcher's environment (torchrun, Open MPI, Slurm, or FERRY_RANK,
 // FERRY_WORLD_SIZE, FERRY_MASTER) or from --rank, --world-size and
 // --master; every rank needs the same FERRY_JOB_TOKEN (--spawn makes one).
 // Rank r writes into rank r+1 and checks what rank r-1 wrote into it; rank
-// 0 prints a section per pair.
+// 0 prints every pair's row of each case.
 //
-// The exit status is 0 when every case ran and every verified case
-// checked out, 1 when a case failed or did not verify, 2 for bad usage.
+// The exit status is 0 when every case ran and every checked case
+// verified, 1 when a case failed or did not verify, 2 for bad usage.
 package main

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,7 +56,7 @@ type options struct {
 func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fabric-debug "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.provider, "provider", o.provider, `transport: shm, "tcp;ofi_rxm", efa, verbs, mem, null or auto`)
+	fs.StringVar(&o.provider, "provider", o.provider, `transport: auto, efa, verbs, shm, "tcp;ofi_rxm", mem or null`)
 	fs.StringVar(&o.provider, "transport", o.provider, "same as --provider")
 	fs.StringVar(&o.spec.Node, "node", "", "address the provider binds to (default 127.0.0.1 for tcp)")
 	fs.IntVar(&o.spec.NICs, "nics", 1, "NICs (domains) per group")
@@ -67,9 +68,9 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.spec.Iters, "iters", 0, "timed iterations per case (0: 100, fewer for large cases)")
 	fs.IntVar(&o.spec.Warmup, "warmup", 0, "untimed iterations per case (0: half the iterations, at most 50)")
 	fs.StringVar(&o.poll, "poll", "adaptive", "worker polling: spin or adaptive")
-	fs.StringVar(&o.out.JSON, "json", "", "write the results as JSON to FILE (- for stdout, the table then goes to stderr)")
+	fs.StringVar(&o.out.JSON, "json", "", "write one JSON record per line to FILE as the run goes (- for stdout; the table then goes to stderr)")
 	fs.StringVar(&o.out.Plot, "plot", "", "draw bandwidth against message size into FILE.png")
-	fs.BoolVar(&o.spec.Verify, "verify", true, "run the verified cases")
+	fs.BoolVar(&o.spec.Verify, "verify", true, "check every case's bytes and immediates after its timed iterations")
 	fs.Uint64Var(&o.bufferMiB, "buffer-mib", fabricbench.DefaultBuffer>>20, "registered buffer per side, MiB")
 	fs.DurationVar(&o.spec.Timeout, "timeout", 120*time.Second, "bound on each case")
 	fs.Uint64Var(&o.spec.Seed, "seed", 0x123, "seed of page indices and fill patterns")
@@ -133,12 +134,33 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// commands are the subcommands, in the order usage lists them.
+var commands = []string{"loopback", "serve", "client", "ranks", "info", "transports", "help"}
+
+// gpuList matches the GPUS argument of the reference's positional form:
+// "host" (or cpu, -) or a comma list of ordinals.
+func gpuList(a string) bool {
+	if a == "host" || a == "cpu" || a == "-" {
+		return true
+	}
+	for _, f := range strings.Split(a, ",") {
+		if _, err := strconv.Atoi(f); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		switch args[0] {
-		case "loopback", "serve", "client", "ranks", "info", "transports", "help":
+		switch {
+		case slices.Contains(commands, args[0]):
 			cmd, args = args[0], args[1:]
+		case !gpuList(args[0]):
+			fmt.Fprintf(stderr, "fabric-debug: unknown command %q (want %s; -h for usage)\n",
+				args[0], strings.Join(commands, ", "))
+			return exitUsage
 		}
 	}
 	switch cmd {
@@ -147,10 +169,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "transports":
 		return transports(args, stdout, stderr)
 	}
-	o := &options{provider: "auto", args: args}
-	if cmd == "loopback" || cmd == "ranks" {
-		o.provider = "shm"
-	}
+	// Every subcommand takes the same default transport: auto, which picks
+	// EFA, then verbs, and refuses (saying what to pass) where neither
+	// exists. The header says which transport ran and why.
+	o := &options{provider: fabric.TransportAuto, args: args}
 	fs := o.flags(cmd, stderr)
 	switch cmd {
 	case "ranks":
@@ -164,10 +186,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.BoolVar(&o.spawn, "spawn", false, "start --world-size local processes and run the ring among them")
 	}
 	fs.Usage = func() { usage(fs) }
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) || cmd == "help" {
+	if cmd == "help" {
 		usage(fs)
 		return exitOK
+	}
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK // the flag package printed the usage
 	}
 	if err != nil {
 		return exitUsage
@@ -181,13 +206,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(pos) > 0 {
 			return badArgs(stderr, cmd, pos)
 		}
-		var rep *fabricbench.Report
-		if o.raw {
-			rep, err = fabricbench.Raw(ctx, o.spec)
-		} else {
-			rep, err = fabricbench.Loopback(ctx, o.spec)
-		}
-		return finishReport(rep, err, o.out, stdout, stderr)
+		return measure(o, stdout, stderr, func(sink fabricbench.Sink) (*fabricbench.Report, error) {
+			if o.raw {
+				return fabricbench.Raw(ctx, o.spec, sink)
+			}
+			return fabricbench.Loopback(ctx, o.spec, sink)
+		})
 	case "serve":
 		if len(pos) > 0 {
 			return badArgs(stderr, cmd, pos)
@@ -206,7 +230,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch len(pos) {
 	case 0, 2, 3:
 	default:
-		usage(fs)
+		fmt.Fprintf(stderr, "fabric-debug: %d positional arguments: want GPUS NICS_PER_GPU [SERVER_ADDRESS] (-h for usage)\n", len(pos))
 		return exitUsage
 	}
 	if len(pos) >= 2 {
@@ -227,6 +251,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return serve(ctx, o, stdout, stderr)
 }
 
+// measure runs a mode with a printer as its sink: the header and each row
+// print as they come, the summary and the plot at the end.
+func measure(o *options, stdout, stderr io.Writer, mode func(fabricbench.Sink) (*fabricbench.Report, error)) int {
+	p, err := fabricbench.NewPrinter(o.out, append([]string{"fabric-debug"}, os.Args[1:]...), stdout, stderr)
+	if err != nil {
+		return exitStatus(stderr, err)
+	}
+	rep, err := mode(p)
+	if err == nil && rep != nil && rep.Failed() {
+		err = fabricbench.ErrVerify
+	}
+	if werr := p.Finish(rep, err); werr != nil && err == nil {
+		err = werr
+	}
+	return exitStatus(stderr, err)
+}
+
 func info(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fabric-debug info", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -245,15 +286,16 @@ func info(args []string, stdout, stderr io.Writer) int {
 
 func serve(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 	err := fabricbench.ServeSpec(ctx, o.spec, stdout, func(a fabric.Address, in fabricbench.PeerInfo) {
-		fmt.Fprintf(stdout, "Initialized TransferEngine. provider=%s transport=%s num_nets=%d nets_per_gpu=%d link_speed=%s poll=%s memory=host\n",
-			in.Provider, in.Transport, in.NICs, in.NICs, gbps(in.LinkSpeed), in.Poll)
+		fmt.Fprintf(stdout, "# fabric-debug serve: provider=%s transport=%s (%s) nics=%d poll=%s memory=host link=%s\n",
+			in.Provider, in.Transport, in.Reason, in.NICs, in.Poll, gbps(in.LinkSpeed))
 		fmt.Fprintf(stdout, "Main Address: %s\n", a)
+		fmt.Fprintf(stdout, "# run: fabric-debug client %s --provider '%s' --nics %d\n", a, o.provider, in.NICs)
 		if f, ok := stdout.(*os.File); ok {
 			_ = f.Sync()
 		}
 	})
 	if err == nil {
-		fmt.Fprintln(stdout, "Done!")
+		fmt.Fprintln(stdout, "# server stopped")
 	}
 	return exitStatus(stderr, err)
 }
@@ -264,8 +306,9 @@ func client(ctx context.Context, o *options, hex string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "fabric-debug: server address %q: %v\n", hex, err)
 		return exitUsage
 	}
-	rep, err := fabricbench.RunClient(ctx, o.spec, addr)
-	return finishReport(rep, err, o.out, stdout, stderr)
+	return measure(o, stdout, stderr, func(sink fabricbench.Sink) (*fabricbench.Report, error) {
+		return fabricbench.RunClient(ctx, o.spec, addr, sink)
+	})
 }
 
 func ranks(ctx context.Context, o *options, pos []string, stdout, stderr io.Writer) int {
@@ -287,30 +330,18 @@ func ranks(ctx context.Context, o *options, pos []string, stdout, stderr io.Writ
 		}
 		return exitStatus(stderr, rendezvous.SpawnLocal(ctx, o.rdv.WorldSize, argv, nil))
 	}
-	rep, err := fabricbench.Ranks(ctx, o.spec, o.rdv)
-	if rep != nil && o.rdv.Rank != 0 {
+	if o.rdv.Rank != 0 {
 		// Rank 0 prints the ring; the others report only through their
 		// exit status and stderr.
-		if err != nil {
+		if _, err := fabricbench.Ranks(ctx, o.spec, o.rdv, nil); err != nil {
 			fmt.Fprintf(stderr, "fabric-debug rank %d: %v\n", o.rdv.Rank, err)
 			return exitFail
 		}
 		return exitOK
 	}
-	return finishReport(rep, err, o.out, stdout, stderr)
-}
-
-func finishReport(rep *fabricbench.Report, err error, out fabricbench.Output, stdout, stderr io.Writer) int {
-	if rep != nil {
-		if werr := rep.Emit(out, stdout, stderr); werr != nil {
-			fmt.Fprintln(stderr, "fabric-debug:", werr)
-			return exitFail
-		}
-		if rep.Failed() && err == nil {
-			err = fabricbench.ErrVerify
-		}
-	}
-	return exitStatus(stderr, err)
+	return measure(o, stdout, stderr, func(sink fabricbench.Sink) (*fabricbench.Report, error) {
+		return fabricbench.Ranks(ctx, o.spec, o.rdv, sink)
+	})
 }
 
 func exitStatus(stderr io.Writer, err error) int {
@@ -339,14 +370,20 @@ func gbps(bps uint64) string {
 func usage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprint(w, `usage:
-  fabric-debug loopback [flags]            server and client engines in this process (default provider shm)
+  fabric-debug loopback [flags]            server and client engines in this process
   fabric-debug serve [flags]               print "Main Address: <hex>" and serve clients until interrupted
   fabric-debug client <hex> [flags]        run the workloads against a server
   fabric-debug ranks --world-size W (--spawn | --rank R --master HOST:PORT) [flags]
                                            a ring of W processes bootstrapped by fabric/rendezvous
   fabric-debug info [--json]               this machine's transports, devices and capabilities
+  fabric-debug transports                  every transport name and the provider serving it
   fabric-debug [GPUS NICS_PER_GPU [SERVER_ADDRESS]]
                                            the reference's form: serve, or run a client (GPUS: host)
+
+Every command uses --provider auto unless told otherwise: EFA, then verbs,
+never a silent fallback. On a machine without RDMA NICs pass --provider shm
+(one host) or --provider 'tcp;ofi_rxm'.
+
 flags:
 `)
 	fs.PrintDefaults()

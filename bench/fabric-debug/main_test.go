@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"image/png"
@@ -46,36 +47,36 @@ func runCommand(t *testing.T, exe string, args ...string) (stdout, stderr string
 func TestCommand(t *testing.T) {
 	exe := buildCommand(t)
 	dir := t.TempDir()
-	js, plot := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.png")
+	js, plot := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "out.png")
 
 	out, errOut, code := runCommand(t, exe, "loopback", "--provider", "mem", "--sizes", "4K", "--pages", "20",
 		"--iters", "2", "--buffer-mib", "8", "--json", js, "--plot", plot)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
-	require.Contains(t, out, "Initialized TransferEngine.")
-	require.Equal(t, 3, strings.Count(out, "VERIFIED"), out)
-	require.Contains(t, out, "Done!")
+	require.True(t, strings.HasPrefix(out, "# fabric-debug loopback\n# engine:   provider=mem transport=mem (explicit)"), out)
+	require.Contains(t, out, "# verified: yes = ")
+	require.Equal(t, 3, strings.Count(out, " yes\n"), out)
+	require.Contains(t, out, "# done: 3 cases, 3 verified, 0 failed")
 
 	b, err := os.ReadFile(js)
 	require.NoError(t, err)
-	var doc struct {
-		Header map[string]any   `json:"header"`
-		Cases  []map[string]any `json:"cases"`
-	}
-	require.NoError(t, json.Unmarshal(b, &doc))
-	require.Equal(t, "loopback", doc.Header["mode"])
-	require.Len(t, doc.Cases, 5)
+	recs := jsonLines(t, b)
+	require.Len(t, recs, 5)
+	require.Equal(t, "begin", recs[0]["type"])
+	require.Equal(t, "loopback", recs[0]["setup"].(map[string]any)["mode"])
+	require.Equal(t, "end", recs[4]["type"])
 	f, err := os.Open(plot)
 	require.NoError(t, err)
 	defer f.Close()
 	_, err = png.Decode(f)
 	require.NoError(t, err)
 
-	// --json - keeps stdout one JSON document.
+	// --json - keeps stdout JSON lines only; the table goes to stderr.
 	out, errOut, code = runCommand(t, exe, "loopback", "--provider", "null", "--workloads", "paged",
 		"--sizes", "64", "--pages", "1000", "--iters", "2", "--buffer-mib", "8", "--json", "-")
 	require.Equal(t, 0, code, "stderr: %s", errOut)
-	require.True(t, json.Valid([]byte(out)), out)
-	require.Contains(t, errOut, "Mpps")
+	require.Len(t, jsonLines(t, []byte(out)), 3)
+	require.Contains(t, errOut, "Mop/s")
+	require.Contains(t, errOut, "# verified: no case is checked")
 
 	_, errOut, code = runCommand(t, exe, "loopback", "--gpus", "0")
 	require.NotEqual(t, 0, code)
@@ -85,9 +86,6 @@ func TestCommand(t *testing.T) {
 	require.NotEqual(t, 0, code)
 	require.Contains(t, errOut, "GPU memory needs the cuda package")
 
-	_, _, code = runCommand(t, exe, "loopback", "--workloads", "nope")
-	require.Equal(t, exitUsage, code)
-
 	out, errOut, code = runCommand(t, exe, "info")
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	require.NotEmpty(t, out)
@@ -96,16 +94,65 @@ func TestCommand(t *testing.T) {
 	require.True(t, json.Valid([]byte(out)))
 }
 
+func jsonLines(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), "line %q", l)
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+// runHere runs the command in this process.
+func runHere(args ...string) (stdout, stderr string, code int) {
+	var o, e bytes.Buffer
+	code = run(context.Background(), args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+// The command line's own errors: help once, unknown commands named, one
+// program-name prefix, the same default transport everywhere.
+func TestCommandLine(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"loopback", "-h"}, {"help"}, {"serve", "--help"}} {
+		out, errOut, code := runHere(args...)
+		require.Equal(t, exitOK, code, "%v", args)
+		require.Empty(t, out)
+		require.Equal(t, 1, strings.Count(errOut, "usage:"), "%v prints the usage once:\n%s", args, errOut)
+	}
+
+	_, errOut, code := runHere("lopback")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, `unknown command "lopback"`)
+	require.Contains(t, errOut, "loopback, serve, client, ranks, info, transports, help")
+
+	_, errOut, code = runHere("loopback", "--provider", "mem", "--nics", "9")
+	require.Equal(t, exitUsage, code)
+	require.Equal(t, 1, strings.Count(errOut, "fabric-debug:"), errOut)
+	require.Contains(t, errOut, "9 nics")
+
+	_, _, code = runHere("loopback", "--workloads", "nope")
+	require.Equal(t, exitUsage, code)
+
+	// Every subcommand defaults to auto.
+	for _, cmd := range []string{"loopback", "serve", "client", "ranks"} {
+		_, errOut, _ := runHere(cmd, "-h")
+		require.Regexp(t, `-provider string\s+transport: auto, [^\n]*\(default "auto"\)`, errOut, cmd)
+	}
+}
+
 // The ring through the command itself: --spawn re-runs the binary as three
-// ranks over shm, and rank 0 prints a section per pair.
+// ranks over shm, and rank 0 prints every pair's row of each case.
 func TestCommandRanksSpawn(t *testing.T) {
 	exe := buildCommand(t)
-	out, errOut, code := runCommand(t, exe, "ranks", "--world-size", "3", "--spawn", "--workloads", "paged,imm",
-		"--sizes", "4K", "--pages", "20", "--iters", "2", "--buffer-mib", "8")
+	out, errOut, code := runCommand(t, exe, "ranks", "--world-size", "3", "--spawn", "--provider", "shm",
+		"--workloads", "paged,imm", "--sizes", "4K", "--pages", "20", "--iters", "2", "--buffer-mib", "8")
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	for _, pair := range []string{"0->1", "1->2", "2->0"} {
-		require.Contains(t, out, "-- rank "+pair)
+		require.Regexp(t, `(?m)^  paged +`+pair+` .* yes$`, out)
+		require.Regexp(t, `(?m)^  imm +`+pair+` .* yes$`, out)
 	}
-	require.Equal(t, 6, strings.Count(out, "VERIFIED"), out)
 	require.Contains(t, out, "world_size=3")
+	require.Contains(t, out, "# done: 6 cases, 6 verified, 0 failed")
 }

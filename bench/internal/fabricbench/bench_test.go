@@ -30,12 +30,12 @@ func TestLoopbackVerified(t *testing.T) {
 			t.Run(p.provider+"/nics="+string(rune('0'+nics)), func(t *testing.T) {
 				s := smallSpec(p.provider, nics)
 				s.Node = p.node
-				rep, err := Loopback(testCtx(t), s)
+				rep, err := Loopback(testCtx(t), s, nil)
 				skipIfUnusable(t, err)
 				require.NoError(t, err)
-				// paged x2 sizes + verified, single x2 + verified, imm.
-				require.Len(t, rep.Cases, 7)
-				checkReport(t, rep, 3)
+				// paged x2 sizes, single x2, imm: every one checked.
+				require.Len(t, rep.Cases, 5)
+				checkReport(t, rep, 5)
 				require.False(t, rep.Failed())
 				require.Equal(t, nics, rep.Header.NICs)
 				require.True(t, rep.Header.LoopbackProvider)
@@ -45,20 +45,24 @@ func TestLoopbackVerified(t *testing.T) {
 	}
 }
 
-// A corrupting hook changes one received byte of each verified case: the
-// check must catch it, the case must say FAILED, and the error must be
+// A corrupting hook changes one received byte of each checked case: the
+// check must catch it, the row must say FAIL, and the error must be
 // ErrVerify.
 func TestVerifyFailureIsReported(t *testing.T) {
 	s := smallSpec("mem", 1)
 	s.Workloads = []string{Paged, Single}
 	s.Corrupt = func(b []byte) { b[len(b)/2] ^= 0xFF }
-	rep, err := Loopback(testCtx(t), s)
+	var out bytes.Buffer
+	p, err := NewPrinter(Output{}, nil, &out, io.Discard)
+	require.NoError(t, err)
+	rep, err := Loopback(testCtx(t), s, p)
 	require.ErrorIs(t, err, ErrVerify)
 	require.True(t, rep.Failed())
-	var buf bytes.Buffer
-	require.NoError(t, rep.WriteTable(&buf))
-	require.Contains(t, buf.String(), "FAILED")
-	require.NotContains(t, buf.String(), "Done!")
+	require.NoError(t, p.Finish(rep, err))
+	table := out.String()
+	require.Equal(t, 4, strings.Count(table, " FAIL\n"), table)
+	require.Contains(t, table, "# error:")
+	require.Contains(t, table, "# FAILED: 4 cases, 0 verified, 4 failed")
 }
 
 // The null provider moves no bytes: verification is switched off and the
@@ -66,14 +70,16 @@ func TestVerifyFailureIsReported(t *testing.T) {
 func TestNullPagedRate(t *testing.T) {
 	s := Spec{Provider: "null", Workloads: []string{Paged}, Sizes: []uint64{64}, Pages: []int{10000}, Verify: true,
 		Iters: 20, Warmup: 5, Buffer: 8 << 20}
-	rep, err := Loopback(testCtx(t), s)
+	rep, err := Loopback(testCtx(t), s, nil)
 	require.NoError(t, err)
 	require.Len(t, rep.Cases, 1)
 	require.False(t, rep.Header.Verify)
 	require.Contains(t, rep.Header.Note, "overhead")
 	c := rep.Cases[0]
 	require.Positive(t, c.Mops)
-	t.Logf("engine over null, paged 64 B x 10000: %.2f Mops (p50 %.0f us per 10000 pages)", c.Mops, c.LatUsP50)
+	require.False(t, c.Checked)
+	require.Equal(t, "no", c.Verdict())
+	t.Logf("engine over null, paged 64 B x 10000: %.2f Mops (p50 %.0f us per 10000 pages)", c.Mops, c.Lat.P50)
 }
 
 func TestServeClientTwoProcesses(t *testing.T) {
@@ -85,12 +91,12 @@ func TestServeClientTwoProcesses(t *testing.T) {
 			s := smallSpec(p.provider, 2)
 			s.Node = p.node
 			addr := startServer(t, s)
-			rep, err := RunClient(testCtx(t), s, addr)
+			rep, err := RunClient(testCtx(t), s, addr, nil)
 			skipIfUnusable(t, err)
 			require.NoError(t, err)
 			require.Equal(t, "client", rep.Header.Mode)
 			require.Equal(t, 2, rep.Header.NICs)
-			checkReport(t, rep, 3)
+			checkReport(t, rep, 5)
 		})
 	}
 }
@@ -162,11 +168,17 @@ func TestRanksSpawn(t *testing.T) {
 	require.NoError(t, err, "ring of 3 ranks")
 	out := stdout.String()
 	t.Log("\n" + out)
-	for _, pair := range []string{"0->1", "1->2", "2->0"} {
-		require.Contains(t, out, "-- rank "+pair)
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && !strings.HasPrefix(line, "#") {
+			require.Contains(t, []string{"0->1", "1->2", "2->0"}, f[1], line)
+			require.Equal(t, "yes", f[len(f)-1], line)
+			rows++
+		}
 	}
-	require.Equal(t, 3*3, strings.Count(out, "VERIFIED"), "3 verified cases per pair")
-	require.Contains(t, out, "Done!")
+	require.Equal(t, 3*3, rows, "3 checked cases per pair")
+	require.Contains(t, out, "# done: 9 cases, 9 verified, 0 failed")
 }
 
 func TestRaw(t *testing.T) {
@@ -174,48 +186,65 @@ func TestRaw(t *testing.T) {
 		t.Run(p.provider, func(t *testing.T) {
 			s := smallSpec(p.provider, 1)
 			s.Node = p.node
-			rep, err := Raw(testCtx(t), s)
+			rep, err := Raw(testCtx(t), s, nil)
 			skipIfUnusable(t, err)
 			require.NoError(t, err)
 			require.False(t, rep.Header.Engine)
 			for _, c := range rep.Cases {
 				require.True(t, c.Verified, "%s %d", c.Workload, c.Bytes)
-				require.Positive(t, c.LatUsMean)
+				require.Positive(t, c.Lat.Mean)
 			}
 		})
 	}
-	_, err := Raw(testCtx(t), Spec{Provider: "null"})
+	_, err := Raw(testCtx(t), Spec{Provider: "null"}, nil)
 	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
 }
 
-func TestJSONSchema(t *testing.T) {
-	rep, err := Loopback(testCtx(t), smallSpec("mem", 1))
+// The JSON output is one record per line, written as the run goes: a
+// begin record, a case record per row, an end record.
+func TestJSONLines(t *testing.T) {
+	var js, table bytes.Buffer
+	p, err := NewPrinter(Output{JSON: "-"}, []string{"fabric-debug", "loopback"}, &js, &table)
 	require.NoError(t, err)
-	var buf bytes.Buffer
-	require.NoError(t, rep.WriteJSON(&buf))
-	var doc struct {
-		Header map[string]any   `json:"header"`
-		Cases  []map[string]any `json:"cases"`
+	rep, err := Loopback(testCtx(t), smallSpec("mem", 1), p)
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(rep, err))
+	require.Contains(t, table.String(), "# workload", "the table goes to stderr")
+
+	lines := strings.Split(strings.TrimSuffix(js.String(), "\n"), "\n")
+	require.Len(t, lines, 1+len(rep.Cases)+1)
+	recs := make([]map[string]any, len(lines))
+	for i, l := range lines {
+		require.NoError(t, json.Unmarshal([]byte(l), &recs[i]), l)
 	}
-	dec := json.NewDecoder(&buf)
-	dec.UseNumber()
-	require.NoError(t, dec.Decode(&doc))
-	for _, k := range []string{"provider", "transport", "nics", "poll", "mode", "memory", "loopback_provider", "note"} {
-		require.Contains(t, doc.Header, k)
+	require.Equal(t, "begin", recs[0]["type"])
+	require.Equal(t, "fabric-debug", recs[0]["tool"])
+	require.Contains(t, recs[0]["verified_means"], "poisoned")
+	setup := recs[0]["setup"].(map[string]any)
+	for _, k := range []string{"provider", "transport", "reason", "nics", "poll", "mode", "memory", "loopback_provider", "note"} {
+		require.Contains(t, setup, k)
 	}
-	require.Equal(t, "adaptive", doc.Header["poll"])
-	require.Len(t, doc.Cases, len(rep.Cases))
-	for _, c := range doc.Cases {
-		for _, k := range []string{"workload", "bytes", "pages", "iters", "lat_us_p50", "lat_us_mean", "gbps", "mops", "verified"} {
+	require.Equal(t, "adaptive", setup["poll"])
+	for _, c := range recs[1 : len(recs)-1] {
+		require.Equal(t, "case", c["type"])
+		for _, k := range []string{"workload", "bytes", "pages", "iters", "warmup", "lat_us", "gbit_s", "mop_s", "checked", "verified"} {
 			require.Contains(t, c, k)
 		}
-		_, isBool := c["verified"].(bool)
-		require.True(t, isBool)
+		lat := c["lat_us"].(map[string]any)
+		for _, k := range []string{"n", "mean", "sd", "min", "p50", "p99", "max"} {
+			require.Contains(t, lat, k)
+		}
+		require.Equal(t, true, c["verified"])
 	}
+	end := recs[len(recs)-1]
+	require.Equal(t, "end", end["type"])
+	require.EqualValues(t, len(rep.Cases), end["cases"])
+	require.EqualValues(t, len(rep.Cases), end["verified"])
+	require.EqualValues(t, 0, end["failed"])
 }
 
 func TestPlotIsPNG(t *testing.T) {
-	rep, err := Loopback(testCtx(t), smallSpec("mem", 1))
+	rep, err := Loopback(testCtx(t), smallSpec("mem", 1), nil)
 	require.NoError(t, err)
 	for _, r := range []*Report{rep, {Header: Header{Mode: "loopback"}}} {
 		var buf bytes.Buffer
@@ -237,14 +266,14 @@ func TestBadSpecs(t *testing.T) {
 		"pages":    {Provider: "mem", Pages: []int{0}},
 		"buffer":   {Provider: "mem", Buffer: 100},
 	} {
-		_, err := Loopback(ctx, s)
+		_, err := Loopback(ctx, s, nil)
 		require.ErrorIs(t, err, fabric.ErrInvalidArgument, name)
 	}
-	_, err := Loopback(ctx, Spec{Provider: "mem", GPUs: []int{0}})
+	_, err := Loopback(ctx, Spec{Provider: "mem", GPUs: []int{0}}, nil)
 	require.ErrorIs(t, err, ErrNeedsCUDA)
 	require.ErrorIs(t, err, fabric.ErrNotSupported)
 	require.Contains(t, err.Error(), "GPU memory needs the cuda package")
-	_, err = Loopback(ctx, Spec{Provider: "shmm"})
+	_, err = Loopback(ctx, Spec{Provider: "shmm"}, nil)
 	// Every transport name is explicit: a typo is unknown, with the list.
 	require.ErrorIs(t, err, fabric.ErrUnknownProvider)
 	require.Contains(t, err.Error(), `unknown transport "shmm" (valid: auto, `)
@@ -259,7 +288,7 @@ func TestClientErrors(t *testing.T) {
 	addr := gone.Engine.MainAddress()
 	require.NoError(t, gone.Close())
 	start := time.Now()
-	_, err = RunClient(ctx, Spec{Provider: "mem", Buffer: 1 << 20, Timeout: 2 * time.Second}, addr)
+	_, err = RunClient(ctx, Spec{Provider: "mem", Buffer: 1 << 20, Timeout: 2 * time.Second}, addr, nil)
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 30*time.Second)
 
@@ -271,7 +300,7 @@ func TestClientErrors(t *testing.T) {
 			func(a fabric.Address, _ PeerInfo) { ready <- a })
 	}()
 	defer func() { stop(); require.NoError(t, <-served) }()
-	rep, err := RunClient(ctx, Spec{Provider: "mem", NICs: 1, Buffer: 1 << 20}, <-ready)
+	rep, err := RunClient(ctx, Spec{Provider: "mem", NICs: 1, Buffer: 1 << 20}, <-ready, nil)
 	require.ErrorIs(t, err, fabric.ErrNICMismatch)
 	require.Empty(t, rep.Cases)
 }

@@ -19,26 +19,27 @@ func ExampleLoopback() {
 		Verify:    true,
 		Iters:     3,
 		Buffer:    8 << 20,
-	})
+	}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, c := range rep.Cases {
-		fmt.Printf("%s %s verify=%v verified=%v\n", c.Workload, fabricbench.FormatBytes(c.Bytes), c.Verify, c.Verified)
+		fmt.Printf("%s %s: %d iterations, verified=%v\n", c.Workload, fabricbench.FormatBytes(c.Bytes), c.Iters, c.Verified)
 	}
 	// Output:
-	// single 10000 B verify=true verified=true
-	// single 4 KiB verify=false verified=false
+	// single 4 KiB: 3 iterations, verified=true
 }
 
-// The same run as a table on stdout and JSON in a file, as fabric-debug
-// prints it. The figures depend on the machine, so nothing is checked.
-func ExampleReport_Emit() {
-	rep, err := fabricbench.Loopback(context.Background(), fabricbench.Spec{Provider: "shm", Verify: true})
+// A run printed as fabric-debug prints it: the header, a row per case as
+// it completes, and JSON records in a file. The figures depend on the
+// machine, so nothing is checked.
+func ExamplePrinter() {
+	p, err := fabricbench.NewPrinter(fabricbench.Output{JSON: "results.jsonl", Plot: "bandwidth.png"}, os.Args, os.Stdout, os.Stderr)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := rep.Emit(fabricbench.Output{JSON: "results.json", Plot: "bandwidth.png"}, os.Stdout, os.Stderr); err != nil {
+	rep, err := fabricbench.Loopback(context.Background(), fabricbench.Spec{Provider: "shm", Verify: true}, p)
+	if err := p.Finish(rep, err); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 func TestLoopbackLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for _, p := range []string{"mem", "shm"} {
-		rep, err := Loopback(testCtx(t), smallSpec(p, 2))
+		rep, err := Loopback(testCtx(t), smallSpec(p, 2), nil)
 		skipIfUnusable(t, err)
 		require.NoError(t, err)
 		require.False(t, rep.Failed())

@@ -12,8 +12,9 @@ import (
 
 // Loopback runs spec with a server engine and a client engine in this
 // process, talking through the same control protocol as two processes.
-// The report is returned even when the error is non-nil (a failed case).
-func Loopback(ctx context.Context, spec Spec) (*Report, error) {
+// sink (nil: none) sees the header and every case as it completes. The
+// report is returned even when the error is non-nil (a failed case).
+func Loopback(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -39,14 +40,13 @@ func Loopback(ctx context.Context, spec Spec) (*Report, error) {
 		return nil, fmt.Errorf("loopback hello: %w", err)
 	}
 	defer c.Close()
-	rep, err := c.Run(ctx, spec)
-	rep.Header.Mode = "loopback"
-	return rep, err
+	return c.run(ctx, spec, "loopback", sink)
 }
 
 // RunClient opens a client engine for spec, runs every case against the
-// server at addr and returns the report.
-func RunClient(ctx context.Context, spec Spec, addr fabric.Address) (*Report, error) {
+// server at addr and returns the report; sink (nil: none) sees the header
+// and every case as it completes.
+func RunClient(ctx context.Context, spec Spec, addr fabric.Address, sink Sink) (*Report, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func RunClient(ctx context.Context, spec Spec, addr fabric.Address) (*Report, er
 		return nil, fmt.Errorf("hello to %s: %w", addr, err)
 	}
 	defer c.Close()
-	return c.Run(ctx, spec)
+	return c.Run(ctx, spec, sink)
 }
 
 // ServeSpec opens a server engine for spec, calls ready with its main
@@ -89,7 +89,7 @@ func ServeSpec(ctx context.Context, spec Spec, log io.Writer, ready func(fabric.
 // in the same report format. It needs a libfabric transport and measures
 // one endpoint pair (NICs is ignored). RawBench checks every byte after
 // the last iteration, so every raw case is verified.
-func Raw(ctx context.Context, spec Spec) (*Report, error) {
+func Raw(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -98,22 +98,24 @@ func Raw(ctx context.Context, spec Spec) (*Report, error) {
 	case "null", "mem", "verbs", "auto":
 		return nil, fmt.Errorf("--raw runs libfabric providers only, not %q: %w", spec.Provider, fabric.ErrInvalidArgument)
 	}
-	h := newHeader("raw", spec, PeerInfo{Transport: spec.Provider, Provider: "libfabric", NICs: 1, Poll: "spin (C loop)"})
+	h := newHeader("raw", spec, PeerInfo{Transport: spec.Provider, Provider: "libfabric", Reason: "explicit",
+		NICs: 1, Poll: "spin (C loop)"})
 	h.Engine = false
-	rep := &Report{Header: h}
+	h.Verify = true
+	rep := newReport(h, sink)
 	var errs []error
 	for _, c := range spec.Cases() {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
+		c.Verify = true // RawBench checks every case
 		rs := efa.RawSpec{Transport: spec.Provider, Node: spec.Node, Size: c.Bytes, Pages: c.Pages,
 			Iters: c.Iters, Warmup: c.Warmup, Imm: c.Workload == Imm, Timeout: spec.Timeout}
 		r, err := efa.RawBench(rs)
-		res := Result{Workload: c.Workload, Bytes: c.Bytes, Pages: c.Pages, Verify: c.Verify}
+		res := newResult(c)
 		if err == nil {
 			res = Summarize(c, r.Latency, 1, 0)
-			res.Verify, res.Verified = true, true
-			rep.Header.Provider = "libfabric " + r.Provider
+			res.Verified = true
 		} else {
 			if errors.Is(err, fabric.ErrProvider) && c.Verify {
 				err = fmt.Errorf("%w: %w", ErrVerify, err)

@@ -1,6 +1,7 @@
 package fabricbench
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -103,65 +104,88 @@ func fill(p []byte, seed uint64, rank, ordinal int) {
 	}
 }
 
-// fillCase writes every source page of a verified case into buf.
-func fillCase(buf []byte, c Case, l Layout, seed uint64, rank int) {
-	if c.Workload == Single {
-		fill(buf[Offset:Offset+c.Bytes], seed, rank, 0)
-		return
-	}
-	for i := range l.Indices {
-		o := l.pageOffset(i)
-		fill(buf[o:o+c.Bytes], seed, rank, i)
-	}
-}
-
-// poisonCase overwrites the destination range of a case so stale bytes
-// from earlier runs cannot pass the check.
-func poisonCase(buf []byte, c Case, l Layout) {
-	set := func(p []byte) {
-		for i := range p {
-			p[i] = 0xA5
+// lastOrdinals calls f once per distinct page index of l, with the last
+// ordinal that uses it: where an index repeats (more pages than fit), every
+// write of that index carries the last ordinal's bytes.
+func lastOrdinals(l Layout, f func(ordinal int) error) error {
+	seen := make(map[uint32]bool, len(l.Indices))
+	for i := len(l.Indices) - 1; i >= 0; i-- {
+		if seen[l.Indices[i]] {
+			continue
 		}
-	}
-	if c.Workload == Single {
-		set(buf[Offset : Offset+c.Bytes])
-		return
-	}
-	for i := range l.Indices {
-		o := l.pageOffset(i)
-		set(buf[o : o+c.Bytes])
-	}
-}
-
-// checkCase compares every destination page of a verified case with what
-// the writer of rank wrote. The error names the first bad page and byte.
-func checkCase(buf []byte, c Case, l Layout, seed uint64, rank int) error {
-	want := make([]byte, c.Bytes)
-	cmp := func(got []byte, ordinal int, at uint64) error {
-		fill(want, seed, rank, ordinal)
-		for k := range got {
-			if got[k] != want[k] {
-				return fmt.Errorf("%s %s: page %d at offset %d: byte %d is %#02x, want %#02x: %w",
-					c.Workload, FormatBytes(c.Bytes), ordinal, at, k, got[k], want[k], ErrVerify)
-			}
-		}
-		return nil
-	}
-	if c.Workload == Single {
-		return cmp(buf[Offset:Offset+c.Bytes], 0, Offset)
-	}
-	for i := range l.Indices {
-		o := l.pageOffset(i)
-		if err := cmp(buf[o:o+c.Bytes], i, o); err != nil {
+		seen[l.Indices[i]] = true
+		if err := f(i); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// fillCase writes every source page of a checked case into buf.
+func fillCase(buf []byte, c Case, l Layout, seed uint64, rank int) {
+	if c.Workload == Single {
+		fill(buf[Offset:Offset+c.Bytes], seed, rank, 0)
+		return
+	}
+	_ = lastOrdinals(l, func(i int) error {
+		o := l.pageOffset(i)
+		fill(buf[o:o+c.Bytes], seed, rank, i)
+		return nil
+	})
+}
+
+// poisonCase overwrites the destination range of a case so stale bytes
+// from earlier runs cannot pass the check.
+func poisonCase(buf []byte, c Case, l Layout) {
+	set := func(p []byte) {
+		if len(p) == 0 {
+			return
+		}
+		p[0] = 0xA5
+		for n := 1; n < len(p); n *= 2 {
+			copy(p[n:], p[:n]) // doubling: memmove speed
+		}
+	}
+	if c.Workload == Single {
+		set(buf[Offset : Offset+c.Bytes])
+		return
+	}
+	_ = lastOrdinals(l, func(i int) error {
+		o := l.pageOffset(i)
+		set(buf[o : o+c.Bytes])
+		return nil
+	})
+}
+
+// checkCase compares every destination page of a checked case with what
+// the writer of rank wrote (for a repeated index, the last ordinal's
+// bytes). The error names the first bad page and byte.
+func checkCase(buf []byte, c Case, l Layout, seed uint64, rank int) error {
+	want := make([]byte, c.Bytes)
+	cmp := func(got []byte, ordinal int, at uint64) error {
+		fill(want, seed, rank, ordinal)
+		if bytes.Equal(got, want) {
+			return nil
+		}
+		k := 0
+		for got[k] == want[k] {
+			k++
+		}
+		return fmt.Errorf("%s %s: page %d at offset %d: byte %d is %#02x, want %#02x: %w",
+			c.Workload, FormatBytes(c.Bytes), ordinal, at, k, got[k], want[k], ErrVerify)
+	}
+	if c.Workload == Single {
+		return cmp(buf[Offset:Offset+c.Bytes], 0, Offset)
+	}
+	return lastOrdinals(l, func(i int) error {
+		o := l.pageOffset(i)
+		return cmp(buf[o:o+c.Bytes], i, o)
+	})
+}
+
 // immsPerTransfer is how many immediates one transfer of a verified case
 // delivers at the target: one per page, one per NIC shard of a single
-// write, one for an immediate-only write.
+// write (empty shards carry theirs too), one for an immediate-only write.
 func immsPerTransfer(c Case, nics int) int64 {
 	switch c.Workload {
 	case Paged:

@@ -41,7 +41,7 @@ func (r *Report) plotSeries() []series {
 	var out []series
 	idx := map[string]int{}
 	for _, c := range r.Cases {
-		if c.Workload == Imm || c.Verify || c.Iters == 0 || c.Bytes == 0 {
+		if c.Workload == Imm || c.Lat.N == 0 || c.Bytes == 0 {
 			continue
 		}
 		name := c.Workload

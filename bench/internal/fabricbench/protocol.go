@@ -118,42 +118,45 @@ func Serve(ctx context.Context, s *Side, log io.Writer) error {
 		case msgHello:
 			in := s.Info()
 			reply.Info = &in
-			fmt.Fprintf(log, "Request: hello from %s\n", msg.From)
+			fmt.Fprintf(log, "# client %s connected\n", msg.From)
 		case msgRun:
 			reply.Kind = msgResult
-			res, err := serveRun(ctx, s, msg, log)
+			res, err := serveRun(ctx, s, msg)
 			if err != nil {
 				reply.Err = err.Error()
-				fmt.Fprintf(log, "  error: %v\n", err)
+				fmt.Fprintf(log, "# request failed: %v\n", err)
+			} else {
+				bw := ""
+				if msg.Case.Workload != Imm {
+					bw = fmt.Sprintf(", %.2f Gbit/s", res.Gbps)
+				}
+				fmt.Fprintf(log, "# wrote %s: %d iters, p50 %.2f us%s\n", caseName(*msg.Case), res.Iters, res.Lat.P50, bw)
 			}
 			reply.Result = &res
 		default:
-			fmt.Fprintf(log, "ignored control message %q: %s\n", msg.Kind, msg.Err)
+			fmt.Fprintf(log, "# ignored control message %q: %s\n", msg.Kind, msg.Err)
 			continue
 		}
 		if msg.From.IsZero() {
-			fmt.Fprintf(log, "ignored %s request with no reply address\n", msg.Kind)
+			fmt.Fprintf(log, "# ignored %s request with no reply address\n", msg.Kind)
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := send(sctx, s, msg.From, reply); err != nil {
-			fmt.Fprintf(log, "reply to %s: %v\n", msg.From, err)
+			fmt.Fprintf(log, "# reply to %s: %v\n", msg.From, err)
 		}
 		cancel()
 	}
 }
 
-func serveRun(ctx context.Context, s *Side, msg message, log io.Writer) (Result, error) {
+func serveRun(ctx context.Context, s *Side, msg message) (Result, error) {
 	if msg.Case == nil || msg.Dst == nil {
 		return Result{}, fmt.Errorf("run request without case or destination: %w", fabric.ErrInvalidArgument)
 	}
 	c := *msg.Case
-	fmt.Fprintf(log, "Request: %s bytes=%d pages=%d iters=%d warmup=%d verify=%v\n",
-		c.Workload, c.Bytes, c.Pages, c.Iters, c.Warmup, c.Verify)
-	res := Result{Workload: c.Workload, Bytes: c.Bytes, Pages: c.Pages, Verify: c.Verify}
 	lat, err := s.Write(ctx, Job{Case: c, Dst: *msg.Dst, Seed: msg.Seed, Span: msg.Span, Imm: msg.Imm})
 	if err != nil {
-		return res, err
+		return newResult(c), err
 	}
 	in := s.Info()
 	return Summarize(c, lat, in.NICs, in.LinkSpeed), nil
@@ -213,11 +216,16 @@ func (c *Client) call(ctx context.Context, req message) (message, error) {
 }
 
 // Run runs every case of spec against the server and returns the report
-// (mode "client"). The error is non-nil when any case failed; it wraps
+// (mode "client"); sink (nil: none) sees the header and every case as it
+// completes. The error is non-nil when any case failed; it wraps
 // ErrVerify when a check failed.
-func (c *Client) Run(ctx context.Context, spec Spec) (*Report, error) {
+func (c *Client) Run(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
+	return c.run(ctx, spec, "client", sink)
+}
+
+func (c *Client) run(ctx context.Context, spec Spec, mode string, sink Sink) (*Report, error) {
 	spec = effective(spec, c.Server.Transport)
-	rep := &Report{Header: newHeader("client", spec, c.Server)}
+	rep := newReport(newHeader(mode, spec, c.Server), sink)
 	if c.Server.NICs != c.side.Engine.NICs() {
 		return rep, fmt.Errorf("server has %d nics, this side %d (use the same --nics): %w",
 			c.Server.NICs, c.side.Engine.NICs(), fabric.ErrNICMismatch)
@@ -245,7 +253,7 @@ func (c *Client) Run(ctx context.Context, spec Spec) (*Report, error) {
 }
 
 func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, imm uint32) (Result, error) {
-	res := Result{Workload: cs.Workload, Bytes: cs.Bytes, Pages: cs.Pages, Verify: cs.Verify}
+	res := newResult(cs)
 	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 	job := Job{Case: cs, Dst: c.side.Desc, Seed: spec.Seed + uint64(imm), Span: span, Imm: imm}
@@ -270,6 +278,7 @@ func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, i
 		return res, err
 	}
 	res = *reply.Result
+	res.Checked = cs.Verify
 	if tgt != nil {
 		if err := tgt.Check(ctx, job.Seed, 0); err != nil {
 			return res, err
@@ -279,8 +288,19 @@ func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, i
 	return res, nil
 }
 
+// caseName says which case c is: "paged 4 KiB x 100", "single 1 MiB", "imm".
+func caseName(c Case) string {
+	switch c.Workload {
+	case Paged:
+		return fmt.Sprintf("%s %s x %d", c.Workload, FormatBytes(c.Bytes), c.Pages)
+	case Single:
+		return c.Workload + " " + FormatBytes(c.Bytes)
+	}
+	return c.Workload
+}
+
 // effective adjusts spec to the transport: the null provider moves no
-// bytes, so there is nothing to verify.
+// bytes, so there is nothing to check.
 func effective(s Spec, transport string) Spec {
 	if transport == "null" {
 		s.Verify = false

@@ -15,8 +15,9 @@ import (
 // case in a ring: rank r writes into rank r+1 while rank r-1 writes into
 // it, and each rank checks what it received. A barrier starts each case,
 // so nobody writes into a buffer whose previous case is still being
-// checked. Rank 0 gathers every rank's results and returns one report with
-// a section per writer->target pair.
+// checked. After each case every rank shares its row and its verdict on
+// what it received, so rank 0 reports every writer->target pair of the
+// case as soon as the case completes.
 
 // rankCard is what each rank publishes at startup.
 type rankCard struct {
@@ -25,18 +26,19 @@ type rankCard struct {
 	Info PeerInfo          `json:"info"`
 }
 
-// rankOutcome is what each rank reports at the end: the cases it wrote
-// (timed by it) and the verdicts on the cases it received.
+// rankOutcome is what each rank shares after a case: the row of the
+// case it wrote (timed by it) and its verdict on the case it received.
 type rankOutcome struct {
-	Wrote    []Result `json:"wrote"`
-	Received []string `json:"received"` // "" when the check passed or did not apply
+	Wrote    Result `json:"wrote"`
+	Received string `json:"received"` // "" when the check passed or did not apply
 }
 
 // Ranks runs spec as one rank of the job cfg describes. Every rank returns
-// a report: rank 0's holds every pair, the others' only their own writes.
+// a report: rank 0's holds every pair, the others' only their own writes;
+// sink (nil: none) sees the header and each row as its case completes.
 // The error is non-nil when any case failed anywhere (rank 0) or on this
 // rank's pair (the others).
-func Ranks(ctx context.Context, spec Spec, cfg rendezvous.Config) (*Report, error) {
+func Ranks(ctx context.Context, spec Spec, cfg rendezvous.Config, sink Sink) (*Report, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -57,7 +59,7 @@ func Ranks(ctx context.Context, spec Spec, cfg rendezvous.Config) (*Report, erro
 		return nil, fmt.Errorf("rank %d: %w", g.Rank(), err)
 	}
 	r := &ring{g: g, side: side, spec: effective(spec, side.Info().Transport)}
-	return r.run(ctx)
+	return r.run(ctx, sink)
 }
 
 type ring struct {
@@ -73,7 +75,7 @@ func (r *ring) collective(ctx context.Context, f func(context.Context) error) er
 	return f(cctx)
 }
 
-func (r *ring) run(ctx context.Context) (*Report, error) {
+func (r *ring) run(ctx context.Context, sink Sink) (*Report, error) {
 	g, me, w := r.g, r.g.Rank(), r.g.WorldSize()
 	in := r.side.Info()
 	mine, err := json.Marshal(rankCard{Addr: r.side.Engine.MainAddress(), Desc: r.side.Desc, Info: in})
@@ -96,48 +98,47 @@ func (r *ring) run(ctx context.Context) (*Report, error) {
 		span = min(span, card.Info.Buffer)
 		r.cards = append(r.cards, card)
 	}
+	h := newHeader("ranks", r.spec, in)
+	h.World = w
+	rep := newReport(h, sink)
 	next, prev := (me+1)%w, (me+w-1)%w
-	pair := fmt.Sprintf("%d->%d", me, next)
-	var out rankOutcome
+	var errs []error
+	failedCheck := false
 	for i, cs := range r.spec.Cases() {
 		imm := uint32(0x0FE00000 + i)
 		seed := r.spec.Seed + uint64(imm)
-		res, recvErr, err := r.runCase(ctx, cs, Job{Case: cs, Dst: r.cards[next].Desc, Seed: seed, Span: span, Rank: me, Imm: imm}, prev)
+		var out rankOutcome
+		var err error
+		out.Wrote, out.Received, err = r.runCase(ctx, cs, Job{Case: cs, Dst: r.cards[next].Desc, Seed: seed, Span: span, Rank: me, Imm: imm}, prev)
 		if err != nil {
 			// A broken collective leaves the ring unusable: stop here.
-			return nil, fmt.Errorf("rank %d: %s %s: %w", me, cs.Workload, FormatBytes(cs.Bytes), err)
+			return rep, fmt.Errorf("rank %d: %s: %w", me, caseName(cs), err)
 		}
-		res.Pair = pair
-		out.Wrote = append(out.Wrote, res)
-		out.Received = append(out.Received, recvErr)
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.collective(ctx, func(c context.Context) (err error) { all, err = g.AllGather(c, b); return }); err != nil {
-		return nil, fmt.Errorf("rank %d: gather results: %w", me, err)
-	}
-	rep := &Report{Header: newHeader("ranks", r.spec, in)}
-	rep.Header.World = w
-	outs := make([]rankOutcome, w)
-	for i := range all {
-		if err := json.Unmarshal(all[i], &outs[i]); err != nil {
-			return nil, fmt.Errorf("rank %d: results of rank %d: %v: %w", me, i, err, fabric.ErrBadEncoding)
+		b, err := json.Marshal(out)
+		if err != nil {
+			return rep, err
 		}
-	}
-	var errs []error
-	for i := range outs {
-		if i != 0 && me != 0 && i != me {
-			continue
+		if err := r.collective(ctx, func(c context.Context) (err error) { all, err = g.AllGather(c, b); return }); err != nil {
+			return rep, fmt.Errorf("rank %d: share the results of %s: %w", me, caseName(cs), err)
 		}
-		target := (i + 1) % w
-		for k, res := range outs[i].Wrote {
-			if k < len(outs[target].Received) && res.Error == "" {
-				if msg := outs[target].Received[k]; msg != "" {
+		outs := make([]rankOutcome, w)
+		for k := range all {
+			if err := json.Unmarshal(all[k], &outs[k]); err != nil {
+				return rep, fmt.Errorf("rank %d: results of rank %d: %v: %w", me, k, err, fabric.ErrBadEncoding)
+			}
+			failedCheck = failedCheck || outs[k].Received != ""
+		}
+		for k := range outs {
+			if k != me && me != 0 {
+				continue // rank 0 reports every pair, the others their own
+			}
+			res := outs[k].Wrote
+			res.Pair = fmt.Sprintf("%d->%d", k, (k+1)%w)
+			if res.Error == "" {
+				if msg := outs[(k+1)%w].Received; msg != "" {
 					res.Error, res.Verified = msg, false
 				} else {
-					res.Verified = res.Verify
+					res.Verified = res.Checked
 				}
 			}
 			if res.Error != "" {
@@ -147,13 +148,8 @@ func (r *ring) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	err = errors.Join(errs...)
-	for i := range outs {
-		for _, m := range outs[i].Received {
-			if m != "" {
-				err = fmt.Errorf("%w: %w", ErrVerify, err)
-				return rep, err
-			}
-		}
+	if failedCheck {
+		err = fmt.Errorf("%w: %w", ErrVerify, err)
 	}
 	return rep, err
 }
@@ -161,7 +157,7 @@ func (r *ring) run(ctx context.Context) (*Report, error) {
 // runCase runs one case of the ring. recvErr is the verdict on what this
 // rank received from prev; err is a collective failure that ends the run.
 func (r *ring) runCase(ctx context.Context, cs Case, j Job, prev int) (res Result, recvErr string, err error) {
-	res = Result{Workload: cs.Workload, Bytes: cs.Bytes, Pages: cs.Pages, Verify: cs.Verify}
+	res = newResult(cs)
 	var tgt *Target
 	if cs.Verify {
 		if tgt, err = r.side.Expect(j, r.cards[prev].Info.NICs, r.spec.Corrupt); err != nil {

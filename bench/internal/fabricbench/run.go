@@ -97,7 +97,7 @@ func (s *Side) Close() error {
 // Info describes the side for report headers and the control channel.
 func (s *Side) Info() PeerInfo {
 	in := s.Engine.Info()
-	p := PeerInfo{Provider: in.Provider, Transport: in.Transport, NICs: s.Engine.NICs(), Poll: in.Poll.String(),
+	p := PeerInfo{Provider: in.Provider, Transport: in.Transport, Reason: in.Reason, NICs: s.Engine.NICs(), Poll: in.Poll.String(),
 		LinkSpeed: in.LinkSpeed, Buffer: uint64(s.Buf.Len())}
 	for _, g := range in.Groups {
 		for _, d := range g.Domains {
@@ -111,6 +111,7 @@ func (s *Side) Info() PeerInfo {
 type PeerInfo struct {
 	Provider  string `json:"provider"`
 	Transport string `json:"transport"`
+	Reason    string `json:"reason,omitempty"`
 	NICs      int    `json:"nics"`
 	Poll      string `json:"poll"`
 	LinkSpeed uint64 `json:"link_speed_bps"`
@@ -129,10 +130,13 @@ type Job struct {
 	Imm  uint32 // immediate of verified cases
 }
 
-// Write runs j from s: fills the source pages of a verified case, then
+// Write runs j from s: fills the source pages of a checked case, then
 // times every iteration from the first submit to the last completion at
 // the writer (as the reference does), and returns the timed latencies.
-// Warmup iterations are run and dropped.
+// Warmup iterations are run and dropped. A checked write case then runs
+// once more, untimed, with an immediate on every write (one per page, one
+// per NIC shard): the target waits for exactly those and then compares
+// the bytes, so the check covers the very request that was timed.
 func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 	c := j.Case
 	if c.Iters < 1 || c.Warmup < 0 {
@@ -150,53 +154,81 @@ func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 		fillCase(buf.Bytes(), c, l, j.Seed, j.Rank)
 	}
 	tc := new(fabric.TransferCounter)
-	submit, err := s.submitter(c, l, j, tc)
+	submit, check, err := s.submitter(c, l, j, tc)
 	if err != nil {
 		return nil, err
 	}
+	what := func(it int) string {
+		if it == c.Iters {
+			return fmt.Sprintf("%s %s check pass", c.Workload, FormatBytes(c.Bytes))
+		}
+		return fmt.Sprintf("%s %s iteration %d", c.Workload, FormatBytes(c.Bytes), it)
+	}
 	lat := make([]time.Duration, 0, c.Iters)
 	var n int64
-	for it := -c.Warmup; it < c.Iters; it++ {
+	last := c.Iters
+	if check != nil {
+		last++
+	}
+	for it := -c.Warmup; it < last; it++ {
+		sub := submit
+		if it == c.Iters {
+			sub = check
+		}
 		t0 := time.Now()
-		if err := submit(); err != nil {
-			return nil, fmt.Errorf("%s %s iteration %d: %w", c.Workload, FormatBytes(c.Bytes), it, err)
+		if err := sub(); err != nil {
+			return nil, fmt.Errorf("%s: %w", what(it), err)
 		}
 		n++
 		if err := waitDone(ctx, tc, n, s.Poll); err != nil {
-			return nil, fmt.Errorf("%s %s iteration %d: waiting for completion: %w", c.Workload, FormatBytes(c.Bytes), it, err)
+			return nil, fmt.Errorf("%s: waiting for completion: %w", what(it), err)
 		}
 		d := time.Since(t0)
 		if tc.Errors() > 0 {
-			return nil, fmt.Errorf("%s %s iteration %d: %d transfers failed (the engine log has the provider's error): %w",
-				c.Workload, FormatBytes(c.Bytes), it, tc.Errors(), fabric.ErrProvider)
+			return nil, fmt.Errorf("%s: %d transfers failed (the engine log has the provider's error): %w",
+				what(it), tc.Errors(), fabric.ErrProvider)
 		}
-		if it >= 0 {
+		if it >= 0 && it < c.Iters {
 			lat = append(lat, d)
 		}
 	}
 	return lat, nil
 }
 
-// submitter builds the request of a case once and returns the call that
-// submits one iteration of it.
-func (s *Side) submitter(c Case, l Layout, j Job, tc *fabric.TransferCounter) (func() error, error) {
+// submitter builds the requests of a case once and returns the calls that
+// submit one timed iteration and the check pass (nil when the case is not
+// checked or is the immediate case, whose timed writes are the checked
+// ones).
+func (s *Side) submitter(c Case, l Layout, j Job, tc *fabric.TransferCounter) (timed, check func() error, err error) {
 	e, done := s.Engine, fabric.Count(tc)
 	_, src := s.source()
+	withImm := c.Verify && c.Workload != Imm
 	switch c.Workload {
 	case Imm:
 		r := fabric.ImmWrite{Imm: ImmValue, Dst: j.Dst, Route: fabric.Pinned(0)}
-		return func() error { return e.SubmitImm(r, done) }, nil
+		return func() error { return e.SubmitImm(r, done) }, nil, nil
 	case Single:
 		r := fabric.SingleWrite{Src: src, SrcOffset: Offset, Length: c.Bytes, Dst: j.Dst, DstOffset: Offset,
-			Imm: j.Imm, HasImm: c.Verify, Route: fabric.Sharded(0)}
-		return func() error { return e.SubmitSingle(r, done) }, nil
+			Route: fabric.Sharded(0)}
+		rc := r
+		rc.Imm, rc.HasImm = j.Imm, true
+		timed = func() error { return e.SubmitSingle(r, done) }
+		if withImm {
+			check = func() error { return e.SubmitSingle(rc, done) }
+		}
+		return timed, check, nil
 	case Paged:
 		r := fabric.PagedWrite{Src: src, SrcPages: l.Indices, SrcStride: l.Stride, SrcOffset: Offset,
-			Dst: j.Dst, DstPages: l.Indices, DstStride: l.Stride, DstOffset: Offset, Length: c.Bytes,
-			Imm: j.Imm, HasImm: c.Verify}
-		return func() error { return e.SubmitPaged(r, done) }, nil
+			Dst: j.Dst, DstPages: l.Indices, DstStride: l.Stride, DstOffset: Offset, Length: c.Bytes}
+		rc := r
+		rc.Imm, rc.HasImm = j.Imm, true
+		timed = func() error { return e.SubmitPaged(r, done) }
+		if withImm {
+			check = func() error { return e.SubmitPaged(rc, done) }
+		}
+		return timed, check, nil
 	}
-	return nil, fmt.Errorf("workload %q: %w", c.Workload, errBadCase)
+	return nil, nil, fmt.Errorf("workload %q: %w", c.Workload, errBadCase)
 }
 
 // waitDone waits for the counter to reach n. Spin mode only yields to
@@ -227,9 +259,10 @@ func waitDone(ctx context.Context, tc *fabric.TransferCounter, n int64, poll fab
 	return nil
 }
 
-// Target is the receiving half of a verified case: it poisons the
-// destination, counts the case's immediates from before the first write,
-// then waits for all of them and checks every byte.
+// Target is the receiving half of a checked case: it poisons the
+// destination, counts the case's immediates from before the first write
+// (the check pass's, or every iteration's for the imm case), then waits
+// for all of them and checks every byte.
 type Target struct {
 	side    *Side
 	c       Case
@@ -259,8 +292,12 @@ func (s *Side) Expect(j Job, nics int, corrupt func([]byte)) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
+	want := immsPerTransfer(c, nics) // the check pass
+	if c.Workload == Imm {
+		want = int64(c.Iters + c.Warmup)
+	}
 	return &Target{side: s, c: c, l: l, counter: ctr, imm: imm,
-		want: int64(c.Iters+c.Warmup) * immsPerTransfer(c, nics), corrupt: corrupt, stray: s.stray.Load()}, nil
+		want: want, corrupt: corrupt, stray: s.stray.Load()}, nil
 }
 
 // Check waits for every immediate of the case (up to ctx), checks that no

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryrdma/ferry/bench/internal/report"
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -58,15 +59,18 @@ type Spec struct {
 	GPUs []int
 	// Workloads to run, in this order (Paged, Single, Imm).
 	Workloads []string
-	// Sizes overrides the message sizes of the paged and single workloads;
-	// Pages overrides the page counts. The verified cases (10000 B x 200
-	// pages, 10000 B single) run whenever Verify is set.
+	// Sizes overrides the message sizes of the paged and single workloads
+	// (and drops the reference's 10000 B cases); Pages overrides the page
+	// counts.
 	Sizes []uint64
 	Pages []int
 	// Iters and Warmup: 0 picks per case, fewer for large cases so a run
 	// stays short.
 	Iters, Warmup int
-	// Verify runs the verified cases.
+	// Verify checks every case: after the timed iterations of a write
+	// case, the writer runs it once more with an immediate on every write,
+	// and the target counts those immediates and compares every byte with
+	// the seeded pattern; every immediate of the imm case is counted.
 	Verify bool
 	// Buffer is each side's registered buffer (default 256 MiB).
 	Buffer uint64
@@ -82,14 +86,15 @@ type Spec struct {
 // DefaultBuffer is the reference tool's buffer size.
 const DefaultBuffer = 256 << 20
 
-// Case is one line of the table.
+// Case is one row of the table.
 type Case struct {
 	Workload string `json:"workload"`
 	Bytes    uint64 `json:"bytes"` // page or message size
 	Pages    int    `json:"pages"` // 0 for single and imm
 	Iters    int    `json:"iters"`
 	Warmup   int    `json:"warmup"`
-	Verify   bool   `json:"verify"`
+	// Verify checks the case (see Spec.Verify).
+	Verify bool `json:"verify"`
 }
 
 // Total is the payload bytes of one iteration.
@@ -133,10 +138,10 @@ func (s Spec) WithDefaults() Spec {
 // fabric.ErrInvalidArgument; GPU memory returns ErrNeedsCUDA.
 func (s Spec) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("fabric-debug: "+format+": %w", append(args, fabric.ErrInvalidArgument)...)
+		return fmt.Errorf(format+": %w", append(args, fabric.ErrInvalidArgument)...)
 	}
 	if len(s.GPUs) > 0 {
-		return fmt.Errorf("fabric-debug: gpus %v: %w", s.GPUs, ErrNeedsCUDA)
+		return fmt.Errorf("gpus %v: %w", s.GPUs, ErrNeedsCUDA)
 	}
 	if s.NICs < 1 || s.NICs > fabric.MaxNICs {
 		return bad("%d nics (1 to %d)", s.NICs, fabric.MaxNICs)
@@ -165,12 +170,14 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// Cases lists the cases of s in run order: the reference's set, with
-// Sizes and Pages replacing its sizes and page counts when given.
+// Cases lists the cases of s in run order: the reference's set (its
+// 10000 B cases first), or Sizes and Pages in place of its sizes and page
+// counts. Every case is checked when s.Verify is set.
 func (s Spec) Cases() []Case {
 	var out []Case
 	add := func(c Case) {
 		c.Iters, c.Warmup = s.iterations(c)
+		c.Verify = s.Verify
 		out = append(out, c)
 	}
 	pageSizes := []uint64{1 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
@@ -178,7 +185,8 @@ func (s Spec) Cases() []Case {
 	for n := uint64(1 << 10); n <= 64<<20; n <<= 1 {
 		singleSizes = append(singleSizes, n)
 	}
-	if len(s.Sizes) > 0 {
+	reference := len(s.Sizes) == 0
+	if !reference {
 		pageSizes, singleSizes = s.Sizes, s.Sizes
 	}
 	pageCounts := []int{10000, 100}
@@ -188,8 +196,8 @@ func (s Spec) Cases() []Case {
 	for _, w := range s.Workloads {
 		switch w {
 		case Paged:
-			if s.Verify {
-				add(Case{Workload: Paged, Bytes: 10000, Pages: 200, Verify: true})
+			if reference {
+				add(Case{Workload: Paged, Bytes: 10000, Pages: 200})
 			}
 			for _, p := range pageCounts {
 				for _, n := range pageSizes {
@@ -197,8 +205,8 @@ func (s Spec) Cases() []Case {
 				}
 			}
 		case Single:
-			if s.Verify {
-				add(Case{Workload: Single, Bytes: 10000, Verify: true})
+			if reference {
+				add(Case{Workload: Single, Bytes: 10000})
 			}
 			for _, n := range singleSizes {
 				if n+Offset <= s.Buffer {
@@ -206,7 +214,7 @@ func (s Spec) Cases() []Case {
 				}
 			}
 		case Imm:
-			add(Case{Workload: Imm, Verify: s.Verify})
+			add(Case{Workload: Imm})
 		}
 	}
 	return out
@@ -302,14 +310,4 @@ func splitList(v string) []string {
 }
 
 // FormatBytes prints n the way the table does: "64 KiB", "10000 B".
-func FormatBytes(n uint64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func FormatBytes(n uint64) string { return report.Bytes(n) }

@@ -24,9 +24,9 @@ func TestParseSizes(t *testing.T) {
 	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
 }
 
-// The default run is the reference's set: paged 10000 B x 200 verified,
-// six page sizes x {10000, 100} pages, single 10000 B verified, 1 KiB to
-// 64 MiB, and the immediate.
+// The default run is the reference's set: paged 10000 B x 200, six page
+// sizes x {10000, 100} pages, single 10000 B, 1 KiB to 64 MiB, and the
+// immediate; every case is checked unless Verify is off.
 func TestDefaultCases(t *testing.T) {
 	s := Spec{Verify: true}.WithDefaults()
 	require.NoError(t, s.Validate())
@@ -40,8 +40,17 @@ func TestDefaultCases(t *testing.T) {
 	for _, c := range cs {
 		require.LessOrEqual(t, c.Warmup, 50)
 	}
+	for _, c := range cs {
+		require.True(t, c.Verify, "%+v", c)
+	}
 	s.Verify = false
-	require.Len(t, s.Cases(), 12+17+1)
+	require.Len(t, s.Cases(), 1+12+1+17+1)
+	for _, c := range s.Cases() {
+		require.False(t, c.Verify, "%+v", c)
+	}
+	s.Sizes = []uint64{4096}
+	require.Len(t, s.Cases(), 2+1+1, "--sizes drops the reference's 10000 B cases")
+	s.Sizes = nil
 	s.Iters, s.Warmup = 7, 0
 	for _, c := range s.Cases() {
 		require.Equal(t, 7, c.Iters)
@@ -81,16 +90,25 @@ func TestLayout(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	c := Case{Workload: Paged, Bytes: 1000, Pages: 10, Warmup: 1}
+	c := Case{Workload: Paged, Bytes: 1000, Pages: 10, Warmup: 1, Verify: true}
 	r := Summarize(c, []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}, 2, 100e9)
-	require.InDelta(t, 2000, r.LatUsMean, 1e-6)
-	require.InDelta(t, 1000, r.LatUsSD, 1e-6)
-	require.InDelta(t, 2000, r.LatUsP50, 1e-6)
-	// 10000 bytes per iteration: 80, 40, 26.67 Mbit/s in Gbps.
-	require.InDelta(t, (0.08+0.04+0.08/3)/3, r.Gbps, 1e-9)
-	require.InDelta(t, r.Mops/2, r.MopsPerDomain, 1e-12)
+	require.Equal(t, 3, r.Iters)
+	require.Equal(t, 3, r.Lat.N)
+	require.InDelta(t, 2000, r.Lat.Mean, 1e-6)
+	require.InDelta(t, 1000, r.Lat.SD, 1e-6)
+	require.InDelta(t, 2000, r.Lat.P50, 1e-6)
+	require.InDelta(t, 3000, r.Lat.P99, 1e-6)
+	require.InDelta(t, 1000, r.Lat.Min, 1e-6)
+	require.InDelta(t, 3000, r.Lat.Max, 1e-6)
+	// 10000 bytes and 10 writes per iteration, 3 iterations in 6 ms:
+	// 40 Mbit/s and 5000 writes/s.
+	require.InDelta(t, 0.04, r.Gbps, 1e-9)
+	require.InDelta(t, 0.005, r.Mops, 1e-12)
+	require.InDelta(t, r.Mops/2, r.MopsPerNIC, 1e-12)
 	require.NotNil(t, r.LinkPct)
 	require.InDelta(t, r.Gbps, *r.LinkPct, 1e-9, "100 Gbps link: percent equals Gbps")
+	require.True(t, r.Checked, "a checked case")
+	require.False(t, r.Verified, "the target verifies, not the writer's figures")
 	require.Nil(t, Summarize(c, []time.Duration{time.Millisecond}, 1, 0).LinkPct)
 	require.Zero(t, Summarize(c, nil, 1, 0).Iters)
 }
