@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -64,7 +66,7 @@ func (m rankOf) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 	return g.out, nil
 }
 
-func runLocal(t *testing.T, spec bench.Spec) []*bench.Report {
+func runLocal(t *testing.T, spec bench.Spec, opt bench.Options) []*bench.Report {
 	t.Helper()
 	l, err := spec.Config.Layout()
 	if err != nil {
@@ -85,7 +87,11 @@ func runLocal(t *testing.T, spec bench.Spec) []*bench.Report {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reps[r], errs[r] = bench.Run(ctx, spec, rankOf{g, r}, bench.Options{Node: nodes[l.Node(r)].Member(r % l.NVLinkSize)})
+			o := bench.Options{Node: nodes[l.Node(r)].Member(r % l.NVLinkSize)}
+			if r == 0 {
+				o.OnStart, o.OnCase = opt.OnStart, opt.OnCase
+			}
+			reps[r], errs[r] = bench.Run(ctx, spec, rankOf{g, r}, o)
 		}()
 	}
 	wg.Wait()
@@ -97,32 +103,54 @@ func runLocal(t *testing.T, spec bench.Spec) []*bench.Report {
 	return reps
 }
 
+// Two cases (4 and 16 tokens) on four ranks in one process: every case
+// is timed on every rank, checked against the oracle, and handed to OnCase
+// as it completes, after OnStart.
 func TestRunInProcess(t *testing.T) {
 	spec := bench.Spec{
 		Config: a2a.Config{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 16, Hidden: 64, Scales: 4,
 			DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 16, ExpertsPerToken: 4},
-		Transport: "mem", Iters: 6, Warmup: 2, Check: true, CheckIters: 2, Seed: 5,
+		Transport: "mem", Tokens: []int{4, 16}, Iters: 6, Warmup: 2, Check: true, CheckIters: 2, Seed: 5,
 	}
-	reps := runLocal(t, spec)
+	var events []string
+	opt := bench.Options{
+		OnStart: func(r *bench.Report) { events = append(events, fmt.Sprintf("start %d", len(r.Cases))) },
+		OnCase:  func(c bench.Case) { events = append(events, fmt.Sprintf("case %d", c.Tokens)) },
+	}
+	reps := runLocal(t, spec, opt)
+	if want := []string{"start 0", "case 4", "case 16"}; !slices.Equal(events, want) {
+		t.Fatalf("events %q, want %q", events, want)
+	}
 	r := reps[0]
-	if !r.Checked || r.Samples != 4*6 || r.Provider == "" {
+	if r.CheckIters != 2 || r.Provider == "" || r.MaxTokens != 16 || len(r.Cases) != 2 {
 		t.Fatalf("report: %+v", r)
 	}
-	for name, p := range map[string]bench.Phase{"dispatch": r.Dispatch, "combine": r.Combine} {
-		s := p.Both
-		if !(s.Min > 0 && s.Min <= s.P50 && s.P50 <= s.P99 && s.P99 <= s.Max && s.Mean > 0) || p.BandwidthGBps <= 0 {
-			t.Fatalf("%s stats: %+v", name, p)
+	for i, c := range r.Cases {
+		T := int64(spec.Tokens[i])
+		if c.Tokens != spec.Tokens[i] || len(c.Samples) != 4*6 || !c.Checked || c.CheckError != "" {
+			t.Fatalf("case %d: tokens %d, %d samples, checked %v %q", i, c.Tokens, len(c.Samples), c.Checked, c.CheckError)
+		}
+		if c.NominalBytes(bench.Dispatch) != T*4*(64+16) || c.NominalBytes(bench.Combine) != T*4*128 {
+			t.Fatalf("case %d: nominal bytes %d %d", i, c.DispatchBytes, c.CombineBytes)
+		}
+		for _, ph := range []string{bench.Dispatch, bench.Combine} {
+			send, recv := c.Halves(ph)
+			for k := range send {
+				if send[k] <= 0 || recv[k] <= 0 {
+					t.Fatalf("case %d %s sample %d: send %v recv %v", i, ph, k, send[k], recv[k])
+				}
+			}
 		}
 	}
-	if r.Dispatch.NominalBytes != 16*4*(64+16) || r.Combine.NominalBytes != 16*4*128 {
-		t.Fatalf("nominal bytes %d %d", r.Dispatch.NominalBytes, r.Combine.NominalBytes)
+	if len(reps[1].Cases) != 2 || len(reps[1].Cases[1].Samples) != 4*6 {
+		t.Fatal("every rank gets every rank's samples")
 	}
 	js, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back map[string]any
-	if err := json.Unmarshal(js, &back); err != nil || back["dispatch"] == nil || back["combine"] == nil {
+	var back bench.Report
+	if err := json.Unmarshal(js, &back); err != nil || len(back.Cases) != 2 || len(back.Cases[0].Samples) != 24 {
 		t.Fatalf("json %s: %v", js, err)
 	}
 }
@@ -136,6 +164,9 @@ func TestRunRejects(t *testing.T) {
 	}
 	if _, err := bench.Run(ctx, bench.Spec{Config: cfg, Iters: 0}, g, bench.Options{}); !errors.Is(err, a2a.ErrInvalidArgument) {
 		t.Fatalf("no iterations: %v", err)
+	}
+	if _, err := bench.Run(ctx, bench.Spec{Config: cfg, Iters: 1, Tokens: []int{2}}, g, bench.Options{}); !errors.Is(err, a2a.ErrInvalidArgument) {
+		t.Fatalf("a case above MaxTokens: %v", err)
 	}
 	cfg.WorldSize = 2
 	if _, err := bench.Run(ctx, bench.Spec{Config: cfg, Iters: 1}, g, bench.Options{}); !errors.Is(err, a2a.ErrInvalidConfig) {

@@ -1,9 +1,9 @@
 // Command bench-a2a measures MoE dispatch and combine (package a2a) across
 // a world of ranks, the way the reference's all-to-all benchmark does:
-// optionally check a few iterations against the oracle, then time warmup
-// plus measured iterations, each with a new random routing, every phase
-// split into its send and receive halves, and report the distribution of
-// every rank's samples together with the bandwidth of the nominal bytes.
+// time warmup plus measured iterations, each with a new random routing,
+// every phase split into its send and receive halves, and report the
+// distribution of every rank's samples together with the bandwidth of the
+// nominal bytes; then check the case against the oracle.
 //
 // Usage:
 //
@@ -33,17 +33,29 @@
 // or "auto" (the default otherwise: EFA, then verbs, never a silent TCP
 // fallback). --node pins libfabric to an address (127.0.0.1 with --spawn).
 //
-// --check runs --check-iters iterations against the oracle (package
-// a2a/reference) before timing, and fails the run on any difference.
-// --iters and --warmup count timed and untimed iterations, --timeout
-// bounds each phase of each iteration, --seed fixes the inputs.
+// --tokens takes a comma list: one case per token count (tokens per rank
+// and iteration), the buffers sized for the largest, so a sweep such as
+// --tokens 1,8,32,128 runs in one job. After each case's timed iterations,
+// --check (on by default) runs --check-iters iterations of it (default 1)
+// on every rank with new inputs and routing and compares them with the
+// oracle (package a2a/reference); --check=false leaves the cases
+// unchecked. --iters and --warmup count timed and untimed iterations per
+// case, --timeout bounds each phase of each iteration, --seed fixes the
+// inputs.
 //
-// Rank 0 prints the table: for dispatch and combine, each of both halves,
-// send and recv, the median, p99, mean ± standard deviation, minimum and
-// maximum in microseconds, and GB/s of the nominal bytes (dispatch
-// T*K*(token+scale bytes), combine T*K*combine row bytes) at the median
-// of both halves. --json FILE also writes the report as JSON ("-": JSON
-// on standard output instead of the table).
+// Rank 0 prints the way fabric-debug does: '#' header lines (the run, the
+// shape, how the timing and the check work), then two rows per case as
+// soon as every rank has shared it:
+//
+//	tokens phase p50_us p99_us min_us max_us send_p50_us recv_p50_us GB/s verified
+//
+// The latencies are microseconds over every rank's samples, both halves
+// back to back; GB/s is the nominal bytes per rank (dispatch
+// T*K*(token+scale bytes), combine T*K*combine row bytes) over the p50,
+// the reference benchmark's figure. --json FILE writes one JSON record per
+// line as the run goes, the record family fabric-debug writes ("begin",
+// a "case" per row with lat_us, send_us and recv_us statistics, "end");
+// "-" writes them to standard output and the table to standard error.
 //
 // Exit status: 0 on success, 1 when the run fails (a check mismatch
 // included), 2 for a bad command line.

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
@@ -56,7 +59,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.IntVar(&cfg.NVLinkSize, "nvlink", 1, "ranks per shared-memory (NVLink) domain; 1: every pair crosses the fabric")
 	fs.IntVar(&cfg.ReplicaSize, "dp", 1, "replicas per token group (attention data-parallel size)")
 	fs.IntVar(&cfg.NICsPerGPU, "nets-per-gpu", 1, "NICs per rank")
-	fs.IntVar(&cfg.MaxTokens, "tokens", 128, "tokens per rank and iteration (128 decode, 4096 prefill)")
+	tokens := fs.String("tokens", "128", "tokens per rank and iteration (128 decode, 4096 prefill); a comma list runs a case per count, buffers sized for the largest")
 	fs.IntVar(&cfg.Hidden, "hidden", 7168, "elements per token")
 	fs.IntVar(&cfg.Scales, "scales", 56, "float32 scales per token (0: none)")
 	fs.IntVar(&cfg.Experts, "experts", 256, "experts in the world")
@@ -72,11 +75,11 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")
 	fs.IntVar(&s.Iters, "iters", 200, "timed iterations")
 	fs.IntVar(&s.Warmup, "warmup", 20, "untimed iterations before them")
-	fs.BoolVar(&s.Check, "check", false, "compare --check-iters iterations with the oracle before timing")
-	fs.IntVar(&s.CheckIters, "check-iters", 3, "iterations --check compares")
+	fs.BoolVar(&s.Check, "check", true, "after each case's timed iterations, compare --check-iters iterations of it with the oracle on every rank")
+	fs.IntVar(&s.CheckIters, "check-iters", 1, "iterations --check compares per case")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the inputs and routings")
 	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
-	fs.StringVar(&o.json, "json", "", `also write the report as JSON to this file ("-": standard output, no table)`)
+	fs.StringVar(&o.json, "json", "", `write one JSON record per line to this file as the run goes ("-": standard output; the table then goes to standard error)`)
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error")
 	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
 
@@ -92,6 +95,10 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	if o.listTransports {
 		return o, nil
 	}
+	if s.Tokens, err = parseTokens(*tokens); err != nil {
+		return nil, fmt.Errorf("%w: --tokens: %w", errUsage, err)
+	}
+	cfg.MaxTokens = slices.Max(s.Tokens)
 	var ok bool
 	if cfg.DispatchType, ok = a2a.ParseDType(*in); !ok {
 		return nil, fmt.Errorf("%w: --in-dtype %q: want fp8, bf16, fp16 or fp32", errUsage, *in)
@@ -151,6 +158,22 @@ func (o *options) childArgs() []string {
 		args = append(args, "--"+f.Name+"="+v)
 	})
 	return args
+}
+
+// parseTokens parses a comma list of token counts.
+func parseTokens(v string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a token count", f)
+		}
+		out = append(out, n)
+	}
+	if slices.Max(out) == 0 {
+		return nil, fmt.Errorf("%q: the largest case needs at least one token", v)
+	}
+	return out, nil
 }
 
 // lookupEnv is os.LookupEnv, named so tests can pass their own.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -85,40 +84,37 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 	if o.verbose {
 		opt.Logger = slog.New(slog.NewTextHandler(stderr, nil)).With("rank", g.Rank())
 	}
-	rep, err := bench.Run(ctx, o.spec, g, opt)
-	if err != nil {
+	var p *printer
+	if g.Rank() == 0 {
+		// Rank 0 prints: the header before the first case, then the
+		// rows of each case as soon as every rank has shared it.
+		if p, err = newPrinter(o.json, append([]string{"bench-a2a"}, os.Args[1:]...), stdout, stderr); err != nil {
+			return err
+		}
+		opt.OnStart, opt.OnCase = p.start, p.addCase
+	}
+	_, err = bench.Run(ctx, o.spec, g, opt)
+	if err != nil && !errors.Is(err, bench.ErrCheck) {
+		// The job is broken; every rank reports its own error.
+		if p != nil {
+			_ = p.finish(err)
+		}
 		return fmt.Errorf("rank %d: %w", g.Rank(), err)
 	}
 	// Rank 0 hosts the store: nobody leaves while others may still use it.
+	// Every rank knows the same check verdicts, so all of them get here.
 	bctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
-	if err := g.Barrier(bctx); err != nil {
-		return fmt.Errorf("rank %d: final barrier: %w", g.Rank(), err)
+	if berr := g.Barrier(bctx); berr != nil {
+		err = errors.Join(err, fmt.Errorf("final barrier: %w", berr))
 	}
-	if g.Rank() != 0 {
-		return nil
-	}
-	return report(rep, o.json, stdout)
-}
-
-// report prints the table and writes the JSON file, if any.
-func report(rep *bench.Report, path string, stdout io.Writer) error {
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	js = append(js, '\n')
-	if path == "-" {
-		_, err := stdout.Write(js)
-		return err
-	}
-	if err := rep.WriteTable(stdout); err != nil {
-		return err
-	}
-	if path != "" {
-		if err := os.WriteFile(path, js, 0o644); err != nil {
-			return fmt.Errorf("write the report: %w", err)
+	if p != nil {
+		if perr := p.finish(err); perr != nil && err == nil {
+			err = perr
 		}
+	}
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", g.Rank(), err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func noEnv(string) (string, bool) { return "", false }
 
 func TestFlags(t *testing.T) {
 	var sink strings.Builder
-	o, err := parseFlags([]string{"--world-size", "4", "--spawn", "--nvlink=2", "--dp=2", "--tokens=7",
+	o, err := parseFlags([]string{"--world-size", "4", "--spawn", "--nvlink=2", "--dp=2", "--tokens=7,3",
 		"--in-dtype=bf16", "--out-dtype=fp32", "--json=x.json"}, noEnv, &sink)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +41,8 @@ func TestFlags(t *testing.T) {
 		c.CombineType.String() != "fp32" {
 		t.Fatalf("config %+v", c)
 	}
-	if o.spec.Transport != "shm" || o.spec.Node != "127.0.0.1" || o.spec.Backend != "host" {
+	if o.spec.Transport != "shm" || o.spec.Node != "127.0.0.1" || o.spec.Backend != "host" ||
+		!o.spec.Check || o.spec.CheckIters != 1 || !slices.Equal(o.spec.Tokens, []int{7, 3}) {
 		t.Fatalf("spawn defaults: %+v", o.spec)
 	}
 	args := o.childArgs()
@@ -57,7 +59,7 @@ func TestFlags(t *testing.T) {
 	}
 	// A child parses them back to the same spec.
 	back, err := parseFlags(args, noEnv, &sink)
-	if err != nil || back.spec != o.spec || back.json != o.json {
+	if err != nil || !reflect.DeepEqual(back.spec, o.spec) || back.json != o.json {
 		t.Fatalf("child parse: %v\n%+v\n%+v", err, back.spec, o.spec)
 	}
 
@@ -87,6 +89,8 @@ func TestFlagsRejected(t *testing.T) {
 		"unknown flag":  {"--frobnicate"},
 		"bad rank":      {"--world-size=2", "--rank=2", "--provider=shm"},
 		"topk > expert": {"--experts=4", "--topk=5"},
+		"tokens":        {"--tokens=8,x"},
+		"no tokens":     {"--tokens=0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stderr strings.Builder
@@ -127,9 +131,9 @@ func requireTransport(t *testing.T, transport string) {
 	t.Skipf("libfabric %s not available here: %v", transport, err)
 }
 
-// TestSpawn runs the command end to end: W processes of this binary,
-// checked against the oracle, then timed; rank 0 prints the table and
-// writes the JSON report.
+// TestSpawn runs the command end to end: W processes of this binary, two
+// cases each timed and then checked against the oracle; rank 0 streams the
+// table and writes the JSON records.
 func TestSpawn(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args     []string
@@ -144,31 +148,67 @@ func TestSpawn(t *testing.T) {
 			provider := strings.TrimPrefix(args[1], "--provider=")
 			requireTransport(t, provider)
 			t.Setenv(asMain, "1")
-			js := filepath.Join(t.TempDir(), "report.json")
-			args = append(args, "--spawn", "--check", "--check-iters=2", "--tokens=12", "--hidden=96",
+			js := filepath.Join(t.TempDir(), "report.jsonl")
+			args = append(args, "--spawn", "--check-iters=2", "--tokens=5,12", "--hidden=96",
 				"--scales=3", "--experts=12", "--topk=3", "--iters=6", "--warmup=2", "--timeout=20s", "--json="+js)
 			var stdout, stderr strings.Builder
 			if code := run(args, &stdout, &stderr); code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 			}
 			out := stdout.String()
-			for _, want := range []string{"over " + provider, "4 ranks", "checked against the oracle first",
-				"24 samples", "dispatch  both", "combine   recv"} {
+			for _, want := range []string{"# bench-a2a\n", "over " + provider + " (explicit)", "4 ranks",
+				"up to 12 tokens per rank", "every rank ran 2 iterations", "# tokens phase", "# done: 4 cases, 4 verified, 0 failed"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("table lacks %q:\n%s", want, out)
 				}
+			}
+			rows := 0
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if strings.HasPrefix(line, "#") || len(f) == 0 {
+					continue
+				}
+				if len(f) != 10 || f[9] != "yes" || (f[1] != "dispatch" && f[1] != "combine") {
+					t.Errorf("row %q", line)
+				}
+				rows++
+			}
+			if rows != 4 {
+				t.Fatalf("%d rows, want 4:\n%s", rows, out)
 			}
 			b, err := os.ReadFile(js)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rep bench.Report
-			if err := json.Unmarshal(b, &rep); err != nil {
-				t.Fatal(err)
+			lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			if len(lines) != 6 {
+				t.Fatalf("%d JSON records, want begin, 4 cases, end:\n%s", len(lines), b)
 			}
-			if !rep.Checked || rep.Samples != 24 || rep.WorldSize != 4 || rep.Provider != provider ||
-				rep.Dispatch.Both.P50 <= 0 || rep.Combine.Both.P50 <= 0 || rep.Dispatch.NominalBytes != int64(12*3*(96*tc.elemSize+3*4)) {
-				t.Fatalf("report %+v", rep)
+			var begin struct {
+				Type  string       `json:"type"`
+				Setup bench.Report `json:"setup"`
+			}
+			if err := json.Unmarshal([]byte(lines[0]), &begin); err != nil || begin.Type != "begin" ||
+				begin.Setup.WorldSize != 4 || begin.Setup.Provider != provider || begin.Setup.CheckIters != 2 {
+				t.Fatalf("begin %s: %v", lines[0], err)
+			}
+			for i, tokens := range []int{5, 5, 12, 12} {
+				var rec caseRecord
+				var kind struct {
+					Type string `json:"type"`
+				}
+				if err := json.Unmarshal([]byte(lines[1+i]), &rec); err != nil {
+					t.Fatal(err)
+				}
+				_ = json.Unmarshal([]byte(lines[1+i]), &kind)
+				phase := []string{bench.Dispatch, bench.Combine}[i%2]
+				if kind.Type != "case" || rec.Tokens != tokens || rec.Phase != phase || !rec.Verified ||
+					rec.Lat.N != 24 || rec.Lat.P50 <= 0 || rec.Send.P50 <= 0 || rec.GBps <= 0 {
+					t.Fatalf("case record %s", lines[1+i])
+				}
+				if phase == bench.Dispatch && rec.NominalBytes != int64(tokens*3*(96*tc.elemSize+3*4)) {
+					t.Fatalf("nominal bytes %d", rec.NominalBytes)
+				}
 			}
 		})
 	}

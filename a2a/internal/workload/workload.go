@@ -50,13 +50,22 @@ func RandomConfig(rng *rand.Rand, maxW int) a2a.Config {
 // RandomGroups draws each group's tokens, 0..T of them (T one time in
 // five); with skew every token's first slot goes to one expert.
 func RandomGroups(rng *rand.Rand, l *a2a.Layout, skew bool) []reference.Group {
+	return randomGroups(rng, l, skew, -1)
+}
+
+// randomGroups is RandomGroups with every group's token count fixed at
+// tokens, or drawn when tokens < 0.
+func randomGroups(rng *rand.Rand, l *a2a.Layout, skew bool, tokens int) []reference.Group {
 	K, E := l.ExpertsPerToken, l.Experts
 	hot := rng.IntN(E)
 	groups := make([]reference.Group, l.Groups)
 	for h := range groups {
-		m := rng.IntN(l.MaxTokens + 1)
-		if rng.IntN(5) == 0 {
-			m = l.MaxTokens
+		m := tokens
+		if m < 0 {
+			m = rng.IntN(l.MaxTokens + 1)
+			if rng.IntN(5) == 0 {
+				m = l.MaxTokens
+			}
 		}
 		g := reference.Group{
 			Tokens:  m,
@@ -123,7 +132,11 @@ type Iteration struct {
 // NewIteration draws an iteration from rng; every rank drawing from the
 // same seed gets the same one.
 func NewIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout) (*Iteration, error) {
-	it := &Iteration{Groups: RandomGroups(rng, l, rng.IntN(4) == 0)}
+	return newIteration(rng, cfg, l, -1)
+}
+
+func newIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, tokens int) (*Iteration, error) {
+	it := &Iteration{Groups: randomGroups(rng, l, rng.IntN(4) == 0, tokens)}
 	var err error
 	if it.Want, err = reference.Dispatch(cfg, it.Groups); err != nil {
 		return nil, err
@@ -145,10 +158,23 @@ func NewIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout) (*Iteration, er
 // processes: every rank draws the same inputs from seed, runs its own
 // part, and checks its own results. It returns the first mismatch.
 func RunRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed uint64, iters int) error {
+	return runRank(ctx, cfg, c, rank, seed, iters, -1)
+}
+
+// RunRankTokens is RunRank with every group sending exactly tokens tokens
+// (0 to MaxTokens), the shape of one benchmark case.
+func RunRankTokens(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed uint64, iters, tokens int) error {
+	if tokens < 0 || tokens > c.Layout().MaxTokens {
+		return fmt.Errorf("%d tokens not in [0, %d]: %w", tokens, c.Layout().MaxTokens, a2a.ErrInvalidArgument)
+	}
+	return runRank(ctx, cfg, c, rank, seed, iters, tokens)
+}
+
+func runRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed uint64, iters, tokens int) error {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	l := c.Layout()
 	for it := 0; it < iters; it++ {
-		in, err := NewIteration(rng, cfg, l)
+		in, err := newIteration(rng, cfg, l, tokens)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/internal/workload"
+)
+
+// router draws top-K routings without allocating: K distinct experts per
+// token, uniformly, by a partial Fisher-Yates shuffle of a reused
+// permutation.
+type router struct {
+	perm []uint32
+	k    int
+}
+
+func newRouter(experts, k int) *router {
+	r := &router{perm: make([]uint32, experts), k: k}
+	for i := range r.perm {
+		r.perm[i] = uint32(i)
+	}
+	return r
+}
+
+// draw fills idx (tokens*K entries) with a fresh routing.
+func (r *router) draw(rng *rand.Rand, idx []uint32) {
+	p, n := r.perm, len(r.perm)
+	for t := 0; t+r.k <= len(idx); t += r.k {
+		for k := 0; k < r.k; k++ {
+			j := k + rng.IntN(n-k)
+			p[k], p[j] = p[j], p[k]
+			idx[t+k] = p[k]
+		}
+	}
+}
+
+// rankCase is what one rank shares after a case.
+type rankCase struct {
+	Samples []Sample `json:"samples"`
+	Check   string   `json:"check,omitempty"` // the rank's first mismatch with the oracle
+}
+
+// runCase times one case of T tokens on this rank, checks it when asked,
+// and gathers every rank's samples and verdicts. stream separates the
+// cases' random inputs.
+func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a2a.Context, g Group,
+	T, checkIters int, stream uint64) (Case, error) {
+	mine, err := measure(ctx, spec, l, c, g, T, stream)
+	if err != nil {
+		return Case{}, err
+	}
+	var check string
+	if checkIters > 0 {
+		// Every rank draws the same iterations (one seed) and checks its
+		// own part against the oracle, at this case's token count.
+		cctx, cancel := context.WithTimeout(ctx, time.Duration(checkIters)*spec.Timeout)
+		err := workload.RunRankTokens(cctx, cfg, c, cfg.Rank, spec.Seed+1+stream<<32, checkIters, T)
+		cancel()
+		if err != nil {
+			check = fmt.Sprintf("rank %d: %v", cfg.Rank, err)
+		}
+	}
+	b, err := json.Marshal(rankCase{Samples: mine, Check: check})
+	if err != nil {
+		return Case{}, err
+	}
+	all, err := g.AllGather(ctx, b)
+	if err != nil {
+		return Case{}, fmt.Errorf("share the samples: %w", err)
+	}
+	cs := Case{Tokens: T, Checked: checkIters > 0,
+		DispatchBytes: int64(T) * int64(l.ExpertsPerToken) * int64(l.TokenBytes+l.ScaleBytes),
+		CombineBytes:  int64(T) * int64(l.ExpertsPerToken) * int64(l.CombineBytes)}
+	for r, m := range all {
+		var rc rankCase
+		if err := json.Unmarshal(m, &rc); err != nil {
+			return Case{}, fmt.Errorf("samples of rank %d: %w", r, err)
+		}
+		cs.Samples = append(cs.Samples, rc.Samples...)
+		if rc.Check != "" && cs.CheckError == "" {
+			cs.CheckError = rc.Check
+		}
+	}
+	return cs, nil
+}
+
+// measure runs the timed iterations of this rank with T tokens.
+func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, g Group, T int, stream uint64) ([]Sample, error) {
+	K := l.ExpertsPerToken
+	rng := rand.New(rand.NewPCG(spec.Seed+stream, uint64(l.Rank)+1))
+	routing := newRouter(l.Experts, K)
+	indices := make([]uint32, T*K)
+	x := make([]byte, T*l.TokenBytes)
+	for i := range x {
+		x[i] = byte(rng.Uint32())
+	}
+	weights := make([]float32, T*K)
+	for i := range weights {
+		weights[i] = 1 / float32(K)
+	}
+	in := a2a.DispatchInput{Tokens: T, X: x, Scales: make([]float32, T*l.Scales)}
+	dout := a2a.DispatchOutput{ExpertTokens: make([]int32, l.LocalExperts), X: make([]byte, l.OutputRows*l.TokenBytes),
+		Scales: make([]float32, l.OutputRows*l.Scales)}
+	cin := a2a.CombineInput{Y: make([]byte, l.OutputRows*l.CombineBytes)}
+	cout := a2a.CombineOutput{Out: make([]byte, T*l.CombineBytes), Weights: weights}
+
+	var out []Sample
+	for it := 0; it < spec.Warmup+spec.Iters; it++ {
+		// A new routing every iteration, as a serving engine sees, drawn
+		// before the barrier so it is not timed.
+		routing.draw(rng, indices)
+		in.Indices = indices
+		var s Sample
+		err := func() error {
+			pctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+			defer cancel()
+			if err := g.Barrier(pctx); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			if err := c.DispatchSend(pctx, &in); err != nil {
+				return err
+			}
+			t1 := time.Now()
+			if err := c.DispatchRecv(pctx, &dout); err != nil {
+				return err
+			}
+			t2 := time.Now()
+			if err := g.Barrier(pctx); err != nil {
+				return err
+			}
+			t3 := time.Now()
+			if err := c.CombineSend(pctx, &cin); err != nil {
+				return err
+			}
+			t4 := time.Now()
+			if err := c.CombineRecv(pctx, &cout); err != nil {
+				return err
+			}
+			t5 := time.Now()
+			s = Sample{DispatchSend: t1.Sub(t0), DispatchRecv: t2.Sub(t1), CombineSend: t4.Sub(t3), CombineRecv: t5.Sub(t4)}
+			return nil
+		}()
+		if err != nil {
+			return nil, fmt.Errorf("iteration %d: %w", it, err)
+		}
+		if it >= spec.Warmup {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}

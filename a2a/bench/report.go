@@ -1,0 +1,80 @@
+package bench
+
+import "time"
+
+// Report describes the run and holds its cases. Every rank gets every
+// rank's samples.
+type Report struct {
+	WorldSize int    `json:"world_size"`
+	NVLink    int    `json:"nvlink"`
+	Replicas  int    `json:"dp"`
+	NICs      int    `json:"nets_per_gpu"`
+	MaxTokens int    `json:"max_tokens"`
+	Hidden    int    `json:"hidden"`
+	Scales    int    `json:"scales"`
+	Experts   int    `json:"experts"`
+	TopK      int    `json:"topk"`
+	In        string `json:"in_dtype"`
+	Out       string `json:"out_dtype"`
+	Backend   string `json:"backend"`
+	Provider  string `json:"provider"`
+	// Reason is why the engine chose the transport.
+	Reason string `json:"reason,omitempty"`
+	Iters  int    `json:"iters"`
+	Warmup int    `json:"warmup"`
+	// CheckIters is how many iterations of each case were compared with
+	// the oracle (0: none).
+	CheckIters int    `json:"check_iters"`
+	Cases      []Case `json:"cases,omitempty"`
+}
+
+// Sample is one timed iteration on one rank: each half of each phase.
+type Sample struct {
+	DispatchSend time.Duration `json:"ds"`
+	DispatchRecv time.Duration `json:"dr"`
+	CombineSend  time.Duration `json:"cs"`
+	CombineRecv  time.Duration `json:"cr"`
+}
+
+// Phase names.
+const (
+	Dispatch = "dispatch"
+	Combine  = "combine"
+)
+
+// Case is one token count: every rank's timed samples, the nominal bytes
+// of each phase per rank (dispatch T*K*(token+scale bytes), combine
+// T*K*combine row bytes), and the check's verdict.
+type Case struct {
+	Tokens        int      `json:"tokens"`
+	Samples       []Sample `json:"samples"`
+	DispatchBytes int64    `json:"dispatch_bytes"`
+	CombineBytes  int64    `json:"combine_bytes"`
+	// Checked says the case was compared with the oracle; CheckError is
+	// the first mismatch any rank found ("" when none).
+	Checked    bool   `json:"checked"`
+	CheckError string `json:"check_error,omitempty"`
+}
+
+// Halves returns the send and recv halves of phase (Dispatch or Combine)
+// over every sample.
+func (c Case) Halves(phase string) (send, recv []time.Duration) {
+	send = make([]time.Duration, len(c.Samples))
+	recv = make([]time.Duration, len(c.Samples))
+	for i, s := range c.Samples {
+		if phase == Dispatch {
+			send[i], recv[i] = s.DispatchSend, s.DispatchRecv
+		} else {
+			send[i], recv[i] = s.CombineSend, s.CombineRecv
+		}
+	}
+	return send, recv
+}
+
+// NominalBytes returns the nominal bytes of phase per rank.
+func (c Case) NominalBytes(phase string) int64 {
+	if phase == Dispatch {
+		return c.DispatchBytes
+	}
+	return c.CombineBytes
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/report"
+)
+
+// caseRecord is one row: a phase of one case. Its latency statistics are
+// of both halves back to back; the halves have their own.
+type caseRecord struct {
+	Tokens int    `json:"tokens"`
+	Phase  string `json:"phase"`
+	report.Measure
+	Send report.Stats `json:"send_us"`
+	Recv report.Stats `json:"recv_us"`
+	// NominalBytes is the phase's nominal bytes per rank; GBps is them
+	// over the p50 of both halves, in GB/s (the reference's figure).
+	NominalBytes int64   `json:"nominal_bytes"`
+	GBps         float64 `json:"gbyte_s"`
+}
+
+// printer prints the run as it goes: the header before the first case,
+// two rows per case (dispatch, combine) as soon as every rank has shared
+// the case, JSON records beside them.
+type printer struct {
+	s     *report.Stream
+	args  []string
+	iters int
+	warm  int
+}
+
+func newPrinter(jsonPath string, args []string, stdout, stderr io.Writer) (*printer, error) {
+	s, err := report.Open(jsonPath, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	s.SetColumns(
+		report.Column{Head: "tokens", Width: 6}, report.Column{Head: "phase", Width: 8, Left: true},
+		report.Column{Head: "p50_us", Width: 10}, report.Column{Head: "p99_us", Width: 10},
+		report.Column{Head: "min_us", Width: 10}, report.Column{Head: "max_us", Width: 10},
+		report.Column{Head: "send_p50_us", Width: 11}, report.Column{Head: "recv_p50_us", Width: 11},
+		report.Column{Head: "GB/s", Width: 8}, report.Column{Head: "verified", Left: true})
+	return &printer{s: s, args: args}, nil
+}
+
+// verifiedMeans says what the verified column means for this run.
+func verifiedMeans(r *bench.Report) string {
+	if r.CheckIters == 0 {
+		return "no case is checked (--check=false)"
+	}
+	return fmt.Sprintf("yes = after the timed iterations every rank ran %s of the case "+
+		"(its token count, new inputs and routing) and compared what it received, the expert counts "+
+		"and offsets and the combined outputs, with the oracle (package a2a/reference)\n"+
+		"FAIL = a rank's results differed, or the case failed", plural(r.CheckIters, "iteration"))
+}
+
+// plural says "1 NIC", "2 NICs".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func (p *printer) start(r *bench.Report) {
+	p.iters, p.warm = r.Iters, r.Warmup
+	verified := verifiedMeans(r)
+	p.s.Begin(report.Begin{Tool: "bench-a2a", Args: p.args, Verified: verified, Setup: r})
+	t := p.s.Table
+	t.Note("bench-a2a")
+	reason := ""
+	if r.Reason != "" {
+		reason = " (" + r.Reason + ")"
+	}
+	t.Field("run", fmt.Sprintf("%s backend over %s%s, %d ranks: nvlink %d, dp %d, %s per rank",
+		r.Backend, r.Provider, reason, r.WorldSize, r.NVLink, r.Replicas, plural(r.NICs, "NIC")))
+	t.Field("shape", fmt.Sprintf("up to %d tokens per rank, hidden %d, %d scales, %d experts, top-%d, %s dispatch, %s combine",
+		r.MaxTokens, r.Hidden, r.Scales, r.Experts, r.TopK, r.In, r.Out))
+	t.Field("timing", fmt.Sprintf("%d iterations per case after %d warmup, a new routing each, a barrier "+
+		"before each phase; statistics over every rank's samples; p50..max are both halves back to back; "+
+		"GB/s = nominal bytes per rank (dispatch T*K*(token+scales), combine T*K*row) over the p50",
+		r.Iters, r.Warmup))
+	t.Field("verified", verified)
+	t.Note("")
+	t.Heading()
+}
+
+func (p *printer) addCase(c bench.Case) {
+	for _, phase := range []string{bench.Dispatch, bench.Combine} {
+		send, recv := c.Halves(phase)
+		su, ru := report.Micros(send), report.Micros(recv)
+		both := make([]float64, len(su))
+		for i := range su {
+			both[i] = su[i] + ru[i]
+		}
+		rec := caseRecord{Tokens: c.Tokens, Phase: phase,
+			Measure: report.Measure{Iters: p.iters, Warmup: p.warm, Lat: report.Summarize(both),
+				Checked: c.Checked, Verified: c.Checked && c.CheckError == "", Error: c.CheckError},
+			Send: report.Summarize(su), Recv: report.Summarize(ru), NominalBytes: c.NominalBytes(phase)}
+		if rec.Lat.P50 > 0 {
+			rec.GBps = float64(rec.NominalBytes) / (rec.Lat.P50 * 1e3) // bytes per ns = GB/s
+		}
+		f := func(v float64) string { return report.Fixed(v, 2) }
+		p.s.Table.Row(report.Int(c.Tokens), phase, f(rec.Lat.P50), f(rec.Lat.P99), f(rec.Lat.Min), f(rec.Lat.Max),
+			f(rec.Send.P50), f(rec.Recv.P50), report.Fixed(rec.GBps, 3), rec.Verdict())
+		p.s.Case(rec)
+	}
+	if c.CheckError != "" {
+		p.s.Table.Field("error", c.CheckError)
+	}
+}
+
+// finish prints the summary and closes the output; runErr is the run's
+// error. It returns an error only when the output itself failed.
+func (p *printer) finish(runErr error) error {
+	p.s.End(runErr)
+	return p.s.Close()
+}
