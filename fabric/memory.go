@@ -11,24 +11,44 @@ import (
 // HostBuffer is page-aligned host memory from mmap, outside the Go heap,
 // so it can be handed to a NIC. Free it exactly once; using Bytes after
 // Free faults.
+//
+// The memory is a shared mapping of a sealed memfd where the kernel has
+// memfd_create (see HostMemoryFile), so same-host providers can map it
+// into their peers' address spaces; elsewhere it is anonymous and private.
 type HostBuffer struct {
 	b     []byte
+	file  int // the memfd backing b, or -1
 	freed atomic.Bool
 }
 
-// AllocHost maps n bytes (rounded up to the page size) of zeroed,
-// anonymous, private host memory.
+// AllocHost maps n bytes (rounded up to the page size) of zeroed host
+// memory: a shared mapping of a new sealed memfd, or, where memfd_create
+// is refused, anonymous private memory (then Shareable reports false).
 func AllocHost(n int) (*HostBuffer, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("alloc host memory of %d bytes: %w", n, ErrInvalidArgument)
 	}
 	ps := unix.Getpagesize()
 	size := (n + ps - 1) / ps * ps
-	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return nil, fmt.Errorf("mmap %d bytes: %w", size, err)
+	if size <= 0 {
+		return nil, fmt.Errorf("alloc host memory of %d bytes: %w", n, ErrInvalidArgument)
 	}
-	return &HostBuffer{b: b[:n:n]}, nil
+	h, err := allocHostFile(size)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			return nil, fmt.Errorf("mmap %d bytes: %w", size, err)
+		}
+		h = &HostBuffer{b: b, file: -1}
+	}
+	h.b = h.b[:n:n]
+	if h.file >= 0 {
+		hostFiles.add(h)
+	}
+	return h, nil
 }
 
 // Bytes returns the memory.
@@ -40,19 +60,33 @@ func (h *HostBuffer) Addr() uintptr { return uintptr(unsafe.Pointer(unsafe.Slice
 // Len returns the length in bytes.
 func (h *HostBuffer) Len() int { return len(h.b) }
 
+// Shareable reports whether the buffer is backed by a memory file that
+// HostMemoryFile can hand to another process.
+func (h *HostBuffer) Shareable() bool { return h.file >= 0 }
+
 // Span returns the MemorySpan to register.
 func (h *HostBuffer) Span() MemorySpan {
 	return MemorySpan{Addr: h.Addr(), Len: uint64(len(h.b)), Device: HostDevice, DmabufFD: -1}
 }
 
-// Free unmaps the memory. A second Free is a no-op.
+// Free unmaps the memory and closes its memory file. A second Free is a
+// no-op. Peers that mapped the file keep their pages until they unmap.
 func (h *HostBuffer) Free() error {
 	if !h.freed.CompareAndSwap(false, true) {
 		return nil
 	}
+	if h.file >= 0 {
+		hostFiles.remove(h)
+	}
 	ps := unix.Getpagesize()
 	full := unsafe.Slice(unsafe.SliceData(h.b), (cap(h.b)+ps-1)/ps*ps)
-	return unix.Munmap(full)
+	err := unix.Munmap(full)
+	if h.file >= 0 {
+		if cerr := unix.Close(h.file); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // regState is a MemoryRegion's life: registered; unregistering (new

@@ -7,6 +7,7 @@
 //
 //	efa, tcp;ofi_rxm, tcp, shm, ...   package efa (libfabric)
 //	verbs                             package verbs (libibverbs)
+//	ipc                               package ipc (shared memory between processes of one host)
 //	mem, null                         in-process (as fabric/fabrictest registers them)
 //
 // fabric-debug, bench-a2a and the C library libferry import this package;

@@ -1,0 +1,132 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Host memory is a shared mapping of a memfd so that a provider of the
+// same host (ipc) can pass the file to a peer process over a unix socket
+// and let it write straight into the pages. The file is sealed against
+// growing and shrinking: a peer holding it cannot truncate it under our
+// mapping (which would turn our accesses into SIGBUS).
+
+// hostFileName is the memfd's name, as /proc/PID/maps shows it.
+const hostFileName = "ferry-host"
+
+const hostFileSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+
+// allocHostFile maps size bytes of a new sealed memfd. It returns nil and
+// no error where the kernel refuses memfd_create (old kernels, seccomp
+// filters): the caller then falls back to anonymous memory.
+func allocHostFile(size int) (*HostBuffer, error) {
+	fd, err := memfdCreate(hostFileName)
+	if err != nil {
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	fail := func(op string, err error) (*HostBuffer, error) {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("host memory of %d bytes: %s: %w", size, op, err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("ftruncate", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, hostFileSeals); err != nil {
+		return fail("seal", err)
+	}
+	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail("mmap", err)
+	}
+	return &HostBuffer{b: b, file: fd}, nil
+}
+
+// memfdCreate asks for a non-executable memfd where the kernel knows the
+// flag (6.3 and later warn without it) and a plain one elsewhere.
+func memfdCreate(name string) (int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
+	if errors.Is(err, unix.EINVAL) {
+		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	return fd, err
+}
+
+// hostFiles indexes the live memfd-backed HostBuffers by address, so a
+// provider can find the file behind any registered span. It is touched at
+// allocation, free and registration, never per operation.
+var hostFiles hostFileIndex
+
+type hostFileIndex struct {
+	mu   sync.Mutex
+	bufs []*HostBuffer // sorted by address
+}
+
+func (x *hostFileIndex) add(h *HostBuffer) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i := sort.Search(len(x.bufs), func(i int) bool { return x.bufs[i].Addr() >= h.Addr() })
+	x.bufs = append(x.bufs, nil)
+	copy(x.bufs[i+1:], x.bufs[i:])
+	x.bufs[i] = h
+}
+
+func (x *hostFileIndex) remove(h *HostBuffer) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i, b := range x.bufs {
+		if b == h {
+			x.bufs = append(x.bufs[:i], x.bufs[i+1:]...)
+			return
+		}
+	}
+}
+
+// HostFile is a duplicate descriptor of the memory file behind a range of
+// a HostBuffer. The receiver owns FD and closes it.
+type HostFile struct {
+	FD     int
+	Offset uint64 // where the range starts in the file
+	Size   uint64 // the file's size: the whole HostBuffer, page aligned
+}
+
+// HostMemoryFile returns the memory file behind [addr, addr+n) when the
+// range lies inside one live memfd-backed HostBuffer (see AllocHost),
+// with a fresh close-on-exec descriptor the caller must close. Any other
+// memory (anonymous, C, GPU) gives an error wrapping ErrNotSupported.
+//
+// Whoever gets the descriptor can map the whole buffer, not only the
+// range: hand it only to peers trusted with all of it.
+func HostMemoryFile(addr uintptr, n uint64) (HostFile, error) {
+	if n == 0 || addr+uintptr(n) < addr {
+		return HostFile{}, fmt.Errorf("host memory file of [%#x, +%d): %w", addr, n, ErrInvalidArgument)
+	}
+	x := &hostFiles
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i := sort.Search(len(x.bufs), func(i int) bool { return x.bufs[i].Addr() > addr }) - 1
+	if i < 0 {
+		return HostFile{}, errNotHostFile(addr, n)
+	}
+	h := x.bufs[i]
+	start := h.Addr()
+	if addr-start > uintptr(cap(h.b)) || n > uint64(cap(h.b))-uint64(addr-start) {
+		return HostFile{}, errNotHostFile(addr, n)
+	}
+	fd, err := unix.FcntlInt(uintptr(h.file), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return HostFile{}, fmt.Errorf("dup host memory file: %w", err)
+	}
+	ps := uint64(unix.Getpagesize())
+	return HostFile{FD: fd, Offset: uint64(addr - start), Size: (uint64(cap(h.b)) + ps - 1) / ps * ps}, nil
+}
+
+func errNotHostFile(addr uintptr, n uint64) error {
+	return fmt.Errorf("[%#x, +%d) is not inside one memfd-backed fabric.AllocHost buffer: %w", addr, n, ErrNotSupported)
+}

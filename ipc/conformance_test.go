@@ -1,0 +1,19 @@
+package ipc_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ferryrdma/ferry/internal/enginetest"
+	_ "github.com/ferryrdma/ferry/ipc"
+)
+
+// The engine conformance suite over ipc, with 1, 2 and 4 endpoints per
+// engine: the same body the mem and libfabric providers run.
+func TestConformance(t *testing.T) {
+	for _, nics := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("nics=%d", nics), func(t *testing.T) {
+			enginetest.Run(t, enginetest.Params{Transport: "ipc", NICs: nics})
+		})
+	}
+}

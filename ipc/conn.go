@@ -1,0 +1,343 @@
+package ipc
+
+import (
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// inConn is a connection from an initiator: this domain is its target.
+// Its reader goroutine answers requests; the worker drains its page.
+type inConn struct {
+	d     *Domain
+	c     *ctlConn
+	pid   int
+	page  *connPage // set by the reader before the worker sees the conn
+	cons  consumer  // worker-owned
+	dead  atomic.Bool
+	acked atomic.Uint64 // the last revocation the initiator acknowledged
+	gone  bool          // worker: counted in dying
+}
+
+func (c *inConn) dropPage() {
+	if c.page != nil {
+		unmap(c.page.mem)
+		c.page = nil
+		c.cons.pg = nil
+	}
+}
+
+// Outgoing peer states.
+const (
+	peerConnecting int32 = iota
+	peerReady
+	peerDead
+)
+
+// outPeer is a connection to a target. Its reader goroutine maps what the
+// target sends (connection page, regions) and unmaps what it revokes.
+type outPeer struct {
+	d     *Domain
+	ea    endpointAddr
+	c     *ctlConn
+	state atomic.Int32
+	page  *connPage // set by the reader before state becomes peerReady
+	news  atomic.Bool
+
+	mu        sync.Mutex // the reader's mailbox
+	replies   []*mapping
+	dropped   []*mapping          // revoked mappings the worker should forget
+	installed map[uint64]*mapping // mapped by the reader, by key
+
+	// Worker-owned.
+	prod     producer
+	maps     map[uint64]*mapping // by key: requested, mapped or refused
+	last     *mapping
+	heldOps  []fabric.WriteOp
+	heldHead int
+	isHeld   bool
+	pageGone bool
+}
+
+func (p *outPeer) dropPage() {
+	if p.page != nil && !p.pageGone {
+		p.pageGone = true
+		unmap(p.page.mem)
+		p.prod.pg = nil
+	}
+}
+
+// mapping is a target's region mapped into this process. users counts
+// copies in progress; the reader sets revoked, waits for users to reach
+// zero, then unmaps. A copier increments users before it checks revoked
+// (both sequentially consistent), so one of the two always sees the other.
+type mapping struct {
+	key     uint64
+	mem     []byte
+	base    uintptr // the region's first byte
+	length  uint64
+	users   atomic.Int32
+	revoked atomic.Bool
+	errno   int32 // the target refused the request (worker reads after hand-off)
+	pending bool  // worker: requested, no answer yet
+	sent    bool  // worker: the request went out
+}
+
+func (m *mapping) acquire() bool {
+	m.users.Add(1)
+	if m.revoked.Load() {
+		m.users.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (m *mapping) release() { m.users.Add(-1) }
+
+// retire keeps every later copy out of m, waits for the ones running, and
+// unmaps it.
+func (m *mapping) retire() {
+	m.revoked.Store(true)
+	for m.users.Load() != 0 {
+		runtime.Gosched()
+	}
+	unmap(m.mem)
+	m.mem = nil
+}
+
+func (d *Domain) runAccept() {
+	defer d.wg.Done()
+	for {
+		uc, err := d.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(time.Millisecond) // EMFILE and the like: let descriptors free up
+			continue
+		}
+		c, err := newCtlConn(uc)
+		var pid int
+		if err == nil {
+			pid, err = c.checkPeer()
+		}
+		if err != nil {
+			_ = uc.Close()
+			continue
+		}
+		ic := &inConn{d: d, c: c, pid: pid}
+		d.mu.Lock()
+		if d.closing {
+			d.mu.Unlock()
+			c.close()
+			continue
+		}
+		d.incoming[ic] = struct{}{}
+		d.wg.Add(1)
+		d.mu.Unlock()
+		go d.runIncoming(ic)
+	}
+}
+
+// runIncoming serves one initiator until its connection ends.
+func (d *Domain) runIncoming(c *inConn) {
+	defer d.wg.Done()
+	defer func() {
+		c.c.close()
+		d.mu.Lock()
+		delete(d.incoming, c)
+		for _, r := range d.regions {
+			delete(r.mappedBy, c)
+		}
+		d.mu.Unlock()
+		c.dead.Store(true)
+		d.changed.Store(true)
+	}()
+	hello := false
+	for {
+		m, fd, err := c.c.recv()
+		if err != nil {
+			return
+		}
+		if fd >= 0 { // initiators never send files
+			_ = unix.Close(fd)
+			return
+		}
+		switch {
+		case m.kind == ctlHello && !hello:
+			hello = true
+			if m.a != ctlVersion || !d.accept(c) {
+				return
+			}
+		case m.kind == ctlMapReq && hello:
+			if !d.serveMap(c, m) {
+				return
+			}
+		case m.kind == ctlRevokeAck && hello:
+			if m.seq > c.acked.Load() {
+				c.acked.Store(m.seq)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// accept creates the connection's page, sends it, and hands the
+// connection to the worker.
+func (d *Domain) accept(c *inConn) bool {
+	fd, err := newMemfd("ferry-ipc-conn", connPageLen)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	mem, err := mapFile(fd, 0, connPageLen, false)
+	if err != nil {
+		return false
+	}
+	c.page = viewPage(mem)
+	c.page.init()
+	c.cons.pg = c.page
+	if c.c.send(ctlMsg{kind: ctlHelloAck, a: connPageLen, b: immCap, c: msgCap}, fd) != nil {
+		c.dropPage()
+		return false
+	}
+	d.mu.Lock()
+	d.newConns = append(d.newConns, c)
+	d.mu.Unlock()
+	d.changed.Store(true)
+	return true
+}
+
+// serveMap answers a request for a region's file. The lock keeps an
+// unregistration from slipping between the lookup and recording that c
+// was sent the file.
+func (d *Domain) serveMap(c *inConn, m ctlMsg) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.regions[m.key]
+	if r == nil {
+		return c.c.send(ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, status: errnoAccess}, -1) == nil
+	}
+	start := pageDown(r.file.Offset)
+	end := pageUp(r.file.Offset + r.length)
+	ack := ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, a: start, b: end - start, c: r.file.Offset - start, d: r.length}
+	if err := c.c.send(ack, r.file.FD); err != nil {
+		return false
+	}
+	r.mappedBy[c] = struct{}{}
+	return true
+}
+
+// runOutgoing reads the target's answers until the connection ends, then
+// unmaps every region of the target and marks the peer dead.
+func (d *Domain) runOutgoing(p *outPeer) {
+	defer d.wg.Done()
+	defer func() {
+		p.c.close()
+		p.mu.Lock()
+		for k, m := range p.installed {
+			m.retire()
+			delete(p.installed, k)
+		}
+		p.mu.Unlock()
+		p.state.Store(peerDead)
+		p.news.Store(true)
+		d.changed.Store(true)
+	}()
+	for {
+		m, fd, err := p.c.recv()
+		if err != nil {
+			return
+		}
+		ok := true
+		switch {
+		case m.kind == ctlHelloAck && p.state.Load() == peerConnecting && fd >= 0:
+			ok = p.connected(m, fd)
+		case m.kind == ctlMapAck && p.state.Load() == peerReady:
+			p.mapped(m, fd)
+		case m.kind == ctlRevoke && fd < 0:
+			p.revoke(m.key)
+			ok = p.c.send(ctlMsg{kind: ctlRevokeAck, seq: m.seq, key: m.key}, -1) == nil
+		default:
+			ok = false
+		}
+		if fd >= 0 {
+			_ = unix.Close(fd)
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+func (p *outPeer) connected(m ctlMsg, fd int) bool {
+	if m.a != connPageLen || m.b != immCap || m.c != msgCap {
+		return false
+	}
+	mem, err := mapFile(fd, 0, connPageLen, true)
+	if err != nil {
+		return false
+	}
+	pg := viewPage(mem)
+	if !pg.valid() {
+		unmap(mem)
+		return false
+	}
+	p.page = pg
+	p.state.Store(peerReady)
+	p.news.Store(true)
+	p.d.changed.Store(true)
+	return true
+}
+
+// mapped maps the region a mapAck describes (or records the refusal) and
+// leaves it for the worker.
+func (p *outPeer) mapped(m ctlMsg, fd int) {
+	mp := &mapping{key: m.key, errno: int32(m.status)}
+	if m.status == 0 {
+		if fd < 0 || m.c > m.b || m.d > m.b-m.c {
+			mp.errno = errnoProtocol
+		} else if mem, err := mapFile(fd, m.a, m.b, true); err != nil {
+			mp.errno = errnoNotSharing
+		} else {
+			mp.mem, mp.length = mem, m.d
+			mp.base = uintptr(unsafeAddr(mem)) + uintptr(m.c)
+		}
+	} else if mp.errno == 0 {
+		mp.errno = errnoAccess
+	}
+	p.mu.Lock()
+	if mp.errno == 0 {
+		if old := p.installed[m.key]; old != nil { // answered twice: keep one mapping
+			old.retire()
+		}
+		p.installed[m.key] = mp
+	}
+	p.replies = append(p.replies, mp)
+	p.mu.Unlock()
+	p.news.Store(true)
+	p.d.changed.Store(true)
+}
+
+func (p *outPeer) revoke(key uint64) {
+	p.mu.Lock()
+	m := p.installed[key]
+	delete(p.installed, key)
+	if m != nil {
+		m.retire()
+		p.dropped = append(p.dropped, m)
+	}
+	p.mu.Unlock()
+	if m != nil {
+		p.news.Store(true)
+		p.d.changed.Store(true)
+	}
+}

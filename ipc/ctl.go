@@ -1,0 +1,195 @@
+package ipc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The control protocol runs over one SOCK_SEQPACKET unix connection per
+// (initiator domain, target domain) pair, dialled by the initiator. Every
+// packet is one fixed-size message; files travel beside it as SCM_RIGHTS.
+// Bytes never cross the socket: they move through shared mappings.
+//
+//	initiator                          target
+//	hello{pid}                    ->
+//	                              <-   helloAck{page sizes} + connection page memfd
+//	mapReq{seq, key}              ->
+//	                              <-   mapAck{seq, key, status, file offset, lengths} + region memfd
+//	                              <-   revoke{seq, key}          (the target unregistered key)
+//	revokeAck{seq}                ->   (the mapping is unmapped and no copy into it runs)
+//
+// When either process exits, the kernel closes its end and the other side
+// reads EOF: that is how a dead peer is detected, at once, without
+// heartbeats.
+const (
+	ctlHello uint32 = 1 + iota
+	ctlHelloAck
+	ctlMapReq
+	ctlMapAck
+	ctlRevoke
+	ctlRevokeAck
+)
+
+const (
+	ctlLen     = 56
+	ctlVersion = 1
+	// ctlTimeout bounds a blocking control write and the wait for revoke
+	// acknowledgements from a live but unresponsive peer.
+	ctlTimeout = 5 * time.Second
+)
+
+type ctlMsg struct {
+	kind   uint32
+	status uint32 // 0, or the errno of a refused request
+	seq    uint64
+	key    uint64
+	a, b   uint64 // per kind: hello: version, pid; mapAck: file offset, mapping length
+	c, d   uint64 // mapAck: region offset in the mapping, region length
+}
+
+func (m *ctlMsg) encode(b *[ctlLen]byte) {
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], m.kind)
+	le.PutUint32(b[4:], m.status)
+	le.PutUint64(b[8:], m.seq)
+	le.PutUint64(b[16:], m.key)
+	le.PutUint64(b[24:], m.a)
+	le.PutUint64(b[32:], m.b)
+	le.PutUint64(b[40:], m.c)
+	le.PutUint64(b[48:], m.d)
+}
+
+func (m *ctlMsg) decode(b []byte) {
+	le := binary.LittleEndian
+	*m = ctlMsg{kind: le.Uint32(b[0:]), status: le.Uint32(b[4:]), seq: le.Uint64(b[8:]), key: le.Uint64(b[16:]),
+		a: le.Uint64(b[24:]), b: le.Uint64(b[32:]), c: le.Uint64(b[40:]), d: le.Uint64(b[48:])}
+}
+
+// ctlConn is one control connection. send and recv may run in different
+// goroutines; trySend never waits (the worker uses it).
+type ctlConn struct {
+	uc  *net.UnixConn
+	raw syscall.RawConn
+	rb  [ctlLen]byte
+	oob []byte
+}
+
+func newCtlConn(uc *net.UnixConn) (*ctlConn, error) {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &ctlConn{uc: uc, raw: raw, oob: make([]byte, unix.CmsgSpace(4*2))}, nil
+}
+
+// checkPeer refuses processes of other users (root excepted): a peer that
+// connects can map every region whose key it knows.
+func (c *ctlConn) checkPeer() (pid int, err error) {
+	var cred *unix.Ucred
+	var cerr error
+	if err := c.raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, fmt.Errorf("peer credentials: %w", cerr)
+	}
+	if me := uint32(os.Geteuid()); cred.Uid != me && cred.Uid != 0 {
+		return 0, fmt.Errorf("peer pid %d runs as uid %d, this process as %d", cred.Pid, cred.Uid, me)
+	}
+	return int(cred.Pid), nil
+}
+
+// send writes m (with fd when fd >= 0), waiting at most ctlTimeout.
+func (c *ctlConn) send(m ctlMsg, fd int) error {
+	var b [ctlLen]byte
+	m.encode(&b)
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	_ = c.uc.SetWriteDeadline(time.Now().Add(ctlTimeout))
+	_, _, err := c.uc.WriteMsgUnix(b[:], oob, nil)
+	return err
+}
+
+// trySend writes m if the socket has room now; sent is false when it has
+// not (try again later).
+func (c *ctlConn) trySend(m ctlMsg) (sent bool, err error) {
+	var b [ctlLen]byte
+	m.encode(&b)
+	var serr error
+	if err := c.raw.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), b[:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		return true
+	}); err != nil {
+		return false, err
+	}
+	if errors.Is(serr, unix.EAGAIN) || errors.Is(serr, unix.ENOBUFS) {
+		return false, nil
+	}
+	return serr == nil, serr
+}
+
+// recv reads the next message and the file that came with it (-1 if
+// none). Any error means the connection is over: EOF when the peer closed
+// it or exited.
+func (c *ctlConn) recv() (ctlMsg, int, error) {
+	n, oobn, flags, _, err := c.uc.ReadMsgUnix(c.rb[:], c.oob)
+	fds := receivedFiles(c.oob[:oobn])
+	if err == nil && n == 0 {
+		err = errEOF
+	}
+	if err == nil && (n != ctlLen || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || len(fds) > 1) {
+		err = fmt.Errorf("control message of %d bytes, %d files, flags %#x: %w", n, len(fds), flags, errProtocol)
+	}
+	if err != nil {
+		closeAll(fds)
+		return ctlMsg{}, -1, err
+	}
+	var m ctlMsg
+	m.decode(c.rb[:])
+	fd := -1
+	if len(fds) == 1 {
+		fd = fds[0]
+	}
+	return m, fd, nil
+}
+
+func (c *ctlConn) close() { _ = c.uc.Close() }
+
+var (
+	errEOF      = errors.New("connection closed by peer")
+	errProtocol = errors.New("ipc protocol violation")
+)
+
+func receivedFiles(oob []byte) []int {
+	if len(oob) == 0 {
+		return nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+}

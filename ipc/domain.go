@@ -1,0 +1,291 @@
+package ipc
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// Domain is one ipc endpoint: a listening abstract unix socket, the
+// regions it shares, its connections to targets (outgoing peers) and from
+// initiators (incoming connections).
+//
+// Like every fabric.RdmaDomain it is driven by one worker goroutine. The
+// goroutines it starts (the accept loop and one reader per connection)
+// serve only the control protocol; they hand results to the worker
+// through small mailboxes (a mutex and an atomic flag the worker checks
+// once per Poll), never touching the data path.
+type Domain struct {
+	info fabric.DomainInfo
+	ea   endpointAddr
+	addr fabric.Address
+	ln   *net.UnixListener
+	wg   sync.WaitGroup // the accept loop and every connection reader
+
+	mu       sync.Mutex // guards the fields below, shared with the goroutines
+	closing  bool
+	regions  map[uint64]*region // remote-writable registrations by key
+	incoming map[*inConn]struct{}
+	newConns []*inConn // accepted and set up, not yet seen by the worker
+
+	changed atomic.Bool // a goroutine left something for the worker
+	closed  atomic.Bool
+
+	// Worker-owned.
+	peers     []*outPeer
+	peerOf    map[string]fabric.PeerID
+	conns     []*inConn // incoming connections the worker polls
+	dying     int       // conns marked dead, drained before removal
+	held      []*outPeer
+	dirty     []*outPeer // producers with unpublished immediates
+	done      evQueue
+	recvs     []fabric.RecvOp
+	recvHead  int
+	job       copyJob
+	cur       *mapping // the mapping held during this batch
+	revokeSeq uint64
+	rr        int
+	localRegs int
+}
+
+var _ fabric.RdmaDomain = (*Domain)(nil)
+
+// liveRegs counts registrations not yet unregistered, across domains.
+var liveRegs atomic.Int64
+
+// LiveRegistrations returns how many registrations the ipc domains of this
+// process hold: zero once every region was unregistered.
+func LiveRegistrations() int64 { return liveRegs.Load() }
+
+func open(info fabric.DomainInfo) (*Domain, error) {
+	d := &Domain{info: info, ea: newEndpointAddr(), regions: map[uint64]*region{},
+		incoming: map[*inConn]struct{}{}, peerOf: map[string]fabric.PeerID{}}
+	var err error
+	if d.addr, err = fabric.AddressFromRaw(d.ea.raw()); err != nil {
+		return nil, err
+	}
+	d.ln, err = net.ListenUnix("unixpacket", &net.UnixAddr{Name: d.ea.socketName(), Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("ipc: listen on %s: %w", d.ea.socketName(), err)
+	}
+	d.job.calls = acquireHelpers()
+	d.wg.Add(1)
+	go d.runAccept()
+	return d, nil
+}
+
+func (d *Domain) Info() fabric.DomainInfo { return d.info }
+func (d *Domain) Address() fabric.Address { return d.addr }
+
+// region is a remote-writable registration: the memory file behind it,
+// kept open to hand to initiators that ask for its key.
+type region struct {
+	key      uint64
+	file     fabric.HostFile
+	length   uint64
+	mappedBy map[*inConn]struct{} // connections that were sent the file
+}
+
+// RegisterMemory registers host memory. Local-only spans may be any
+// memory; remote-writable ones must lie in one fabric.AllocHost buffer
+// (a memfd an initiator can map), else the error wraps
+// fabric.ErrNotSupported. Remote addresses are offsets into the span.
+func (d *Domain) RegisterMemory(s fabric.MemorySpan, a fabric.Access) (fabric.MemoryKeys, error) {
+	if d.closed.Load() {
+		return fabric.MemoryKeys{}, errClosed
+	}
+	if !s.Device.IsHost() {
+		return fabric.MemoryKeys{}, fmt.Errorf("ipc: register %s memory: host memory only: %w", s.Device, fabric.ErrNotSupported)
+	}
+	if a&fabric.AccessRemoteWrite == 0 {
+		d.localRegs++
+		liveRegs.Add(1)
+		return fabric.MemoryKeys{Mode: fabric.AddrOffset}, nil
+	}
+	f, err := fabric.HostMemoryFile(s.Addr, s.Len)
+	if err != nil {
+		return fabric.MemoryKeys{}, fmt.Errorf("ipc: remote-writable memory must come from fabric.AllocHost: %w", err)
+	}
+	r := &region{file: f, length: s.Len, mappedBy: map[*inConn]struct{}{}}
+	d.mu.Lock()
+	for r.key == 0 || d.regions[r.key] != nil {
+		r.key = randomKey()
+	}
+	d.regions[r.key] = r
+	d.mu.Unlock()
+	liveRegs.Add(1)
+	return fabric.MemoryKeys{Handle: uintptr(r.key), Remote: r.key, Mode: fabric.AddrOffset}, nil
+}
+
+// randomKey makes keys unguessable: knowing a region's descriptor is what
+// lets a peer map it.
+func randomKey() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// UnregisterMemory releases a registration. For a shared region it
+// revokes every initiator's mapping and waits (up to ctlTimeout per
+// unresponsive peer) until each acknowledged that no copy into it runs
+// any more and it is unmapped: after it returns no write lands in the
+// memory, as with an RDMA deregistration.
+func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
+	if k.Remote == 0 {
+		if d.localRegs == 0 {
+			return fmt.Errorf("ipc: unregister: no local registration left: %w", fabric.ErrUnknownRegion)
+		}
+		d.localRegs--
+		liveRegs.Add(-1)
+		return nil
+	}
+	d.mu.Lock()
+	r := d.regions[k.Remote]
+	delete(d.regions, k.Remote)
+	var conns []*inConn
+	if r != nil {
+		for c := range r.mappedBy {
+			conns = append(conns, c)
+		}
+	}
+	d.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("ipc: unregister key %#x: %w", k.Remote, fabric.ErrUnknownRegion)
+	}
+	_ = unix.Close(r.file.FD)
+	liveRegs.Add(-1)
+	if len(conns) == 0 {
+		return nil
+	}
+	d.revokeSeq++
+	seq := d.revokeSeq
+	for _, c := range conns {
+		if !c.dead.Load() {
+			if err := c.c.send(ctlMsg{kind: ctlRevoke, seq: seq, key: r.key}, -1); err != nil {
+				c.c.close() // its reader marks it dead
+			}
+		}
+	}
+	var slow []int
+	deadline := time.Now().Add(ctlTimeout)
+	for _, c := range conns {
+		pause := time.Microsecond
+		for !c.dead.Load() && c.acked.Load() < seq {
+			if time.Now().After(deadline) {
+				slow = append(slow, c.pid)
+				break
+			}
+			time.Sleep(pause)
+			pause = min(2*pause, time.Millisecond)
+		}
+	}
+	if len(slow) > 0 {
+		return &fabric.ProviderError{Provider: TransportName, Op: "unregister", Errno: int(unix.ETIMEDOUT), Timeout: true,
+			Msg: fmt.Sprintf("peer processes %v did not acknowledge the revocation within %v", slow, ctlTimeout)}
+	}
+	return nil
+}
+
+// ResolvePeer connects to the endpoint at addr. The connection finishes
+// setting up in the background; writes posted meanwhile are held.
+func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
+	if id, ok := d.peerOf[addr.RawString()]; ok {
+		return id, nil
+	}
+	if d.closed.Load() {
+		return 0, errClosed
+	}
+	ea, err := parseAddr(addr)
+	if err != nil {
+		return 0, err
+	}
+	if h := hostID(); ea.host != 0 && h != 0 && ea.host != h {
+		return 0, fmt.Errorf("ipc: %s lives on another host (ipc connects processes of one machine): %w", ea, fabric.ErrNotSupported)
+	}
+	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: ea.socketName(), Net: "unixpacket"})
+	if err != nil {
+		return 0, fmt.Errorf("ipc: connect to %s: %v (the process exited or closed its engine, or runs in another network namespace): %w",
+			ea, err, ErrPeerGone)
+	}
+	c, err := newCtlConn(uc)
+	if err == nil {
+		_, err = c.checkPeer()
+	}
+	if err == nil {
+		err = c.send(ctlMsg{kind: ctlHello, a: ctlVersion, b: uint64(d.ea.pid)}, -1)
+	}
+	if err != nil {
+		_ = uc.Close()
+		return 0, fmt.Errorf("ipc: connect to %s: %w", ea, err)
+	}
+	p := &outPeer{d: d, ea: ea, c: c, installed: map[uint64]*mapping{}, maps: map[uint64]*mapping{}}
+	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		c.close()
+		return 0, errClosed
+	}
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go d.runOutgoing(p)
+	d.peers = append(d.peers, p)
+	id := fabric.PeerID(len(d.peers) - 1)
+	d.peerOf[addr.RawString()] = id
+	return id, nil
+}
+
+func (d *Domain) DescribeError(ev fabric.Event) error { return describe(ev) }
+
+// Close stops the control goroutines, unmaps every peer's memory and
+// connection page and releases the regions. Peers see the connections
+// close and fail what they still hold for this domain.
+func (d *Domain) Close() error {
+	if !d.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	d.release()
+	d.mu.Lock()
+	d.closing = true
+	in := make([]*inConn, 0, len(d.incoming))
+	for c := range d.incoming {
+		in = append(in, c)
+	}
+	d.mu.Unlock()
+	_ = d.ln.Close()
+	for _, c := range in {
+		c.c.close()
+	}
+	for _, p := range d.peers {
+		p.c.close()
+	}
+	d.wg.Wait() // the readers of outgoing connections unmapped the peers' regions
+	for _, p := range d.peers {
+		p.dropPage()
+	}
+	d.mu.Lock()
+	d.conns = append(d.conns, d.newConns...)
+	d.newConns = nil
+	regs := d.regions
+	d.regions = map[uint64]*region{}
+	d.mu.Unlock()
+	for _, c := range d.conns {
+		c.dropPage()
+	}
+	d.conns = nil
+	for _, r := range regs { // the engine unregisters first; a direct user may not
+		_ = unix.Close(r.file.FD)
+		liveRegs.Add(-1)
+	}
+	liveRegs.Add(-int64(d.localRegs))
+	d.localRegs = 0
+	releaseHelpers()
+	return nil
+}
