@@ -159,6 +159,7 @@ func TestCLoopback(t *testing.T) {
 		{"mem", "-", "1"},
 		{"mem", "-", "3"},
 		{"shm", "-", "1"},
+		{"ipc", "-", "2"},
 		{"tcp;ofi_rxm", "127.0.0.1", "2"},
 	} {
 		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
@@ -197,6 +198,7 @@ func TestCCycles(t *testing.T) {
 	for _, tc := range []struct{ transport, node, nics string }{
 		{"mem", "-", "2"},
 		{"shm", "-", "1"},
+		{"ipc", "-", "1"},
 		{"tcp;ofi_rxm", "127.0.0.1", "2"},
 	} {
 		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
@@ -332,6 +334,7 @@ func TestCRanks(t *testing.T) {
 	bin := compileExample(t, "ranks")
 	for _, tc := range []struct{ transport, node, nics string }{
 		{"shm", "-", "1"},
+		{"ipc", "-", "2"},
 		{"tcp;ofi_rxm", "127.0.0.1", "2"},
 	} {
 		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {

@@ -170,7 +170,9 @@ typedef struct ferry_config {
 	uint32_t struct_size;      /* sizeof(ferry_config), set by ferry_config_init */
 	int32_t nics;              /* NIC domains for the host group, 1 to 4 (default 1) */
 	const char *transport;     /* "auto" (NULL), "efa", "verbs", "tcp;ofi_rxm",
-	                              "shm", or the in-process "mem" and "null" */
+	                              "shm", "ipc" (ferry's shared memory between
+	                              processes of one host), or the in-process
+	                              "mem" and "null" */
 	const char *node;          /* pin the provider to an address or interface
 	                              ("127.0.0.1" for loopback tests); NULL: any */
 	int32_t poll;              /* FERRY_POLL_ADAPTIVE or FERRY_POLL_SPIN */

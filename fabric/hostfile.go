@@ -93,7 +93,7 @@ func (x *hostFileIndex) remove(h *HostBuffer) {
 type HostFile struct {
 	FD     int
 	Offset uint64 // where the range starts in the file
-	Size   uint64 // the file's size: the whole HostBuffer, page aligned
+	Size   uint64 // the bytes of the file the HostBuffer maps
 }
 
 // HostMemoryFile returns the memory file behind [addr, addr+n) when the
@@ -123,10 +123,47 @@ func HostMemoryFile(addr uintptr, n uint64) (HostFile, error) {
 	if err != nil {
 		return HostFile{}, fmt.Errorf("dup host memory file: %w", err)
 	}
-	ps := uint64(unix.Getpagesize())
-	return HostFile{FD: fd, Offset: uint64(addr - start), Size: (uint64(cap(h.b)) + ps - 1) / ps * ps}, nil
+	return HostFile{FD: fd, Offset: uint64(addr - start), Size: uint64(cap(h.b))}, nil
 }
 
 func errNotHostFile(addr uintptr, n uint64) error {
 	return fmt.Errorf("[%#x, +%d) is not inside one memfd-backed fabric.AllocHost buffer: %w", addr, n, ErrNotSupported)
+}
+
+// MapHostFile maps the first size bytes of a memory file the caller made
+// (memfd_create with MFD_ALLOW_SEALING) as a HostBuffer that same-host
+// providers share like AllocHost memory: for buffers a program also hands
+// to other processes itself. The file must be sealed against shrinking
+// (F_SEAL_SHRINK), so no holder can truncate it under a mapping. The
+// buffer keeps a duplicate of fd: the caller may close its own.
+func MapHostFile(fd int, size int) (*HostBuffer, error) {
+	if fd < 0 || size <= 0 {
+		return nil, fmt.Errorf("map host file %d of %d bytes: %w", fd, size, ErrInvalidArgument)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return nil, fmt.Errorf("map host file %d: not a memfd sealed with F_SEAL_SHRINK (seals %#x, %v): %w", fd, seals, err, ErrInvalidArgument)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("map host file %d: %w", fd, err)
+	}
+	if int64(size) > st.Size {
+		return nil, fmt.Errorf("map host file %d: %d bytes of a %d-byte file: %w", fd, size, st.Size, ErrInvalidArgument)
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("map host file %d: dup: %w", fd, err)
+	}
+	// Whole pages, as Free unmaps them; the part of the last page past the
+	// end of the file is never handed out.
+	ps := unix.Getpagesize()
+	b, err := unix.Mmap(dup, 0, (size+ps-1)/ps*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		_ = unix.Close(dup)
+		return nil, fmt.Errorf("map host file %d: mmap %d bytes: %w", fd, size, err)
+	}
+	h := &HostBuffer{b: b[:size:size], file: dup}
+	hostFiles.add(h)
+	return h, nil
 }

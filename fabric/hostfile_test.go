@@ -28,7 +28,7 @@ func TestHostMemoryFile(t *testing.T) {
 	require.NoError(t, err)
 	defer unix.Close(f.FD)
 	require.EqualValues(t, 4096, f.Offset)
-	require.EqualValues(t, 4*4096, f.Size)
+	require.EqualValues(t, size, f.Size)
 	m, err := unix.Mmap(f.FD, 0, int(f.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	require.NoError(t, err)
 	defer unix.Munmap(m)
@@ -63,4 +63,41 @@ func TestHostMemoryFile(t *testing.T) {
 	require.NoError(t, other.Free())
 	_, err = fabric.HostMemoryFile(addr, 1)
 	require.ErrorIs(t, err, fabric.ErrNotSupported, "freed buffers are forgotten")
+}
+
+// TestMapHostFile: a caller's sealed memfd becomes a shareable HostBuffer
+// holding its own descriptor; unsealed files and short files are refused.
+func TestMapHostFile(t *testing.T) {
+	fd, err := unix.MemfdCreate("test", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Skipf("memfd_create: %v", err)
+	}
+	defer unix.Close(fd)
+	require.NoError(t, unix.Ftruncate(fd, 10000))
+	_, err = fabric.MapHostFile(fd, 10000)
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument, "not sealed")
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
+	require.NoError(t, err)
+	_, err = fabric.MapHostFile(fd, 10001)
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument, "longer than the file")
+	_, err = fabric.MapHostFile(-1, 1)
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+
+	h, err := fabric.MapHostFile(fd, 10000)
+	require.NoError(t, err)
+	require.True(t, h.Shareable())
+	require.Equal(t, 10000, h.Len())
+	h.Bytes()[9999] = 5
+	f, err := fabric.HostMemoryFile(h.Addr()+9000, 1000)
+	require.NoError(t, err)
+	require.EqualValues(t, 9000, f.Offset)
+	require.EqualValues(t, 10000, f.Size)
+	var b [1]byte
+	_, err = unix.Pread(f.FD, b[:], 9999)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, b[0], "the caller's file backs the buffer")
+	require.NoError(t, unix.Close(f.FD))
+	require.NoError(t, h.Free())
+	_, err = unix.Pread(fd, b[:], 9999)
+	require.NoError(t, err, "the caller's descriptor is still its own")
 }

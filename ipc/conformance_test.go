@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ferryrdma/ferry/internal/enginetest"
+	"github.com/ferryrdma/ferry/fabric/fabrictest"
 	_ "github.com/ferryrdma/ferry/ipc"
 )
 
@@ -13,7 +13,7 @@ import (
 func TestConformance(t *testing.T) {
 	for _, nics := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("nics=%d", nics), func(t *testing.T) {
-			enginetest.Run(t, enginetest.Params{Transport: "ipc", NICs: nics})
+			fabrictest.Run(t, fabrictest.Params{Transport: "ipc", NICs: nics})
 		})
 	}
 }

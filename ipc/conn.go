@@ -23,7 +23,7 @@ type inConn struct {
 	cons  consumer  // worker-owned
 	dead  atomic.Bool
 	acked atomic.Uint64 // the last revocation the initiator acknowledged
-	gone  bool          // worker: counted in dying
+	gone  bool          // worker: no longer polled; dropped once dead
 }
 
 func (c *inConn) dropPage() {
@@ -198,7 +198,7 @@ func (d *Domain) accept(c *inConn) bool {
 		return false
 	}
 	defer unix.Close(fd)
-	mem, err := mapFile(fd, 0, connPageLen, false)
+	mem, err := mapFile(fd, 0, connPageLen, 0)
 	if err != nil {
 		return false
 	}
@@ -282,7 +282,7 @@ func (p *outPeer) connected(m ctlMsg, fd int) bool {
 	if m.a != connPageLen || m.b != immCap || m.c != msgCap {
 		return false
 	}
-	mem, err := mapFile(fd, 0, connPageLen, true)
+	mem, err := mapFile(fd, 0, connPageLen, connPageLen)
 	if err != nil {
 		return false
 	}
@@ -305,7 +305,7 @@ func (p *outPeer) mapped(m ctlMsg, fd int) {
 	if m.status == 0 {
 		if fd < 0 || m.c > m.b || m.d > m.b-m.c {
 			mp.errno = errnoProtocol
-		} else if mem, err := mapFile(fd, m.a, m.b, true); err != nil {
+		} else if mem, err := mapFile(fd, m.a, m.b, m.a+m.c+m.d); err != nil {
 			mp.errno = errnoNotSharing
 		} else {
 			mp.mem, mp.length = mem, m.d

@@ -43,7 +43,6 @@ type Domain struct {
 	peers     []*outPeer
 	peerOf    map[string]fabric.PeerID
 	conns     []*inConn // incoming connections the worker polls
-	dying     int       // conns marked dead, drained before removal
 	held      []*outPeer
 	dirty     []*outPeer // producers with unpublished immediates
 	done      evQueue

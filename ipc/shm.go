@@ -37,14 +37,15 @@ func newMemfd(name string, size int) (int, error) {
 }
 
 // mapFile maps [off, off+n) of fd shared and writable. A file received
-// from a peer must be sealed against shrinking and long enough: otherwise
-// the peer could truncate it under the mapping and turn our stores into
-// SIGBUS.
-func mapFile(fd int, off, n uint64, fromPeer bool) ([]byte, error) {
+// from a peer (need > 0) must be sealed against shrinking and at least
+// need bytes long (the end of what will be accessed; the mapping's last
+// page may reach past the end of the file): otherwise the peer could
+// truncate it under the mapping and turn our stores into SIGBUS.
+func mapFile(fd int, off, n, need uint64) ([]byte, error) {
 	if n == 0 || off+n < off || n > 1<<47 {
 		return nil, fmt.Errorf("map [%d, +%d): %w", off, n, fabric.ErrInvalidArgument)
 	}
-	if fromPeer {
+	if need > 0 {
 		seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 		if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
 			return nil, fmt.Errorf("peer memory file is not sealed against shrinking (seals %#x, %v): %w", seals, err, fabric.ErrNotSupported)
@@ -53,8 +54,8 @@ func mapFile(fd int, off, n uint64, fromPeer bool) ([]byte, error) {
 		if err := unix.Fstat(fd, &st); err != nil {
 			return nil, fmt.Errorf("stat peer memory file: %w", err)
 		}
-		if uint64(st.Size) < off+n {
-			return nil, fmt.Errorf("peer memory file of %d bytes, mapping [%d, +%d): %w", st.Size, off, n, fabric.ErrInvalidArgument)
+		if st.Size < 0 || uint64(st.Size) < need || need > off+n {
+			return nil, fmt.Errorf("peer memory file of %d bytes, mapping [%d, +%d) up to %d: %w", st.Size, off, n, need, fabric.ErrInvalidArgument)
 		}
 	}
 	b, err := unix.Mmap(fd, int64(off), int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)

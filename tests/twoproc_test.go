@@ -208,7 +208,7 @@ func shmFiles(t *testing.T) map[string]bool {
 }
 
 func TestTwoProcesses(t *testing.T) {
-	for _, tr := range []struct{ transport, node string }{{"tcp;ofi_rxm", "127.0.0.1"}, {"shm", ""}} {
+	for _, tr := range []struct{ transport, node string }{{"tcp;ofi_rxm", "127.0.0.1"}, {"shm", ""}, {"ipc", ""}} {
 		for _, nics := range []int{1, 2, 4} {
 			p := params{transport: tr.transport, node: tr.node, nics: nics}
 			t.Run(fmt.Sprintf("%s/nics=%d", tr.transport, nics), func(t *testing.T) { twoProcesses(t, p) })
@@ -275,7 +275,7 @@ func twoProcesses(t *testing.T, p params) {
 	ctr3, err := e.ImmCounter(3)
 	require.NoError(t, err)
 	send(reqFlood, 3)
-	if p.transport == "shm" {
+	if p.transport != "tcp;ofi_rxm" {
 		time.Sleep(20 * time.Millisecond)
 	} else {
 		require.NoError(t, ctr3.Wait(ctx, 50*2000))

@@ -27,7 +27,7 @@ type Spec struct {
 	// Backend is "host" (the default). "cuda" is not implemented yet.
 	Backend string
 	// Transport is the fabric transport ("auto", "efa", "verbs",
-	// "tcp;ofi_rxm", "shm", or "mem" for ranks in one process).
+	// "tcp;ofi_rxm", "shm", "ipc", or "mem" for ranks in one process).
 	Transport string
 	// Node pins libfabric to an address; "127.0.0.1" for loopback runs.
 	Node string

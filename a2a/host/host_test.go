@@ -18,6 +18,7 @@ import (
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
 	_ "github.com/ferryrdma/ferry/internal/memfabric"
+	_ "github.com/ferryrdma/ferry/ipc"
 )
 
 // exchange is a one-shot in-process all-gather.
@@ -158,12 +159,12 @@ func TestHostShapes(t *testing.T) {
 	}
 }
 
-// TestHostOverLibfabric carries the protocol over real libfabric providers
-// on loopback: tcp;ofi_rxm and shm.
+// TestHostOverLibfabric carries the protocol over real providers on
+// loopback: libfabric's tcp;ofi_rxm and shm, and ferry's ipc.
 func TestHostOverLibfabric(t *testing.T) {
 	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 16, Hidden: 64, Scales: 4,
 		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 12, ExpertsPerToken: 4, PrivateTokens: 3}
-	for _, transport := range []string{"tcp;ofi_rxm", "shm"} {
+	for _, transport := range []string{"tcp;ofi_rxm", "shm", "ipc"} {
 		t.Run(transport, func(t *testing.T) {
 			if _, err := fabric.ChooseTransport(transport, fabric.DomainOptions{Node: "127.0.0.1"}); err != nil {
 				if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {

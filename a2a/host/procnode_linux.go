@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/fabric"
 )
 
 // ProcessNode shares transport buffers between the processes of one
@@ -27,7 +28,8 @@ import (
 type ProcessNode struct {
 	l    a2a.Layout
 	ex   Exchanger
-	maps [][]byte
+	own  []*fabric.HostBuffer // this rank's buffers: shareable by the engine too (ipc)
+	maps [][]byte             // node peers' buffers
 	done bool
 }
 
@@ -72,16 +74,25 @@ func (n *ProcessNode) Share(ctx context.Context, sendBytes, recvBytes int) (send
 		}
 	}()
 	for i, size := range []int{sendBytes, recvBytes} {
-		if fds[i], err = unix.MemfdCreate(fmt.Sprintf("ferry-a2a-%d-%d", n.l.Rank, i), unix.MFD_CLOEXEC); err != nil {
+		if fds[i], err = unix.MemfdCreate(fmt.Sprintf("ferry-a2a-%d-%d", n.l.Rank, i), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING); err != nil {
 			return nil, nil, fmt.Errorf("process node: memfd_create: %w", err)
 		}
 		if err = unix.Ftruncate(fds[i], int64(size)); err != nil {
 			return nil, nil, fmt.Errorf("process node: ftruncate %d: %w", size, err)
 		}
-		m, err := n.mmap(fds[i], size)
-		if err != nil {
-			return nil, nil, err
+		// Sealed, so no process holding the file can shrink it under
+		// another's mapping; mapped through fabric, so the engine's ipc
+		// transport can share the receive buffer with ranks of other nodes
+		// of this host.
+		if _, err = unix.FcntlInt(uintptr(fds[i]), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+			return nil, nil, fmt.Errorf("process node: seal: %w", err)
 		}
+		hb, err := fabric.MapHostFile(fds[i], size)
+		if err != nil {
+			return nil, nil, fmt.Errorf("process node: %w", err)
+		}
+		n.own = append(n.own, hb)
+		m := hb.Bytes()
 		if i == 0 {
 			send[me] = m
 		} else {
@@ -246,6 +257,9 @@ func (n *ProcessNode) Close() error {
 	for _, m := range n.maps {
 		errs = append(errs, unix.Munmap(m))
 	}
-	n.maps = nil
+	for _, b := range n.own {
+		errs = append(errs, b.Free())
+	}
+	n.maps, n.own = nil, nil
 	return errors.Join(errs...)
 }

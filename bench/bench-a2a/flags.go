@@ -71,7 +71,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 
 	s := &o.spec
 	fs.StringVar(&s.Backend, "backend", "host", "a2a backend: host (cuda is not built yet)")
-	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
+	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
 	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")
 	fs.IntVar(&s.Iters, "iters", 200, "timed iterations")
 	fs.IntVar(&s.Warmup, "warmup", 20, "untimed iterations before them")
@@ -129,7 +129,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	}
 	if s.Transport == "mem" && cfg.WorldSize > 1 {
 		// The in-process provider cannot reach another process.
-		return nil, fmt.Errorf("%w: --provider mem connects ranks of one process only; use shm or \"tcp;ofi_rxm\"", errUsage)
+		return nil, fmt.Errorf("%w: --provider mem connects ranks of one process only; use shm, ipc or \"tcp;ofi_rxm\"", errUsage)
 	}
 	if err := s.Validate(); err != nil {
 		if errors.Is(err, fabric.ErrNotSupported) {

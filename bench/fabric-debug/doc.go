@@ -53,8 +53,8 @@
 // Every subcommand uses --provider auto unless told otherwise: EFA, then
 // verbs, never a silent fallback; where neither exists it refuses and
 // says what to pass. The header names the transport and why it was
-// chosen. On a machine without RDMA NICs, pass --provider shm (one host)
-// or 'tcp;ofi_rxm' (binds to 127.0.0.1 unless --node says otherwise).
+// chosen. On a machine without RDMA NICs, pass --provider shm or ipc (one
+// host) or 'tcp;ofi_rxm' (binds to 127.0.0.1 unless --node says otherwise).
 // --provider null runs the workloads through the engine over a domain
 // that completes every write at once: the engine's own cost, for example
 //
@@ -64,6 +64,14 @@
 // libfabric from one C loop (efa.RawBench), the provider's ceiling, in the
 // same table. GPU memory (--gpus, or GPUS other than "host") needs the
 // cuda package and is refused with a clear error.
+//
+// --provider ipc is ferry's own shared-memory transport between processes
+// of one host (package ipc): the writer copies straight into the target's
+// pages, so
+//
+//	fabric-debug loopback --provider ipc --workloads single --sizes 64M
+//
+// measures what one write can move through memory here.
 //
 // Ranks without --spawn take their rank, world size and master from the
 // launcher's environment (torchrun, Open MPI, Slurm, or FERRY_RANK,

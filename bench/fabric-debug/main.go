@@ -56,7 +56,7 @@ type options struct {
 func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fabric-debug "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.provider, "provider", o.provider, `transport: auto, efa, verbs, shm, "tcp;ofi_rxm", mem or null`)
+	fs.StringVar(&o.provider, "provider", o.provider, `transport: auto, efa, verbs, shm, ipc, "tcp;ofi_rxm", mem or null`)
 	fs.StringVar(&o.provider, "transport", o.provider, "same as --provider")
 	fs.StringVar(&o.spec.Node, "node", "", "address the provider binds to (default 127.0.0.1 for tcp)")
 	fs.IntVar(&o.spec.NICs, "nics", 1, "NICs (domains) per group")

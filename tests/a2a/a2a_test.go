@@ -84,8 +84,8 @@ func surePaths(cfg a2a.Config) []a2a.Path {
 }
 
 // fastCases run in every go test: together they carry every path class,
-// fp8 bytes with fp32 scales, bf16 and fp32 combine, D = 1 and 2, both
-// providers, 2 NICs and padding.
+// fp8 bytes with fp32 scales, bf16, fp16 and fp32 combine, D = 1 and 2,
+// the three providers, 2 NICs and padding.
 func fastCases() []testCase {
 	cases := []testCase{
 		{name: "shm/W8_S4_D2_fp8_bf16", transport: "shm", iters: 4, cfg: a2a.Config{WorldSize: 8, NVLinkSize: 4,
@@ -94,6 +94,9 @@ func fastCases() []testCase {
 		{name: "tcp/W4_S2_D1_nic2_bf16_fp32", transport: "tcp;ofi_rxm", iters: 4, cfg: a2a.Config{WorldSize: 4,
 			NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 9, Hidden: 20, DispatchType: a2a.BF16, CombineType: a2a.FP32,
 			Experts: 10, ExpertsPerToken: 4, PrivateTokens: 2, ExpertPadding: 16}},
+		{name: "ipc/W4_S2_D2_nic2_fp8_fp16", transport: "ipc", iters: 4, cfg: a2a.Config{WorldSize: 4,
+			NVLinkSize: 2, ReplicaSize: 2, NICsPerGPU: 2, MaxTokens: 8, Hidden: 32, Scales: 2, DispatchType: a2a.FP8,
+			CombineType: a2a.FP16, Experts: 8, ExpertsPerToken: 2, PrivateTokens: 1}},
 	}
 	for i := range cases {
 		cases[i].paths = allPaths(cases[i].cfg)
@@ -101,13 +104,13 @@ func fastCases() []testCase {
 	return cases
 }
 
-// fullCases is the matrix: W in {2, 4, 8} over both providers, D in
+// fullCases is the matrix: W in {2, 4, 8} over the three providers, D in
 // {1, 2}, one or two domains, the three combine types, fp8 with scales.
 func fullCases() []testCase {
 	var cases []testCase
 	types := [][2]a2a.DType{{a2a.FP8, a2a.BF16}, {a2a.BF16, a2a.FP32}, {a2a.FP32, a2a.FP16}, {a2a.FP8, a2a.FP32}}
 	n := 0
-	for _, transport := range []string{"shm", "tcp;ofi_rxm"} {
+	for _, transport := range []string{"shm", "tcp;ofi_rxm", "ipc"} {
 		for _, W := range []int{2, 4, 8} {
 			for _, D := range []int{1, 2} {
 				domains := []int{D} // replicas alone in their domain

@@ -20,6 +20,7 @@ import (
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	_ "github.com/ferryrdma/ferry/ipc"
 )
 
 // job is what the parent tells every rank (as JSON in jobEnv).

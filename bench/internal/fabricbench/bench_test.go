@@ -21,7 +21,7 @@ import (
 )
 
 var loopbackProviders = []struct{ provider, node string }{
-	{"mem", ""}, {"shm", ""}, {"tcp;ofi_rxm", "127.0.0.1"},
+	{"mem", ""}, {"shm", ""}, {"ipc", ""}, {"tcp;ofi_rxm", "127.0.0.1"},
 }
 
 func TestLoopbackVerified(t *testing.T) {
@@ -86,7 +86,7 @@ func TestServeClientTwoProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server process")
 	}
-	for _, p := range []struct{ provider, node string }{{"tcp;ofi_rxm", "127.0.0.1"}, {"shm", ""}} {
+	for _, p := range []struct{ provider, node string }{{"tcp;ofi_rxm", "127.0.0.1"}, {"shm", ""}, {"ipc", ""}} {
 		t.Run(p.provider, func(t *testing.T) {
 			s := smallSpec(p.provider, 2)
 			s.Node = p.node

@@ -12,7 +12,7 @@ import (
 // with it.
 func TestLoopbackLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
-	for _, p := range []string{"mem", "shm"} {
+	for _, p := range []string{"mem", "shm", "ipc"} {
 		rep, err := Loopback(testCtx(t), smallSpec(p, 2), nil)
 		skipIfUnusable(t, err)
 		require.NoError(t, err)

@@ -95,7 +95,7 @@ func Raw(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 		return nil, err
 	}
 	switch spec.Provider {
-	case "null", "mem", "verbs", "auto":
+	case "null", "mem", "verbs", "ipc", "auto":
 		return nil, fmt.Errorf("--raw runs libfabric providers only, not %q: %w", spec.Provider, fabric.ErrInvalidArgument)
 	}
 	h := newHeader("raw", spec, PeerInfo{Transport: spec.Provider, Provider: "libfabric", Reason: "explicit",

@@ -130,7 +130,7 @@ func (r *Report) Failed() bool {
 
 // isLoopback reports whether a transport moves bytes without a NIC.
 func isLoopback(transport string) bool {
-	for _, t := range []string{"shm", "tcp", "sockets", "udp", "mem", "null"} {
+	for _, t := range []string{"shm", "ipc", "tcp", "sockets", "udp", "mem", "null"} {
 		if strings.Contains(transport, t) {
 			return true
 		}

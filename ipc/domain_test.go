@@ -1,0 +1,270 @@
+package ipc_test
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/ipc"
+)
+
+// TestWrites: writes of every size class land with their immediates
+// (a large one through the helper copiers), held while the connection and
+// mapping are set up; bad keys, ranges and peers fail with their errors;
+// a zero-byte write carries its immediate without a key.
+func TestWrites(t *testing.T) {
+	a, b := openSide(t, 16<<20), openSide(t, 16<<20)
+	fill(a.buf.Bytes(), 3)
+	peer := a.resolve(b)
+	sizes := []uint64{1, 64, 4096, 65536, 1<<20 + 3, 9<<20 + 5}
+	var ops []fabric.WriteOp
+	off := uint64(0)
+	for i, n := range sizes {
+		ops = append(ops, a.write(peer, b, off, n, uint64(i+1), uint32(100+i)))
+		off += n
+	}
+	a.post(ops...) // before the connection is up: all held
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == len(ops) && len(b.imms) == len(ops) }, a, b)
+	for _, op := range ops {
+		require.Zero(t, a.byCtx[op.Context].Errno)
+	}
+	require.True(t, bytes.Equal(a.buf.Bytes()[:off], b.buf.Bytes()[:off]), "bytes differ")
+	require.ElementsMatch(t, []uint32{100, 101, 102, 103, 104, 105}, b.imms)
+
+	bad := []fabric.WriteOp{
+		a.write(peer, b, uint64(b.buf.Len())-10, 11, 20, 0),                                  // past the end
+		a.write(peer, b, 1<<62, 1, 21, 0),                                                    // far past the end
+		{Local: a.addr(0), Length: 8, RemoteKey: b.keys.Remote ^ 1, Peer: peer, Context: 22}, // unknown key
+		{Local: a.addr(0), Length: 8, RemoteKey: b.keys.Remote, Peer: peer + 7, Context: 23}, // unknown peer
+		{Peer: peer, Context: 24, Imm: 77, Flags: fabric.WriteHasImm, RemoteKey: 12345},      // zero bytes: no key check
+	}
+	b.imms = nil
+	a.post(bad...)
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == len(ops)+len(bad) && len(b.imms) == 1 }, a, b)
+	for ctx, errno := range map[uint64]int32{20: 13, 21: 13, 22: 13, 23: 22, 24: 0} {
+		ev := a.byCtx[ctx]
+		require.Equal(t, errno, ev.Errno, "context %d", ctx)
+		if errno != 0 {
+			err := a.d.DescribeError(ev)
+			require.ErrorIs(t, err, fabric.ErrProvider)
+			require.NotErrorIs(t, err, ipc.ErrPeerGone)
+		}
+	}
+	require.Equal(t, []uint32{77}, b.imms)
+}
+
+// TestRingFullHolds: a target that does not poll stops its initiators
+// once its immediate ring is full; their writes are held, not refused,
+// and complete in order once it drains.
+func TestRingFullHolds(t *testing.T) {
+	a, b := openSide(t, 1<<20), openSide(t, 1<<20)
+	peer := a.resolve(b)
+	const total = 1<<14 + 500
+	ops := make([]fabric.WriteOp, 0, 256)
+	for i := 0; i < total; i += len(ops) {
+		ops = ops[:0]
+		for j := i; j < min(total, i+256); j++ {
+			ops = append(ops, fabric.WriteOp{Local: a.addr(0), Length: 8, Remote: 8, RemoteKey: b.keys.Remote,
+				Peer: peer, Context: uint64(j), Imm: uint32(j), Flags: fabric.WriteHasImm})
+		}
+		a.post(ops...)
+		a.poll()
+	}
+	// b never polled: a can finish at most a ring's worth.
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) >= 1<<14 }, a)
+	a.poll()
+	require.Equal(t, 1<<14, len(a.byCtx), "writes past the ring's capacity are held")
+	pump(t, 10*time.Second, func() bool { return len(b.imms) == total && len(a.byCtx) == total }, a, b)
+	for i, v := range b.imms {
+		require.EqualValues(t, i, v, "immediates of one connection arrive in order")
+	}
+}
+
+// TestUnregisterRevokes: after the target unregisters a region, writes
+// into it fail and the initiator's mapping is gone, whether or not the
+// initiator polled meanwhile.
+func TestUnregisterRevokes(t *testing.T) {
+	a, b := openSide(t, 1<<20), openSide(t, 1<<20)
+	peer := a.resolve(b)
+	extra, err := fabric.AllocHost(1 << 20)
+	require.NoError(t, err)
+	defer extra.Free()
+	k2, err := b.d.RegisterMemory(extra.Span(), fabric.AccessRemoteWrite)
+	require.NoError(t, err)
+	w := fabric.WriteOp{Local: a.addr(0), Length: 4096, RemoteKey: k2.Remote, Peer: peer, Context: 1}
+	a.post(w)
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 }, a, b)
+	require.Zero(t, a.byCtx[1].Errno)
+	before := ipc.LiveMappings()
+	require.NoError(t, b.d.UnregisterMemory(k2)) // a's reader acknowledges; a's worker is idle
+	require.Equal(t, before-1, ipc.LiveMappings(), "the initiator unmapped the region")
+	w.Context = 2
+	a.post(w)
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 }, a, b)
+	require.EqualValues(t, 13, a.byCtx[2].Errno, "a write after unregistration fails")
+	require.ErrorIs(t, b.d.UnregisterMemory(k2), fabric.ErrUnknownRegion)
+}
+
+// TestSendRecv: messages land in posted buffers in order; a message
+// larger than its buffer completes the receive with EMSGSIZE; one larger
+// than the ring fails at the sender; a full ring makes the sender busy.
+func TestSendRecv(t *testing.T) {
+	a, b := openSide(t, 4<<20), openSide(t, 4<<20)
+	fill(a.buf.Bytes(), 9)
+	peer := a.resolve(b)
+	var recvs []fabric.RecvOp
+	for i := 0; i < 4; i++ {
+		recvs = append(recvs, fabric.RecvOp{Local: b.addr(uint64(i) << 20), Length: 1 << 20, Context: uint64(50 + i)})
+	}
+	recvs[3].Length = 10
+	n, err := b.d.PostRecvs(recvs)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	sends := []fabric.SendOp{
+		{Local: a.addr(0), Length: 5, Peer: peer, Context: 1},
+		{Local: a.addr(100), Length: ipc.MaxMessage, Peer: peer, Context: 2},
+		{Local: a.addr(7), Length: 0, Peer: peer, Context: 3},
+		{Local: a.addr(0), Length: 11, Peer: peer, Context: 4},
+		{Local: a.addr(0), Length: ipc.MaxMessage + 1, Peer: peer, Context: 5},
+	}
+	posted := 0
+	pump(t, 10*time.Second, func() bool {
+		if posted < len(sends) {
+			n, err := a.d.PostSends(sends[posted:])
+			require.NoError(t, err)
+			posted += n
+		}
+		return len(a.byCtx) == len(sends) && len(b.recvs) == 4
+	}, a, b)
+	for ctx, errno := range map[uint64]int32{1: 0, 2: 0, 3: 0, 4: 0, 5: 90} {
+		require.Equal(t, errno, a.byCtx[ctx].Errno, "send %d", ctx)
+	}
+	want := []struct {
+		ctx, n uint64
+		errno  int32
+	}{{50, 5, 0}, {51, ipc.MaxMessage, 0}, {52, 0, 0}, {53, 11, 90}}
+	for i, w := range want {
+		got := b.recvs[i]
+		require.Equal(t, w.ctx, got.Context)
+		require.Equal(t, w.n, got.Length)
+		require.Equal(t, w.errno, got.Errno)
+	}
+	require.Equal(t, a.buf.Bytes()[:5], b.buf.Bytes()[:5])
+	require.True(t, bytes.Equal(a.buf.Bytes()[100:100+ipc.MaxMessage], b.buf.Bytes()[1<<20:1<<20+ipc.MaxMessage]))
+
+	// Nobody receives: the ring fills and the sender is told to wait.
+	big := fabric.SendOp{Local: a.addr(0), Length: 300 << 10, Peer: peer, Context: 9}
+	busy := false
+	for i := 0; i < 5 && !busy; i++ {
+		n, err := a.d.PostSends([]fabric.SendOp{big})
+		require.NoError(t, err)
+		busy = n == 0
+	}
+	require.True(t, busy, "a full message ring makes PostSends return 0")
+}
+
+// TestNoLeaks: domains opened, connected both ways, written through and
+// closed leave no descriptor, mapping, registration or goroutine behind.
+func TestNoLeaks(t *testing.T) {
+	cycle := func() {
+		a, err := ipc.Open()
+		require.NoError(t, err)
+		b, err := ipc.Open()
+		require.NoError(t, err)
+		buf, err := fabric.AllocHost(1 << 20)
+		require.NoError(t, err)
+		ka, err := a.RegisterMemory(buf.Span(), fabric.AccessRemoteWrite)
+		require.NoError(t, err)
+		kb, err := b.RegisterMemory(buf.Span(), fabric.AccessRemoteWrite)
+		require.NoError(t, err)
+		pa, err := a.ResolvePeer(b.Address())
+		require.NoError(t, err)
+		pb, err := b.ResolvePeer(a.Address())
+		require.NoError(t, err)
+		_, err = a.PostWrites([]fabric.WriteOp{{Local: uint64(buf.Addr()), Length: 64, Remote: 4096, RemoteKey: kb.Remote, Peer: pa, Context: 1}})
+		require.NoError(t, err)
+		_, err = b.PostWrites([]fabric.WriteOp{{Local: uint64(buf.Addr()), Length: 64, Remote: 8192, RemoteKey: ka.Remote, Peer: pb, Context: 1}})
+		require.NoError(t, err)
+		evs := make([]fabric.Event, 8)
+		got := 0
+		deadline := time.Now().Add(10 * time.Second)
+		for got < 2 && time.Now().Before(deadline) {
+			for _, d := range []*ipc.Domain{a, b} {
+				n, err := d.Poll(evs)
+				require.NoError(t, err)
+				for _, ev := range evs[:n] {
+					require.Zero(t, ev.Errno)
+					got++
+				}
+			}
+			runtime.Gosched()
+		}
+		require.Equal(t, 2, got)
+		require.NoError(t, a.UnregisterMemory(ka))
+		require.NoError(t, b.UnregisterMemory(kb))
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+		require.NoError(t, buf.Free())
+		require.NoError(t, a.Close(), "second Close")
+	}
+	cycle() // warm up lazily created runtime state
+	fds, goroutines, maps := openFDs(t), runtime.NumGoroutine(), ipcMaps(t)
+	for i := 0; i < 5; i++ {
+		cycle()
+	}
+	require.Zero(t, ipc.LiveMappings())
+	require.Zero(t, ipc.LiveRegistrations())
+	require.Equal(t, fds, openFDs(t), "descriptors")
+	require.Equal(t, maps, ipcMaps(t), "connection page mappings")
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines")
+}
+
+// TestBadInput: registrations and addresses ipc cannot serve are refused
+// with typed errors.
+func TestBadInput(t *testing.T) {
+	d, err := ipc.Open()
+	require.NoError(t, err)
+	defer d.Close()
+	anon := make([]byte, 8192) // Go heap: never registered remote-writable
+	_, err = d.RegisterMemory(fabric.MemorySpan{Addr: fabricAddr(anon), Len: 8192, Device: fabric.HostDevice}, fabric.AccessRemoteWrite)
+	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	_, err = d.RegisterMemory(fabric.MemorySpan{Addr: 4096, Len: 4096, Device: fabric.CUDADevice(0)}, fabric.AccessLocal)
+	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	k, err := d.RegisterMemory(fabric.MemorySpan{Addr: fabricAddr(anon), Len: 8192, Device: fabric.HostDevice}, fabric.AccessLocal)
+	require.NoError(t, err, "local-only memory may be anything")
+	require.NoError(t, d.UnregisterMemory(k))
+	require.ErrorIs(t, d.UnregisterMemory(fabric.MemoryKeys{Remote: 99}), fabric.ErrUnknownRegion)
+
+	other, err := fabric.AddressFromRaw([]byte("not an ipc address"))
+	require.NoError(t, err)
+	_, err = d.ResolvePeer(other)
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+	gone, err := ipc.Open()
+	require.NoError(t, err)
+	addr := gone.Address()
+	require.NoError(t, gone.Close())
+	_, err = d.ResolvePeer(addr)
+	require.ErrorIs(t, err, ipc.ErrPeerGone, "a closed endpoint")
+	require.True(t, errors.Is(err, ipc.ErrPeerGone))
+	raw := addr.Raw()
+	raw[2] ^= 0xff // another host's boot id
+	far, err := fabric.AddressFromRaw(raw)
+	require.NoError(t, err)
+	_, err = d.ResolvePeer(far)
+	require.ErrorIs(t, err, fabric.ErrNotSupported)
+
+	require.NoError(t, d.Close())
+	_, err = d.PostWrites([]fabric.WriteOp{{}})
+	require.ErrorIs(t, err, fabric.ErrClosed)
+	_, err = d.RegisterMemory(fabric.MemorySpan{Addr: 4096, Len: 1, Device: fabric.HostDevice}, fabric.AccessLocal)
+	require.ErrorIs(t, err, fabric.ErrClosed)
+}
