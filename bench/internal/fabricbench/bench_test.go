@@ -182,7 +182,7 @@ func TestRanksSpawn(t *testing.T) {
 }
 
 func TestRaw(t *testing.T) {
-	for _, p := range loopbackProviders[1:] {
+	for _, p := range []struct{ provider, node string }{{"shm", ""}, {"tcp;ofi_rxm", "127.0.0.1"}} {
 		t.Run(p.provider, func(t *testing.T) {
 			s := smallSpec(p.provider, 1)
 			s.Node = p.node
@@ -196,8 +196,10 @@ func TestRaw(t *testing.T) {
 			}
 		})
 	}
-	_, err := Raw(testCtx(t), Spec{Provider: "null"}, nil)
-	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+	for _, p := range []string{"null", "ipc"} {
+		_, err := Raw(testCtx(t), Spec{Provider: p}, nil)
+		require.ErrorIs(t, err, fabric.ErrInvalidArgument, "raw runs libfabric only, not %s", p)
+	}
 }
 
 // The JSON output is one record per line, written as the run goes: a
