@@ -22,7 +22,8 @@ build: deps
 test: deps vet
 	$(GO) test $(TESTFLAGS) -count=1 -v -run '^TestKernelGate$$' ./internal/devicecode
 	$(GO) test $(TESTFLAGS) -count=1 -skip '^TestKernelGate$$' -timeout 20m $(PKGS)
-	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./internal/enginetest ./ipc ./tests
+	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./ipc ./tests
+	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m -run TestConformance ./efa
 	CGO_ENABLED=0 $(GO) build ./fabric/...
 
 vet:

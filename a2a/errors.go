@@ -3,31 +3,35 @@ package a2a
 import (
 	"errors"
 	"fmt"
-	"net"
+
+	"github.com/ferryrdma/ferry/internal/errdefs"
 )
 
 // Sentinel errors. Every error this package returns wraps one of them, so
 // errors.Is tells the category; the typed errors below carry the details.
-// ErrClosed is net.ErrClosed, as in fabric. The planner, oracle and state
-// machine do not import fabric, so they build and test on their own.
+// ErrClosed, ErrTimeout, ErrBusy and ErrInvalidArgument are the categories
+// every ferry package shares (fabric.ErrTimeout is a2a.ErrTimeout), and
+// ErrInvalidConfig is a kind of ErrInvalidArgument. The planner, oracle and
+// state machine do not import fabric, so they build and test on their own.
 var (
 	// ErrInvalidConfig is a Config that fails validation (see ConfigError).
-	ErrInvalidConfig = errors.New("invalid a2a config")
+	// It wraps ErrInvalidArgument.
+	ErrInvalidConfig = fmt.Errorf("invalid a2a config: %w", errdefs.ErrInvalidArgument)
 	// ErrInvalidArgument is a call argument that fails validation before
 	// anything was sent (see ArgumentError).
-	ErrInvalidArgument = errors.New("invalid a2a argument")
+	ErrInvalidArgument = errdefs.ErrInvalidArgument
 	// ErrCallOrder is a call that the dispatch/combine state machine does not
 	// allow in the current state (see OrderError). The context is unchanged.
 	ErrCallOrder = errors.New("a2a call out of order")
 	// ErrBusy is a call made while another call on the same Context runs.
-	ErrBusy = errors.New("a2a context busy")
+	ErrBusy = errdefs.ErrBusy
 	// ErrBroken is returned by every call after a backend failure left the
 	// protocol in an unknown state; only Close is still useful.
 	ErrBroken = errors.New("a2a context broken by an earlier failure")
 	// ErrClosed is returned by every call after Close.
-	ErrClosed = net.ErrClosed
+	ErrClosed = errdefs.ErrClosed
 	// ErrTimeout is a wait whose context ended before its peers delivered.
-	ErrTimeout = errors.New("a2a wait timed out")
+	ErrTimeout = errdefs.ErrTimeout
 )
 
 // ConfigError says which Config field is wrong and why. It wraps

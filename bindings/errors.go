@@ -66,9 +66,9 @@ var codes = []struct {
 	{fabric.ErrTooLarge, codeTooLarge},
 	{fabric.ErrRemoved, codeRemoved},
 	{errBadHandle, codeBadHandle},
-	{rendezvous.ErrInvalidConfig, codeInvalid},
-	{rendezvous.ErrTimeout, codeTimeout},
-	{rendezvous.ErrTooLarge, codeTooLarge},
+	// rendezvous shares fabric's categories (its ErrTimeout is
+	// fabric.ErrTimeout, its ErrInvalidConfig wraps ErrInvalidArgument):
+	// only its own kinds need rows.
 	{rendezvous.ErrAuth, codeRendezvous},
 	{rendezvous.ErrRejected, codeRendezvous},
 	{rendezvous.ErrProtocol, codeRendezvous},

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 
-	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/internal/cudadrv"
 )
 
@@ -98,9 +97,6 @@ func (d Device) Ordinal() int { return d.ordinal }
 
 // String returns "cuda:N".
 func (d Device) String() string { return fmt.Sprintf("cuda:%d", d.ordinal) }
-
-// Fabric returns the engine's name for this device's memory.
-func (d Device) Fabric() fabric.Device { return fabric.CUDADevice(d.ordinal) }
 
 // Attribute returns one device attribute.
 func (d Device) Attribute(a Attribute) (int, error) {

@@ -5,26 +5,27 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/internal/cudadrv"
+	"github.com/ferryrdma/ferry/internal/errdefs"
 )
 
-// Sentinel errors, shared with package fabric so that one errors.Is test
-// works across the engine and this package.
+// Sentinel errors: the categories every ferry package shares (the same
+// values as fabric.ErrNotSupported, fabric.ErrTimeout, ...), so one
+// errors.Is test works across the engine and this package.
 var (
 	// ErrNotSupported: no driver, no device, a build with CGO_ENABLED=0, or a
 	// driver or device without the feature. Every entry point returns an
 	// error wrapping it on a machine without CUDA.
-	ErrNotSupported = fabric.ErrNotSupported
+	ErrNotSupported = errdefs.ErrNotSupported
 	// ErrClosed: the object (or its context) was closed.
-	ErrClosed = fabric.ErrClosed
+	ErrClosed = errdefs.ErrClosed
 	// ErrInvalidArgument: bad input found before the driver was called.
-	ErrInvalidArgument = fabric.ErrInvalidArgument
+	ErrInvalidArgument = errdefs.ErrInvalidArgument
 	// ErrTimeout: a wait's context ended first.
-	ErrTimeout = fabric.ErrTimeout
+	ErrTimeout = errdefs.ErrTimeout
 	// ErrBusy: a context closed while objects made in it are still open,
 	// or options changed after the driver was loaded.
-	ErrBusy = fabric.ErrBusy
+	ErrBusy = errdefs.ErrBusy
 	// ErrCompile is wrapped by every *CompileError.
 	ErrCompile = errors.New("kernel compilation failed")
 )

@@ -3,7 +3,8 @@ package fabric
 import (
 	"errors"
 	"fmt"
-	"net"
+
+	"github.com/ferryrdma/ferry/internal/errdefs"
 )
 
 // Sentinel errors. Every error returned by this package and by its providers
@@ -12,13 +13,16 @@ import (
 var (
 	// ErrClosed is returned by every call on a closed engine and fails every
 	// operation still pending when the engine closes. It is net.ErrClosed.
-	ErrClosed = net.ErrClosed
+	// It, ErrNotSupported, ErrTimeout, ErrInvalidArgument, ErrBusy and
+	// ErrTooLarge are the categories every ferry package shares: cuda.ErrTimeout,
+	// a2a.ErrTimeout and rendezvous.ErrTimeout are this same ErrTimeout.
+	ErrClosed = errdefs.ErrClosed
 	// ErrNotSupported means this machine, build or provider lacks a feature.
-	ErrNotSupported = errors.New("not supported")
+	ErrNotSupported = errdefs.ErrNotSupported
 	// ErrTimeout means a wait's context ended or a protocol deadline passed.
-	ErrTimeout = errors.New("timed out")
+	ErrTimeout = errdefs.ErrTimeout
 	// ErrInvalidArgument is bad input found before anything was posted.
-	ErrInvalidArgument = errors.New("invalid argument")
+	ErrInvalidArgument = errdefs.ErrInvalidArgument
 	// ErrUnknownRegion is a memory region that is nil, unregistered, or
 	// registered with another engine.
 	ErrUnknownRegion = errors.New("unknown memory region")
@@ -34,9 +38,9 @@ var (
 	// ErrUnknownProvider is a provider name no imported package registered.
 	ErrUnknownProvider = errors.New("unknown provider")
 	// ErrBusy is a Transfer handle submitted again before it was waited for.
-	ErrBusy = errors.New("busy")
+	ErrBusy = errdefs.ErrBusy
 	// ErrTooLarge is a message larger than the send buffers.
-	ErrTooLarge = errors.New("message too large")
+	ErrTooLarge = errdefs.ErrTooLarge
 	// ErrRemoved is returned to waiters of an immediate counter that was
 	// removed or replaced.
 	ErrRemoved = errors.New("counter removed")

@@ -70,7 +70,7 @@ func TestBlockRange(t *testing.T) {
 // inside the write; paged and peer-sharded scatter blocks cover every page
 // or target exactly once; byte slices lie inside their target. The counts
 // themselves are checked end to end, request by request, in
-// internal/enginetest.
+// fabric/fabrictest.
 func TestShardsStayInBounds(t *testing.T) {
 	for n := 1; n <= MaxNICs; n++ {
 		for _, length := range []uint64{0, 1, 100, 8192, 1<<20 + 3} {

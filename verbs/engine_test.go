@@ -3,7 +3,7 @@ package verbs
 import (
 	"testing"
 
-	"github.com/ferryrdma/ferry/internal/enginetest"
+	"github.com/ferryrdma/ferry/fabric/fabrictest"
 )
 
 // TestEngineConformance runs the engine conformance suite (every request
@@ -13,7 +13,7 @@ func TestEngineConformance(t *testing.T) {
 	for _, nics := range []int{1, 2} {
 		t.Run(map[int]string{1: "1nic", 2: "2nic"}[nics], func(t *testing.T) {
 			requireDevices(t, nics)
-			enginetest.Run(t, enginetest.Params{Transport: "verbs", NICs: nics})
+			fabrictest.Run(t, fabrictest.Params{Transport: "verbs", NICs: nics})
 		})
 	}
 }

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -16,7 +17,7 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 	}
 	n := d.drainPending(events)
 	if n < len(events) {
-		nev, nud, err := d.dom.Poll(events[n:], d.ud[:])
+		nev, nud, err := d.dom.Poll(unsafe.Pointer(unsafe.SliceData(events[n:])), len(events)-n, d.ud[:])
 		if err != nil {
 			return n, wrapErr("poll", err)
 		}

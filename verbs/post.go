@@ -3,6 +3,7 @@ package verbs
 import (
 	"fmt"
 	"syscall"
+	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/internal/ibv"
@@ -60,7 +61,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	for i < len(ops) {
 		nseg, covered, v := planWrites(ops[i:], d.segs[:], d.judgeW)
 		if nseg > 0 {
-			n, e := d.dom.PostWrites(ops[i:], d.segs[:nseg])
+			n, e := d.dom.PostWrites(unsafe.Pointer(unsafe.SliceData(ops[i:])), d.segs[:nseg])
 			i += n
 			if e != 0 {
 				if d.full(e) {
@@ -114,7 +115,7 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 			}
 		}
 		if j > i {
-			n, e := d.dom.PostSends(ops[i:j])
+			n, e := d.dom.PostSends(unsafe.Pointer(unsafe.SliceData(ops[i:j])), j-i)
 			i += n
 			if e != 0 {
 				if d.full(e) {
@@ -149,7 +150,7 @@ func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
 	}
 	for i := range ops {
 		if !validLength(ops[i].Length) {
-			n, e := d.dom.PostRecvs(ops[:i])
+			n, e := d.dom.PostRecvs(unsafe.Pointer(unsafe.SliceData(ops)), i)
 			if e != 0 && !busy(e) {
 				return n, wrapErr("post receives", &ibv.OpError{Op: "ibv_post_srq_recv", Errno: e})
 			}
@@ -159,7 +160,7 @@ func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
 			return i, fmt.Errorf("verbs: receive of %d bytes: %w", ops[i].Length, fabric.ErrInvalidArgument)
 		}
 	}
-	n, e := d.dom.PostRecvs(ops)
+	n, e := d.dom.PostRecvs(unsafe.Pointer(unsafe.SliceData(ops)), len(ops))
 	if e != 0 && !busy(e) {
 		return n, wrapErr("post receives", &ibv.OpError{Op: "ibv_post_srq_recv", Errno: e})
 	}
@@ -179,7 +180,7 @@ func (d *Domain) flushBacklog() {
 		full := false
 		for len(p.heldW) > 0 && !full {
 			nseg, covered, _ := planWrites(p.heldW, d.segs[:], postAll)
-			n, e := d.dom.PostWrites(p.heldW, d.segs[:nseg])
+			n, e := d.dom.PostWrites(unsafe.Pointer(unsafe.SliceData(p.heldW)), d.segs[:nseg])
 			p.heldW = p.heldW[:copy(p.heldW, p.heldW[n:])]
 			if e != 0 && !busy(e) {
 				d.failHeldWrite(p, e)
@@ -187,7 +188,7 @@ func (d *Domain) flushBacklog() {
 			full = e != 0 || n < covered
 		}
 		for len(p.heldS) > 0 && !full {
-			n, e := d.dom.PostSends(p.heldS)
+			n, e := d.dom.PostSends(unsafe.Pointer(unsafe.SliceData(p.heldS)), len(p.heldS))
 			p.heldS = p.heldS[:copy(p.heldS, p.heldS[n:])]
 			if e != 0 && !busy(e) && len(p.heldS) > 0 {
 				d.pending = append(d.pending, fabric.Event{Kind: fabric.EventSend, Context: p.heldS[0].Context,

@@ -17,7 +17,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/internal/memfabric"
+	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 	_ "github.com/ferryrdma/ferry/ipc"
 )
 

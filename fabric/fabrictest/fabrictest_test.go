@@ -1,13 +1,18 @@
 package fabrictest_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
 )
 
-// The suite over the in-process transport, through the public entry
-// point, as a user's module runs it.
+// The suite over the in-process transport with 1, 2 and 4 NICs, through
+// the public entry point, as a user's module runs it.
 func TestConformanceMem(t *testing.T) {
-	fabrictest.Run(t, fabrictest.Params{Transport: fabrictest.Mem, NICs: 2})
+	for _, nics := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("nics=%d", nics), func(t *testing.T) {
+			fabrictest.Run(t, fabrictest.Params{Transport: fabrictest.Mem, NICs: nics})
+		})
+	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/gpu"
-	_ "github.com/ferryrdma/ferry/internal/memfabric"
+	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 )
 
 // Tests named TestGPU* need a CUDA device and NVRTC; elsewhere they skip

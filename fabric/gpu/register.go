@@ -275,3 +275,9 @@ func DmabufAvailable(ordinal int) error {
 	}
 	return nil
 }
+
+// DeviceOf returns the engine's name for the memory of a CUDA device (the
+// Device of fabric.MemorySpan and of GroupSpec for that GPU). It lives
+// here, beside the other GPU-to-engine glue, so that package cuda does
+// not depend on the engine.
+func DeviceOf(d cuda.Device) fabric.Device { return fabric.CUDADevice(d.Ordinal()) }

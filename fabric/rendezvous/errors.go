@@ -3,16 +3,20 @@ package rendezvous
 import (
 	"errors"
 	"fmt"
-	"net"
+
+	"github.com/ferryrdma/ferry/internal/errdefs"
 )
 
 // Sentinel errors. Every error this package returns wraps one of them.
+// ErrTimeout, ErrTooLarge, ErrPeerLost and ErrClosed are the categories
+// every ferry package shares (fabric.ErrTimeout is rendezvous.ErrTimeout),
+// and ErrInvalidConfig is a kind of fabric.ErrInvalidArgument.
 var (
 	// ErrInvalidConfig is a Config that cannot work: rank outside the
 	// world, no token, an address that is not loopback without AllowRemote.
-	ErrInvalidConfig = errors.New("invalid rendezvous config")
+	ErrInvalidConfig = fmt.Errorf("invalid rendezvous config: %w", errdefs.ErrInvalidArgument)
 	// ErrTimeout is a deadline that passed before every rank arrived.
-	ErrTimeout = errors.New("rendezvous timed out")
+	ErrTimeout = errdefs.ErrTimeout
 	// ErrAuth is a joiner that presented the wrong job token.
 	ErrAuth = errors.New("rendezvous authentication failed")
 	// ErrRejected is a joiner refused by rank 0 for its rank or world size.
@@ -21,12 +25,12 @@ var (
 	// ranks calling different collectives.
 	ErrProtocol = errors.New("rendezvous protocol error")
 	// ErrTooLarge is a message over the size limit.
-	ErrTooLarge = errors.New("rendezvous message too large")
+	ErrTooLarge = errdefs.ErrTooLarge
 	// ErrPeerLost is a connection to rank 0, or of a rank to rank 0, that
 	// closed before the job did.
-	ErrPeerLost = errors.New("rendezvous peer lost")
+	ErrPeerLost = errdefs.ErrPeerLost
 	// ErrClosed is returned by calls on a closed Group; it is net.ErrClosed.
-	ErrClosed = net.ErrClosed
+	ErrClosed = errdefs.ErrClosed
 )
 
 // Error is a failed rendezvous operation. It wraps one sentinel.

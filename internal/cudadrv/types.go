@@ -3,11 +3,11 @@ package cudadrv
 import (
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/errdefs"
 )
 
-// ErrNotSupported is fabric.ErrNotSupported.
-var ErrNotSupported = fabric.ErrNotSupported
+// ErrNotSupported is the shared category (fabric.ErrNotSupported).
+var ErrNotSupported = errdefs.ErrNotSupported
 
 // Result is a CUresult. Success is 0.
 type Result int32

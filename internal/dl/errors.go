@@ -3,18 +3,19 @@ package dl
 import (
 	"strings"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/errdefs"
 )
 
-// ErrNotSupported is fabric.ErrNotSupported: a library or symbol that is
+// ErrNotSupported is the shared category (fabric.ErrNotSupported and
+// cuda.ErrNotSupported are the same value): a library or symbol that is
 // not on this machine.
-var ErrNotSupported = fabric.ErrNotSupported
+var ErrNotSupported = errdefs.ErrNotSupported
 
 // ErrClosed is returned by Lookup on a library that is not open.
-var ErrClosed = fabric.ErrClosed
+var ErrClosed = errdefs.ErrClosed
 
 // ErrBusy is returned by SetCandidates while the library is open.
-var ErrBusy = fabric.ErrBusy
+var ErrBusy = errdefs.ErrBusy
 
 // Error is a failed dlopen, dlsym or dlclose. Msg keeps the dlerror text.
 type Error struct {

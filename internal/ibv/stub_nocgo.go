@@ -2,7 +2,7 @@
 
 package ibv
 
-import "github.com/ferryrdma/ferry/fabric"
+import "unsafe"
 
 // This file keeps the package's API in builds without cgo; every call that
 // would touch a device fails with ErrNoCgo.
@@ -101,16 +101,16 @@ func (MR) Handle() uintptr { return 0 }
 func (MR) Dereg() error { return nil }
 
 // PostWrites accepts nothing without cgo.
-func (*Dom) PostWrites([]fabric.WriteOp, []Seg) (int, Errno) { return 0, 38 }
+func (*Dom) PostWrites(unsafe.Pointer, []Seg) (int, Errno) { return 0, 38 }
 
 // PostSends accepts nothing without cgo.
-func (*Dom) PostSends([]fabric.SendOp) (int, Errno) { return 0, 38 }
+func (*Dom) PostSends(unsafe.Pointer, int) (int, Errno) { return 0, 38 }
 
 // PostRecvs accepts nothing without cgo.
-func (*Dom) PostRecvs([]fabric.RecvOp) (int, Errno) { return 0, 38 }
+func (*Dom) PostRecvs(unsafe.Pointer, int) (int, Errno) { return 0, 38 }
 
 // Poll finds nothing without cgo.
-func (*Dom) Poll([]fabric.Event, []UDMsg) (int, int, error) { return 0, 0, ErrNoCgo }
+func (*Dom) Poll(unsafe.Pointer, int, []UDMsg) (int, int, error) { return 0, 0, ErrNoCgo }
 
 // TakeErrQPs finds nothing without cgo.
 func (*Dom) TakeErrQPs([]uint32) int { return 0 }

@@ -9,5 +9,5 @@ import (
 
 	// The in-process "mem" transport, for runs with every rank in one
 	// process (ferry's own tests use it the same way).
-	_ "github.com/ferryrdma/ferry/internal/memfabric"
+	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 )

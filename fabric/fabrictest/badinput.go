@@ -1,4 +1,4 @@
-package enginetest
+package fabrictest
 
 import (
 	"math/rand/v2"

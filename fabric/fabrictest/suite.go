@@ -1,4 +1,4 @@
-package enginetest
+package fabrictest
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 )
 
-// Params selects the provider under test.
+// Params selects the transport the suite runs on: its name, the node
+// address to bind (libfabric's tcp wants "127.0.0.1" in tests), NICs per
+// engine (1-4) and the poll mode.
 type Params struct {
 	Transport string
 	Node      string

@@ -1,4 +1,4 @@
-package enginetest
+package fabrictest
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/internal/memfabric"
+	"github.com/ferryrdma/ferry/fabric/memfabric"
 )
 
 // testCompletions: callbacks, handles and counters each report exactly

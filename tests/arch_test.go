@@ -1,0 +1,88 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/ferryrdma/ferry"
+
+// cgoAllowed are the only packages that may import "C": the thin
+// bindings to libfabric, libibverbs, the CUDA driver and dlopen, the C ABI
+// itself, and the CPU emulator of CUDA kernels (which compiles .cu sources
+// with a C++ compiler, for tests and bench-a2a's emulated backend).
+var cgoAllowed = []string{
+	"bindings",
+	"internal/cudadrv",
+	"internal/cudaemu",
+	"internal/dl",
+	"internal/ibv",
+	"internal/ofi",
+}
+
+// belowFabric may not depend on the engine at all (fabric or any of its
+// subpackages): the layers under it in ARCHITECTURE.md. Exceptions are
+// named with their reason.
+var aboveFabricInInternal = map[string]string{
+	// The compile gate enumerates every kernel of the repository, the
+	// engine's GPU kernels (fabric/gpu) included: it sits above them.
+	"internal/devicecode": "the kernel compile gate lists every package's kernels",
+}
+
+type listedPackage struct {
+	ImportPath string
+	CgoFiles   []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []listedPackage {
+	t.Helper()
+	cmd := exec.Command(goTool(), "list", "-json", module+"/...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list")
+	var pkgs []listedPackage
+	dec := json.NewDecoder(bufio.NewReader(bytes.NewReader(out)))
+	for dec.More() {
+		var p listedPackage
+		require.NoError(t, dec.Decode(&p))
+		pkgs = append(pkgs, p)
+	}
+	require.NotEmpty(t, pkgs)
+	return pkgs
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "/usr/local/go/bin/go"
+}
+
+// TestLayers holds the layering of ARCHITECTURE.md against the code: cgo
+// only in the allowed packages, and cuda and internal/* (the lowest layer)
+// free of the engine.
+func TestLayers(t *testing.T) {
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if len(p.CgoFiles) > 0 && !slices.Contains(cgoAllowed, rel) {
+			t.Errorf("%s uses cgo (%v): only %v may; put C calls in one of them", rel, p.CgoFiles, cgoAllowed)
+		}
+		low := rel == "cuda" || strings.HasPrefix(rel, "cuda/") || strings.HasPrefix(rel, "internal/")
+		if _, ok := aboveFabricInInternal[rel]; !low || ok {
+			continue
+		}
+		for _, d := range p.Deps {
+			if d == module+"/fabric" || strings.HasPrefix(d, module+"/fabric/") {
+				t.Errorf("%s depends on %s: cuda and internal/* sit below the engine (shared error categories are in internal/errdefs)", rel, d)
+			}
+		}
+	}
+}
