@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot"
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
@@ -245,18 +246,43 @@ func TestJSONLines(t *testing.T) {
 	require.EqualValues(t, 0, end["failed"])
 }
 
+// The chart is a PNG of the documented size, with a series per workload
+// and page count, sizes in order; an empty report still draws its axes.
 func TestPlotIsPNG(t *testing.T) {
-	rep, err := Loopback(testCtx(t), smallSpec("mem", 1), nil)
+	s := smallSpec("mem", 1)
+	s.Pages = []int{50, 10}
+	rep, err := Loopback(testCtx(t), s, nil)
 	require.NoError(t, err)
 	for _, r := range []*Report{rep, {Header: Header{Mode: "loopback"}}} {
 		var buf bytes.Buffer
 		require.NoError(t, r.WritePlot(&buf))
 		img, err := png.Decode(&buf)
 		require.NoError(t, err)
-		require.Equal(t, plotW, img.Bounds().Dx())
-		require.Equal(t, plotH, img.Bounds().Dy())
+		require.Equal(t, 864, img.Bounds().Dx(), "9 in at 96 dpi")
+		require.InDelta(t, 518, img.Bounds().Dy(), 1, "5.4 in at 96 dpi")
 	}
-	require.NotEmpty(t, rep.plotSeries())
+	ss := rep.plotSeries()
+	require.Len(t, ss, 3)
+	names := []string{ss[0].name, ss[1].name, ss[2].name}
+	require.Equal(t, []string{"paged x50", "paged x10", "single"}, names)
+	for _, s := range ss {
+		require.Len(t, s.pts, 2, s.name)
+		require.Equal(t, []float64{4096, 64 << 10}, []float64{s.pts[0].X, s.pts[1].X}, s.name)
+		require.Positive(t, s.pts[0].Y)
+	}
+	require.Equal(t, []string{"1K", "2K", "4K"}, tickLabels(sizeTicks{}.Ticks(1024, 4096)))
+	wide := tickLabels(sizeTicks{}.Ticks(1024, 64<<20))
+	require.Len(t, wide, 17)
+	require.Equal(t, []string{"1K", "", "4K"}, wide[:3], "every other label on a wide axis")
+	require.Equal(t, "64M", wide[16])
+}
+
+func tickLabels(ts []plot.Tick) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Label
+	}
+	return out
 }
 
 func TestBadSpecs(t *testing.T) {
