@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
 
@@ -35,7 +37,7 @@ var lib struct {
 func buildLibrary(t *testing.T) string {
 	t.Helper()
 	if !cgoEnabled() {
-		t.Skip("cgo is disabled (CGO_ENABLED=0): libferry.so is a c-shared library and needs cgo")
+		testutil.Skip(t, "cgo", "cgo is disabled (CGO_ENABLED=0): libferry.so is a c-shared library and needs cgo")
 	}
 	lib.once.Do(func() {
 		lib.dir, lib.err = os.MkdirTemp("", "libferry-test-")
@@ -86,7 +88,7 @@ func requireCC(t *testing.T) string {
 	t.Helper()
 	cc, err := exec.LookPath("cc")
 	if err != nil {
-		t.Skip("no C compiler (cc) on PATH: the C example cannot be built here")
+		testutil.Skip(t, "cc", "no C compiler (cc) on PATH: the C example cannot be built here")
 	}
 	return cc
 }
@@ -129,7 +131,7 @@ func run(t *testing.T, name string, args ...string) (string, int) {
 	case err == nil:
 		t.Logf("%s", strings.TrimSpace(out.String()))
 	case errors.As(err, &ee) && ee.ExitCode() == 77:
-		t.Skipf("transport not usable on this machine: %s", strings.TrimSpace(out.String()))
+		testutil.Skip(t, "libfabric", "transport not usable on this machine: %s", strings.TrimSpace(out.String()))
 	default:
 		t.Fatalf("%s %q: %v\n%s", filepath.Base(name), args, err, out.String())
 	}
@@ -234,7 +236,7 @@ func TestCCloseRace(t *testing.T) {
 func TestPythonLoopback(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("no python3 on PATH: the ctypes example cannot run here")
+		testutil.Skip(t, "python3", "no python3 on PATH: the ctypes example cannot run here")
 	}
 	dir := buildLibrary(t)
 	for _, tr := range [][]string{{"mem"}, {"shm"}, {"tcp;ofi_rxm", "127.0.0.1"}} {
@@ -286,7 +288,7 @@ func TestExports(t *testing.T) {
 	}
 	nm, err := exec.LookPath("nm")
 	if err != nil {
-		t.Skip("no nm on PATH: exported symbols not checked")
+		testutil.Skip(t, "cc", "no nm on PATH: exported symbols not checked")
 	}
 	dir := buildLibrary(t)
 	out, err := exec.Command(nm, "-D", "--defined-only", filepath.Join(dir, "libferry.so")).Output()
@@ -320,7 +322,7 @@ func TestHeaderCompiles(t *testing.T) {
 	}
 	cxx, err := exec.LookPath("c++")
 	if err != nil {
-		t.Skip("no C++ compiler: ferry.h checked as C only")
+		testutil.Skip(t, "cc", "no C++ compiler: ferry.h checked as C only")
 	}
 	if out, err := exec.Command(cxx, "-x", "c++", "-std=c++11", "-Wall", "-Werror", "-fsyntax-only", "-I.", f).CombinedOutput(); err != nil {
 		t.Errorf("ferry.h as C++: %v\n%s", err, out)
@@ -346,7 +348,7 @@ func TestCRanks(t *testing.T) {
 				rendezvous.SpawnOptions{Stdout: w, Stderr: w})
 			var se *rendezvous.SpawnError
 			if errors.As(err, &se) && slices.ContainsFunc(se.Ranks, func(r rendezvous.RankExit) bool { return r.ExitCode == 77 }) {
-				t.Skipf("transport not usable on this machine: %s", strings.TrimSpace(out.String()))
+				testutil.Skip(t, "libfabric", "transport not usable on this machine: %s", strings.TrimSpace(out.String()))
 			}
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out.String())

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +23,7 @@ func TestInstall(t *testing.T) {
 	cc := requireCC(t)
 	pkgConfig, err := exec.LookPath("pkg-config")
 	if err != nil {
-		t.Skip("pkg-config not on PATH (make deps installs it)")
+		testutil.Skip(t, "cc", "pkg-config not on PATH (make deps installs it)")
 	}
 	f, err := elf.Open(filepath.Join(dir, "libferry.so"))
 	require.NoError(t, err)
@@ -70,7 +72,7 @@ func TestPythonPackage(t *testing.T) {
 	dir := buildLibrary(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 not on PATH")
+		testutil.Skip(t, "python3", "python3 not on PATH")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

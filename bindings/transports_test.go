@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -21,7 +23,7 @@ func TestTransportNamesAgree(t *testing.T) {
 	dir := buildLibrary(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 not on PATH: needed to call ferry_transports through ctypes")
+		testutil.Skip(t, "python3", "python3 not on PATH: needed to call ferry_transports through ctypes")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
@@ -18,7 +20,7 @@ func TestDomainsAndRegistry(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		c, err := fabric.ChooseTransport(tr.name, fabric.DomainOptions{Node: tr.node})
 		if errors.Is(err, fabric.ErrNotSupported) {
-			t.Skipf("libfabric provider %s not usable here: %v", tr.name, err)
+			testutil.Skip(t, "libfabric", "provider %s cannot run here: %v", tr.name, err)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +74,7 @@ func TestVersionAndTransports(t *testing.T) {
 	}
 	t.Logf("libfabric %s (API %s): %v", v, ofi.APIVersion(), ts)
 	if len(ts) == 0 {
-		t.Skip("no libfabric providers on this machine")
+		testutil.Skip(t, "libfabric", "no libfabric providers on this machine")
 	}
 }
 
@@ -144,7 +146,7 @@ func TestCloseReleasesShm(t *testing.T) {
 	tr := testTransport{"shm", ""}
 	infos, err := Domains(tr.name, fabric.DomainOptions{})
 	if errors.Is(err, fabric.ErrNotSupported) {
-		t.Skipf("shm not usable here: %v", err)
+		testutil.Skip(t, "libfabric", "shm cannot run here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +301,7 @@ func TestCloseReleasesFDs(t *testing.T) {
 		cycle := func() {
 			infos, err := Domains(tr.name, fabric.DomainOptions{Node: tr.node})
 			if err != nil {
-				t.Skipf("%s: %v", tr.name, err)
+				testutil.SkipIfNotSupported(t, "libfabric", err)
 			}
 			a, err := Open(infos[0], fabric.DomainOptions{Node: tr.node, Instance: 700})
 			if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -44,7 +46,7 @@ func openTest(tb testing.TB, tr testTransport) *Domain {
 	infos, err := Domains(tr.name, opts)
 	if err != nil {
 		if errors.Is(err, fabric.ErrNotSupported) {
-			tb.Skipf("libfabric provider %s not usable here: %v", tr.name, err)
+			testutil.Skip(tb, "libfabric", "provider %s cannot run here: %v", tr.name, err)
 		}
 		tb.Fatalf("Domains(%s): %v", tr.name, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -20,7 +22,7 @@ func TestRawBench(t *testing.T) {
 			spec.Transport, spec.Node = tr.name, tr.node
 			res, err := RawBench(spec)
 			if errors.Is(err, fabric.ErrNotSupported) {
-				t.Skipf("%s not usable here: %v", tr.name, err)
+				testutil.Skip(t, "libfabric", "%s cannot run here: %v", tr.name, err)
 			}
 			if err != nil {
 				t.Fatalf("%+v: %v", spec, err)

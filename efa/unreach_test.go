@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -18,7 +20,7 @@ func TestUnreachablePeer(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		infos, err := Domains(tr.name, fabric.DomainOptions{Node: tr.node})
 		if err != nil {
-			t.Skipf("%s: %v", tr.name, err)
+			testutil.SkipIfNotSupported(t, "libfabric", err)
 		}
 		a, err := Open(infos[0], fabric.DomainOptions{Node: tr.node, Instance: 800, HandshakeTimeout: 300 * time.Millisecond})
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/fabrictest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -218,9 +220,10 @@ func TestTwoProcesses(t *testing.T) {
 
 func twoProcesses(t *testing.T, p params) {
 	before := shmFiles(t)
+	fabrictest.RequireTransport(t, p.transport, p.config().Node)
 	e, err := fabric.Open(context.Background(), p.config())
 	if err != nil {
-		t.Skipf("%s not usable here: %v", p.transport, err)
+		t.Fatalf("open %s: %v", p.transport, err)
 	}
 	server, cmd := startServer(t, p)
 	dst, err := fabric.AllocHost(bufSize)

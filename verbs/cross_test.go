@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -19,10 +21,7 @@ func requireCross(t *testing.T) [2]fabric.DomainInfo {
 	names := strings.Split(os.Getenv("FERRY_VERBS_CROSS"), ",")
 	msg := "needs FERRY_VERBS_CROSS=devA,devB: two verbs devices on different netdevs of one routed network (make test-verbs sets it up)"
 	if len(names) != 2 {
-		if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "verbs") {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testutil.Skip(t, "verbs", "%s", msg)
 	}
 	infos, err := Provider{}.Domains("verbs", fabric.DomainOptions{})
 	if err != nil {

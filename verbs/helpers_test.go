@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -31,11 +33,7 @@ func requireDevices(t testing.TB, n int) []fabric.DomainInfo {
 		err = fmt.Errorf("found %d", len(infos))
 	}
 	if err != nil {
-		msg := "needs %d verbs device(s) with an active port (make test-verbs runs these on Soft-RoCE in a VM): %v"
-		if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "verbs") {
-			t.Fatalf(msg, n, err)
-		}
-		t.Skipf(msg, n, err)
+		testutil.Skip(t, "verbs", "needs %d verbs device(s) with an active port (make test-verbs runs these on Soft-RoCE in a VM): %v", n, err)
 	}
 	return infos[:n]
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // Params selects the transport the suite runs on: its name, the node
@@ -50,7 +51,7 @@ func OpenEngine(tb testing.TB, p Params) *fabric.Engine {
 	tb.Helper()
 	e, err := fabric.Open(context.Background(), fabric.Config{Transport: p.Transport, Node: p.Node, NICs: p.NICs, Poll: p.Poll})
 	if errors.Is(err, fabric.ErrNotSupported) {
-		tb.Skipf("transport %s not usable here: %v", p.Transport, err)
+		testutil.Skip(tb, FeatureOf(p.Transport), "transport %s cannot open here: %v", p.Transport, err)
 	}
 	require.NoError(tb, err)
 	tb.Cleanup(func() {

@@ -3,33 +3,18 @@ package rendezvous_test
 import (
 	"context"
 	"net"
-	"runtime"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
 
-// leakCheck fails the test if goroutines started during it outlive it. The
-// wait is bounded: Close already waits for the group's goroutines; this
-// only allows the runtime a moment to retire exiting ones.
-func leakCheck(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		var n int
-		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			if n = runtime.NumGoroutine(); n <= before {
-				return
-			}
-		}
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf)
-	})
-}
+// leakCheck fails the test if goroutines started during it outlive it.
+func leakCheck(t *testing.T) { testutil.LeakCheck(t) }
 
 const testToken = "0123456789abcdef"
 

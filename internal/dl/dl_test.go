@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/internal/dl"
 )
 
@@ -51,7 +53,7 @@ func TestNoCandidates(t *testing.T) {
 func requireCgo(t *testing.T) {
 	t.Helper()
 	if !cgoEnabled {
-		t.Skip("built with CGO_ENABLED=0: there is no dlopen to test")
+		testutil.Skip(t, "cgo", "built with CGO_ENABLED=0: there is no dlopen to test")
 	}
 }
 

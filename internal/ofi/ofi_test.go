@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 func TestVersion(t *testing.T) {
@@ -38,7 +40,7 @@ func TestGetInfoUnknownProvider(t *testing.T) {
 func TestOpenShm(t *testing.T) {
 	l, err := GetInfo("shm", "", CapMsg|CapRMA, MRLocal|MRVirtAddr|MRAllocated|MRProvKey, 0)
 	if errors.Is(err, ENODATA) {
-		t.Skip("libfabric shm provider not available here")
+		testutil.Skip(t, "libfabric", "libfabric's shm provider is not on this machine")
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,79 @@
+// Package testutil is the test support every ferry package shares: skips
+// that say why and turn into failures where the hardware is required, and
+// goroutine leak checks. Transport selection lives in fabric/fabrictest
+// (RequireTransport), beside the engine it needs; this package imports
+// nothing of ferry's.
+//
+// FERRY_TEST_REQUIRE is a comma list of features a machine promises
+// (cuda, nvrtc, verbs, libfabric, netns, ...; "all" promises everything):
+// a test that would skip for lack of a listed feature fails instead, so a
+// hardware CI job cannot pass by skipping.
+package testutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/ferryrdma/ferry/internal/errdefs"
+)
+
+// RequireEnv is the variable listing the features a machine promises.
+const RequireEnv = "FERRY_TEST_REQUIRE"
+
+// Required reports whether FERRY_TEST_REQUIRE lists feature (or "all").
+func Required(feature string) bool {
+	list := strings.Split(os.Getenv(RequireEnv), ",")
+	for i := range list {
+		list[i] = strings.TrimSpace(list[i])
+	}
+	return slices.Contains(list, feature) || slices.Contains(list, "all")
+}
+
+// Skip skips tb with the reason, or fails it with the same reason when
+// FERRY_TEST_REQUIRE lists feature.
+func Skip(tb testing.TB, feature, format string, args ...any) {
+	tb.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Required(feature) {
+		tb.Fatalf("%s=%s requires %s, but: %s", RequireEnv, os.Getenv(RequireEnv), feature, msg)
+		return
+	}
+	tb.Skipf("%s not available: %s", feature, msg)
+}
+
+// SkipIfNotSupported returns when err is nil, skips (or fails, when the
+// feature is required) when err wraps ErrNotSupported with a reason, and
+// fails on anything else. The bare sentinel fails too: an error that says
+// only "not supported" hides why, and a skip must say why.
+func SkipIfNotSupported(tb testing.TB, feature string, err error) {
+	tb.Helper()
+	switch {
+	case err == nil:
+		return
+	case err == errdefs.ErrNotSupported:
+		tb.Fatalf("%s: bare ErrNotSupported without a reason", feature)
+	case errors.Is(err, errdefs.ErrNotSupported):
+		Skip(tb, feature, "%v", err)
+	default:
+		tb.Fatalf("%s: %v", feature, err)
+	}
+}
+
+// LeakCheck fails tb if goroutines started during the test are still
+// running at its cleanup (after a bounded wait for exiting ones). Call it
+// first thing in tests that start engines, workers or servers.
+func LeakCheck(tb testing.TB) {
+	tb.Helper()
+	baseline := goleak.IgnoreCurrent()
+	tb.Cleanup(func() {
+		if err := goleak.Find(baseline); err != nil {
+			tb.Errorf("goroutines leaked by the test: %v", err)
+		}
+	})
+}
