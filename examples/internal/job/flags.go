@@ -17,6 +17,10 @@ import (
 // ErrUsage marks bad flags; programs exit with status 2 on it.
 var ErrUsage = errors.New("usage")
 
+// ErrInterrupted marks a run stopped by SIGINT or SIGTERM; programs exit
+// with status 130 on it.
+var ErrInterrupted = errors.New("interrupted")
+
 // ErrMismatch marks a payload that did not verify; programs exit with
 // status 3 on it.
 var ErrMismatch = errors.New("payload mismatch")

@@ -28,6 +28,15 @@ type Body func(ctx context.Context, r *Rank) error
 // o.Launch says, and returns the first failure. In spawn mode this process
 // only waits for its children (their rank 0 prints the results).
 func Run(ctx context.Context, o Options, world int, body Body) error {
+	err := launch(ctx, o, world, body)
+	if err != nil && ctx.Err() != nil {
+		// SIGINT or SIGTERM: say so rather than list every wait it ended.
+		return fmt.Errorf("%w (%v)", ErrInterrupted, err)
+	}
+	return err
+}
+
+func launch(ctx context.Context, o Options, world int, body Body) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	tr := providers[o.Provider]

@@ -155,6 +155,8 @@ const (
 	ExitFail     = 1
 	ExitUsage    = 2
 	ExitMismatch = 3
+	// ExitInterrupted is the shell's status for a command ended by SIGINT.
+	ExitInterrupted = 130
 )
 
 // ExitCode maps a program's error to its exit status and prints it.
@@ -168,6 +170,8 @@ func ExitCode(program string, err error, stderr io.Writer) int {
 		return ExitUsage
 	case errors.Is(err, ErrMismatch):
 		return ExitMismatch
+	case errors.Is(err, ErrInterrupted):
+		return ExitInterrupted
 	default:
 		return ExitFail
 	}
