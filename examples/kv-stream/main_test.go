@@ -7,12 +7,12 @@ import (
 	"github.com/ferryrdma/ferry/examples/internal/jobtest"
 )
 
-// The program as a user runs it: two processes over shm and over tcp, and
+// The program as a user runs it: two processes over shm, tcp and ipc, and
 // two goroutines over mem, with a small cache. Both -stream settings run,
 // and every page is checked at the decode (a wrong byte exits 3).
 func TestKVStream(t *testing.T) {
 	exe := jobtest.Build(t)
-	for _, p := range []struct{ provider, launch string }{{"shm", "spawn"}, {"tcp", "spawn"}, {"mem", "inproc"}} {
+	for _, p := range []struct{ provider, launch string }{{"shm", "spawn"}, {"tcp", "spawn"}, {"ipc", "spawn"}, {"mem", "inproc"}} {
 		t.Run(p.provider, func(t *testing.T) {
 			res := jobtest.Run(t, exe, "-provider", p.provider, "-launch", p.launch, "-layers", "4", "-tokens", "256",
 				"-kv-heads", "2", "-head-dim", "64", "-layer-time", "1ms", "-requests", "2")

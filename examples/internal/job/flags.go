@@ -47,6 +47,7 @@ var providers = map[string]transport{
 	"tcp;ofi_rxm": {name: "tcp;ofi_rxm", node: "127.0.0.1", inproc: true, procs: true},
 	"verbs":       {name: "verbs", inproc: true, procs: true},
 	"efa":         {name: "efa", inproc: true, procs: true},
+	"ipc":         {name: "ipc", inproc: true, procs: true},
 }
 
 // ProviderNames lists the -provider values, for usage text.
