@@ -53,7 +53,6 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 	}
 
 	r, M, win := l.Rank, int32(l.Private), int32(l.MaxCopiesFrom)
-	myNode, myRep := l.Node(r), l.Replica(r)
 	h := int32(l.Group(r))
 	// Per expert e with owner q: its copies have j = Offsets[e]-seg[q] +
 	// ordinal, so those with ordinal < M - (Offsets[e]-seg[q]) are private.
@@ -76,24 +75,40 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 	s.Expert = s.Expert[:m*K]
 	copy(s.Expert, idx)
 
+	s.Eager, s.Overflow = l.SendTransfers(seg, s.Eager[:0], s.Overflow[:0])
+	s.Tokens = m
+	p.sendOK = true
+	return nil
+}
+
+// SendTransfers appends to eager and overflow the RDMA writes of this
+// rank's dispatch, given the W+1 segment starts of its layout (the tail
+// of its count row, SendPlan.Segments): one eager write per served rank
+// of another domain, in rank order, zero rows included, sharded over the
+// NICs by peer; and for each such rank that gets more than M copies, one
+// overflow write of the rest, split by bytes. It is what PlanSend lists,
+// for backends whose kernels lay the copies out and write the row (the
+// CPU then knows the segments without the indices).
+func (l *Layout) SendTransfers(seg []uint32, eager, overflow []Transfer) ([]Transfer, []Transfer) {
+	r, M, win := l.Rank, int32(l.Private), int32(l.MaxCopiesFrom)
+	myNode, h := l.Node(r), int32(l.Group(r))
+	first := len(eager)
 	// One eager write per served rank of another domain, so each receiver
 	// gets exactly one per remote group. The reference let every replica
 	// post it, leaving D-1 surplus immediates per group in the counter.
-	s.Eager, s.Overflow = s.Eager[:0], s.Overflow[:0]
-	for q := myRep; q < l.WorldSize; q += l.ReplicaSize {
+	for q := l.Replica(r); q < l.WorldSize; q += l.ReplicaSize {
 		if l.Node(q) == myNode {
 			continue
 		}
 		n := int32(seg[q+1] - seg[q])
-		s.Eager = append(s.Eager, Transfer{Peer: int32(q), SrcRow: int32(seg[q]), DstRow: h * win, Rows: min(n, M)})
+		eager = append(eager, Transfer{Peer: int32(q), SrcRow: int32(seg[q]), DstRow: h * win, Rows: min(n, M)})
 		if n > M {
-			s.Overflow = append(s.Overflow, Transfer{Peer: int32(q), NIC: -1, SrcRow: int32(seg[q]) + M, DstRow: h*win + M, Rows: n - M})
+			overflow = append(overflow, Transfer{Peer: int32(q), NIC: -1, SrcRow: int32(seg[q]) + M, DstRow: h*win + M, Rows: n - M})
 		}
 	}
-	for i := range s.Eager {
-		s.Eager[i].NIC = shardPeer(i, len(s.Eager), l.NICsPerGPU)
+	mine := eager[first:]
+	for i := range mine {
+		mine[i].NIC = shardPeer(i, len(mine), l.NICsPerGPU)
 	}
-	s.Tokens = m
-	p.sendOK = true
-	return nil
+	return eager, overflow
 }

@@ -75,9 +75,9 @@ func (b *Backend) runWorker() {
 		case stepPlan:
 			w.reply(w.planned, b.plan(w.ctx, w.p))
 		case stepDispatchBarrier:
-			w.reply(w.txReady, b.barrier(w.ctx, a2a.TagDispatchBarrier))
+			w.reply(w.txReady, b.wire.Barrier(w.ctx, a2a.TagDispatchBarrier))
 		case stepCombineBarrier:
-			w.reply(w.txReady, b.barrier(w.ctx, a2a.TagCombineBarrier))
+			w.reply(w.txReady, b.wire.Barrier(w.ctx, a2a.TagCombineBarrier))
 		}
 	}
 }
@@ -93,7 +93,7 @@ func (w *worker) reply(ch chan error, err error) {
 
 // plan waits for every group's count row and plans the receive side.
 func (b *Backend) plan(ctx context.Context, p *a2a.Planner) error {
-	if err := b.wait(ctx, a2a.TagRoute, b.l.Groups-1); err != nil {
+	if err := b.wire.Wait(ctx, a2a.TagRoute, b.l.Groups-1); err != nil {
 		return err
 	}
 	return p.PlanRecv(b.words)

@@ -1,0 +1,129 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+func (w *Wiring) scatter(targets []fabric.ScatterTarget, src *fabric.MemoryRegion, tag a2a.Tag, route fabric.ScatterRouting, g fabric.PeerGroup) error {
+	if len(targets) == 0 {
+		return nil
+	}
+	s := fabric.ScatterWrite{Src: src, Targets: targets, Imm: w.l.Imm(tag), HasImm: true, Route: route, Group: g}
+	if err := w.eng.SubmitScatter(s, fabric.Count(&w.done)); err != nil {
+		return fmt.Errorf("a2a %v scatter: %w", tag, err)
+	}
+	w.posted++
+	return nil
+}
+
+// targets turns planned transfers into scatter targets (into dst, reused).
+func (w *Wiring) targets(dst []fabric.ScatterTarget, ts []a2a.Transfer) []fabric.ScatterTarget {
+	stride := uint64(w.l.Stride())
+	dst = dst[:0]
+	for _, t := range ts {
+		dst = append(dst, fabric.ScatterTarget{Dst: w.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
+			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
+	}
+	return dst
+}
+
+// Routes posts this rank's count row (row Group(Rank) of its table) to
+// the same row of every other group's serving replica.
+func (w *Wiring) Routes() error {
+	return w.scatter(w.routeT, w.tableReg, a2a.TagRoute, fabric.ShardPeers(), w.routeG)
+}
+
+// Eager posts the eager writes (SendPlan.Eager: one per served rank of
+// another domain, in rank order, sharded by peer).
+func (w *Wiring) Eager(ts []a2a.Transfer) error {
+	w.eagerT = w.targets(w.eagerT, ts)
+	return w.scatter(w.eagerT, w.sendReg, a2a.TagDispatch, fabric.ShardPeers(), w.eagerG)
+}
+
+// Overflow posts the overflow writes (SendPlan.Overflow), split by bytes.
+func (w *Wiring) Overflow(ts []a2a.Transfer) error {
+	w.overT = w.targets(w.overT, ts)
+	return w.scatter(w.overT, w.sendReg, a2a.TagDispatch, fabric.ShardBytes(), fabric.PeerGroup{})
+}
+
+// Combine posts the combine writes (RecvPlan.Combine), split by bytes.
+func (w *Wiring) Combine(ts []a2a.Transfer) error {
+	w.combT = w.targets(w.combT, ts)
+	return w.scatter(w.combT, w.sendReg, a2a.TagCombine, fabric.ShardBytes(), w.combG)
+}
+
+// Signal sends one zero-byte immediate of tag to each node peer (node
+// tags) or to every other rank (barrier tags).
+func (w *Wiring) Signal(tag a2a.Tag) error {
+	dsts := w.allDsts
+	if tag == a2a.TagNodeDispatch || tag == a2a.TagNodeCombine {
+		dsts = w.nodeDsts
+	}
+	if len(dsts) == 0 {
+		return nil
+	}
+	if err := w.eng.SubmitBarrier(fabric.Barrier{Imm: w.l.Imm(tag), Dsts: dsts}, fabric.Count(&w.done)); err != nil {
+		return fmt.Errorf("a2a %v signal: %w", tag, err)
+	}
+	w.posted++
+	return nil
+}
+
+// Wait takes n immediates of a credit tag, early arrivals included.
+func (w *Wiring) Wait(ctx context.Context, tag a2a.Tag, n int) error {
+	if n == 0 {
+		return nil
+	}
+	c := w.counters[tag]
+	if c == nil {
+		return fmt.Errorf("a2a wait %v: %w", tag, ErrNoCounter)
+	}
+	if err := c.Wait(ctx, int64(n)); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("a2a rank %d: waiting for %d %v immediates: %w: %w", w.l.Rank, n, tag, a2a.ErrTimeout, err)
+		}
+		return fmt.Errorf("a2a rank %d: waiting for %v immediates: %w", w.l.Rank, tag, err)
+	}
+	return nil
+}
+
+// Arm asks the flag counter of tag to raise its flag once n more
+// immediates have arrived (at once if they already have).
+func (w *Wiring) Arm(tag a2a.Tag, n int) error {
+	f := w.flags[tag]
+	if f == nil {
+		return fmt.Errorf("a2a arm %v: %w", tag, ErrNoCounter)
+	}
+	if err := f.Wait(int64(n)); err != nil {
+		return fmt.Errorf("a2a rank %d: arm %v flag: %w", w.l.Rank, tag, err)
+	}
+	return nil
+}
+
+// Drain waits until every transfer posted so far completed, so the
+// buffers they read may be reused, and reports any that failed.
+func (w *Wiring) Drain(ctx context.Context) error {
+	if err := w.done.Wait(ctx, w.posted); err != nil {
+		return fmt.Errorf("a2a rank %d: %d of %d transfers completed: %w: %w", w.l.Rank, w.done.Done(), w.posted, a2a.ErrTimeout, err)
+	}
+	if n := w.done.Errors(); n > 0 {
+		return fmt.Errorf("a2a rank %d: %d transfers failed: %w", w.l.Rank, n, fabric.ErrProvider)
+	}
+	return nil
+}
+
+// Barrier: every transfer of this phase is complete here and every rank
+// is past the phase's reads, so all buffers may be reused.
+func (w *Wiring) Barrier(ctx context.Context, tag a2a.Tag) error {
+	if err := w.Signal(tag); err != nil {
+		return err
+	}
+	if err := w.Wait(ctx, tag, w.l.WorldSize-1); err != nil {
+		return err
+	}
+	return w.Drain(ctx)
+}
