@@ -1,0 +1,376 @@
+package cuda
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/internal/wire"
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// Exchanger all-gathers one message per rank over the whole world, in rank
+// order (rendezvous.Group does).
+type Exchanger = wire.Exchanger
+
+// Options are what a Backend runs on.
+type Options struct {
+	// Engine moves the bytes between domains; its groups must have
+	// Config.NICsPerGPU NICs. Contexts sharing an engine need disjoint
+	// ImmBase ranges.
+	Engine *fabric.Engine
+	// Exchange reaches every rank of the world, to publish descriptors.
+	Exchange Exchanger
+	// Device runs the kernels.
+	Device Device
+	// Node shares the transport buffers within this rank's domain.
+	Node NodeMemory
+	// Grid and Block size every launch (blocks, threads per block); 0
+	// takes the Device's default. Block must be a multiple of 32.
+	Grid, Block int
+	// Timeout bounds every wait inside a kernel when the call's context
+	// has no deadline (default 30 s). With a deadline, kernels give up
+	// shortly before it.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is Options.Timeout's default.
+const DefaultTimeout = 30 * time.Second
+
+// Backend is the CUDA a2a backend of one rank. Make it with New and hand
+// it to a2a.New, which drives it; the calls of an a2a.Context reach it
+// one at a time.
+type Backend struct {
+	l       a2a.Layout
+	dev     Device
+	eng     *fabric.Engine
+	node    NodeMemory
+	st      Stream
+	mods    []Module
+	k       [4]Kernel
+	grid    int
+	block   int
+	timeout time.Duration
+	ml      metaLayout
+
+	send, recv []uint64 // node ranks' transport buffers
+	mems       []Memory
+	ctrl       Memory
+	table      Memory
+	meta       Memory
+	params     Memory
+	regs       []*fabric.MemoryRegion
+	wire       *wire.Wiring
+	planner    *a2a.Planner // the worker's: receive plans
+
+	io     stager
+	epoch  uint32 // iterations completed (the kernels' epoch)
+	w      *worker
+	closed bool
+}
+
+var _ a2a.Backend = (*Backend)(nil)
+
+// New builds rank cfg.Rank's backend: it compiles (or finds in the cache)
+// the kernels for cfg's shape, shares the transport buffers with its
+// domain, registers them and the count table with the engine, creates the
+// immediate counters and exchanges descriptors with every rank (so all
+// ranks call New together), and starts the CPU worker. On error
+// everything done is undone.
+func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err error) {
+	l, err := cfg.Layout()
+	if err != nil {
+		return nil, err
+	}
+	if opt.Engine == nil || opt.Exchange == nil || opt.Device == nil || opt.Node == nil {
+		return nil, fmt.Errorf("a2a cuda backend: engine, exchange, device and node are required: %w", a2a.ErrInvalidArgument)
+	}
+	if n := opt.Engine.NICs(); n != l.NICsPerGPU {
+		return nil, fmt.Errorf("a2a cuda backend: engine has %d nics, config %d: %w", n, l.NICsPerGPU, a2a.ErrInvalidArgument)
+	}
+	if 8*l.NVLinkSize > syncBytes {
+		return nil, fmt.Errorf("a2a cuda backend: NVLinkSize %d above %d: %w", l.NVLinkSize, syncBytes/8, a2a.ErrInvalidConfig)
+	}
+	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout, ml: newMetaLayout(&l)}
+	if b.timeout <= 0 {
+		b.timeout = DefaultTimeout
+	}
+	b.grid, b.block = opt.Grid, opt.Block
+	if b.grid <= 0 || b.block <= 0 {
+		g, bl := b.dev.DefaultLaunch()
+		b.grid, b.block = or(b.grid, g), or(b.block, bl)
+	}
+	if b.block%32 != 0 || b.block > 1024 {
+		return nil, fmt.Errorf("a2a cuda backend: block of %d threads: want a multiple of 32 up to 1024: %w", b.block, a2a.ErrInvalidArgument)
+	}
+	defer func() {
+		if err != nil {
+			_ = b.Close()
+		}
+	}()
+	if err := b.build(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.allocate(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.connect(ctx, opt.Exchange); err != nil {
+		return nil, err
+	}
+	b.io = newStager(b.dev)
+	b.startWorker()
+	return b, nil
+}
+
+func or(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// build compiles the two kernel modules and checks the shared layouts.
+func (b *Backend) build(ctx context.Context) error {
+	srcs, err := Sources()
+	if err != nil {
+		return err
+	}
+	shape, special := ShapeOf(&b.l)
+	defs := Defines(b.block, shape, special)
+	found := map[string]Kernel{}
+	for _, src := range srcs {
+		m, err := b.dev.Build(ctx, src, defs)
+		if err != nil {
+			return fmt.Errorf("a2a cuda backend: build %s: %w", src.Name, err)
+		}
+		b.mods = append(b.mods, m)
+		for _, name := range append(kernelNames[:], probeKernel) {
+			if _, ok := found[name]; ok {
+				continue
+			}
+			if k, err := m.Kernel(name); err == nil {
+				found[name] = k
+			}
+		}
+	}
+	for i, name := range kernelNames {
+		k, ok := found[name]
+		if !ok {
+			return fmt.Errorf("a2a cuda backend: kernel %s not built: %w", name, ErrKernel)
+		}
+		b.k[i] = k
+	}
+	if b.st, err = b.dev.NewStream(); err != nil {
+		return err
+	}
+	return b.probe(ctx, found[probeKernel])
+}
+
+// probe checks that Go and the kernels lay the shared structs out alike.
+func (b *Backend) probe(ctx context.Context, k Kernel) error {
+	if k == nil {
+		return fmt.Errorf("a2a cuda backend: kernel %s not built: %w", probeKernel, ErrKernel)
+	}
+	out, err := b.alloc(64, false)
+	if err != nil {
+		return err
+	}
+	if err := b.st.Launch(k, 1, 32, out.Addr()); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if err := b.st.Sync(sctx); err != nil {
+		return err
+	}
+	got := make([]byte, 28)
+	if err := b.dev.Download(got, out.Addr()); err != nil {
+		return err
+	}
+	w := func(i int) int { return int(binary.LittleEndian.Uint32(got[4*i:])) }
+	want := []int{paramsSize, paramsAddrs * 8, paramsSize - 4, -1, stateBarrier, runWords * 4, b.block}
+	for i, v := range want {
+		if v >= 0 && w(i) != v {
+			return fmt.Errorf("a2a cuda backend: kernel layout word %d is %d, Go expects %d: %w", i, w(i), v, ErrKernel)
+		}
+	}
+	if w(3) > stateSize {
+		return fmt.Errorf("a2a cuda backend: kernel state of %d bytes exceeds %d: %w", w(3), stateSize, ErrKernel)
+	}
+	return nil
+}
+
+func (b *Backend) alloc(n int, mapped bool) (Memory, error) {
+	n = max(n, 16)
+	var m Memory
+	var err error
+	if mapped {
+		m, err = b.dev.AllocMapped(n)
+	} else {
+		m, err = b.dev.Alloc(n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("a2a cuda backend: allocate %d bytes: %w", n, err)
+	}
+	b.mems = append(b.mems, m)
+	return m, nil
+}
+
+func words(m Memory) []uint32 {
+	bs := m.Bytes()
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(bs))), len(bs)/4)
+}
+
+// ctrlWord is word w of control slot s.
+func (b *Backend) ctrlWord(s, w int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Pointer(&words(b.ctrl)[s*slotWords+w]))
+}
+
+// allocate shares the transport buffers and allocates everything else.
+func (b *Backend) allocate(ctx context.Context) error {
+	l := &b.l
+	var err error
+	b.send, b.recv, err = b.node.Share(ctx, int(l.SendBytes), int(l.RecvBytes)+syncBytes)
+	if err != nil {
+		return fmt.Errorf("a2a cuda backend: share node buffers: %w", err)
+	}
+	S := l.NVLinkSize
+	if len(b.send) != S || len(b.recv) != S {
+		return fmt.Errorf("a2a cuda backend: node memory returned %d buffers for %d ranks: %w", len(b.recv), S, a2a.ErrInvalidArgument)
+	}
+	if b.ctrl, err = b.alloc(ctrlBytes, true); err != nil {
+		return err
+	}
+	if b.table, err = b.alloc(l.CountTableBytes, true); err != nil {
+		return err
+	}
+	if b.meta, err = b.alloc(4*b.ml.words, true); err != nil {
+		return err
+	}
+	chunks := (l.MaxTokens + 31) / 32
+	cells := int64(l.Experts) * int64(chunks) * 4
+	if cells > 1<<30 {
+		return fmt.Errorf("a2a cuda backend: %d experts x %d tokens need %d MiB of routing bitmaps, above 1 GiB: %w",
+			l.Experts, l.MaxTokens, cells>>20, a2a.ErrInvalidConfig)
+	}
+	sizes := []int{paramsSize, stateSize, 3 * 8 * S, int(cells), int(cells), 4 * (l.Experts + 1),
+		4 * l.MaxTokens * l.ExpertsPerToken, 4*runWords*b.ml.maxRuns + 4*(b.ml.maxRuns+1)}
+	dm := make([]Memory, len(sizes))
+	for i, n := range sizes {
+		if dm[i], err = b.alloc(n, false); err != nil {
+			return err
+		}
+	}
+	b.params = dm[0]
+	me := l.Rank - l.Node(l.Rank)*S
+	// Peer tables: send buffers, receive buffers, sync slots (at the tail
+	// of each receive buffer), indexed by node-local rank.
+	peers := make([]byte, 0, 3*8*S)
+	for _, a := range b.send {
+		peers = binary.LittleEndian.AppendUint64(peers, a)
+	}
+	for _, a := range b.recv {
+		peers = binary.LittleEndian.AppendUint64(peers, a)
+	}
+	for _, a := range b.recv {
+		peers = binary.LittleEndian.AppendUint64(peers, a+uint64(l.RecvBytes))
+	}
+	pt := dm[2].Addr()
+	a := addrs{send: b.send[me], recv: b.recv[me], peerSend: pt, peerRecv: pt + uint64(8*S), peerSync: pt + uint64(16*S),
+		sync: b.recv[me] + uint64(l.RecvBytes), table: b.table.Addr(), ctrl: b.ctrl.Addr(), meta: b.meta.Addr(),
+		dmeta: dm[7].Addr(), state: dm[1].Addr(), mask: dm[3].Addr(), prefix: dm[4].Addr(), offsets: dm[5].Addr(),
+		pos: dm[6].Addr()}
+	if err := b.dev.Upload(pt, peers); err != nil {
+		return err
+	}
+	return b.dev.Upload(b.params.Addr(), encodeParams(l, a, b.ml, chunks, b.block))
+}
+
+// connect registers the buffers and wires the engine.
+func (b *Backend) connect(ctx context.Context, ex Exchanger) error {
+	l := &b.l
+	me := l.Rank - l.Node(l.Rank)*l.NVLinkSize
+	reg := func(r *fabric.MemoryRegion, err error) (*fabric.MemoryRegion, error) {
+		if err == nil {
+			b.regs = append(b.regs, r)
+		}
+		return r, err
+	}
+	sendReg, err := reg(b.dev.Register(b.eng, b.send[me], int(l.SendBytes), fabric.AccessLocal))
+	if err != nil {
+		return err
+	}
+	recvReg, err := reg(b.dev.Register(b.eng, b.recv[me], int(l.RecvBytes), fabric.AccessRemoteWrite))
+	if err != nil {
+		return err
+	}
+	tb := b.table.Bytes()
+	tableReg, err := reg(b.eng.Register(fabric.MemorySpan{Addr: uintptr(unsafe.Pointer(unsafe.SliceData(tb))),
+		Len: uint64(len(tb)), Device: fabric.HostDevice, DmabufFD: -1}, fabric.AccessRemoteWrite))
+	if err != nil {
+		return err
+	}
+	flags := map[a2a.Tag]fabric.Flag{
+		a2a.TagDispatch: epochFlag{b.ctrlWord(slotDispatchRDMA, 0)},
+		a2a.TagCombine:  epochFlag{b.ctrlWord(slotCombineRDMA, 0)},
+	}
+	b.wire, err = wire.New(ctx, l, wire.Options{Engine: b.eng, Exchange: ex, Send: sendReg, Recv: recvReg,
+		Table: tableReg, Device: b.dev.EngineDevice(), Flags: flags})
+	if err != nil {
+		return err
+	}
+	b.planner, err = a2a.NewPlanner(l.Config)
+	return err
+}
+
+// epochFlag is a fabric.Flag in the control block: each Set publishes the
+// next epoch, which a kernel waits for (it never clears the flag).
+type epochFlag struct{ w *atomic.Uint32 }
+
+func (f epochFlag) Set() { f.w.Add(1) }
+
+// closeWait bounds how long Close waits for kernels still running.
+const closeWait = 10 * time.Second
+
+// Close stops the worker, waits (briefly) for kernels and transfers still
+// in flight, and releases everything. It is idempotent.
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.stopWorker()
+	var errs []error
+	if b.st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		errs = append(errs, b.st.Sync(ctx))
+		cancel()
+	}
+	if b.wire != nil {
+		errs = append(errs, b.wire.Close())
+	}
+	for _, r := range b.regs {
+		errs = append(errs, b.eng.Unregister(r))
+	}
+	if b.st != nil {
+		errs = append(errs, b.st.Close())
+	}
+	for _, m := range b.mods {
+		errs = append(errs, m.Close())
+	}
+	for _, m := range b.mems {
+		errs = append(errs, m.Free())
+	}
+	if b.io != nil {
+		errs = append(errs, b.io.free())
+	}
+	if b.node != nil {
+		errs = append(errs, b.node.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,88 @@
+package cuda
+
+import (
+	"context"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// Device is where the kernels run and their memory lives: a GPU through
+// the CUDA driver (NewDriverDevice), or the CPU emulator of the CUDA
+// execution model (package a2a/cuda/emu), where device memory is host
+// memory. The backend is the same code over both.
+type Device interface {
+	// Name says which device this is, for reports.
+	Name() string
+	// Build compiles one kernel source (a complete translation unit) with
+	// the given defines ("-DNAME=VALUE") for this device and loads it.
+	Build(ctx context.Context, src Source, defines []string) (Module, error)
+	// NewStream returns an in-order queue of launches.
+	NewStream() (Stream, error)
+	// Alloc returns n bytes of zeroed device memory.
+	Alloc(n int) (Memory, error)
+	// AllocMapped returns n bytes of zeroed host memory that kernels can
+	// address (flags, the receive plan, the count table).
+	AllocMapped(n int) (Memory, error)
+	// Upload copies b to device memory at dst; Download copies device
+	// memory at src into b. Both are synchronous.
+	Upload(dst uint64, b []byte) error
+	Download(b []byte, src uint64) error
+	// HostAddressable reports whether kernels can read and write ordinary
+	// host memory (Go slices) directly, so the a2a.Backend methods pass the
+	// caller's slices as they are instead of staging them.
+	HostAddressable() bool
+	// Register registers n bytes of device memory at addr with the engine.
+	Register(e *fabric.Engine, addr uint64, n int, access fabric.Access) (*fabric.MemoryRegion, error)
+	// EngineDevice is the engine group that device memory belongs to
+	// (fabric.HostDevice on the emulator).
+	EngineDevice() fabric.Device
+	// DefaultLaunch is the grid (blocks) and block (threads) size to use
+	// when Options leave them 0.
+	DefaultLaunch() (grid, block int)
+}
+
+// Source is one kernel source file.
+type Source struct {
+	Name string
+	Code string
+}
+
+// Module is built kernel code.
+type Module interface {
+	Kernel(name string) (Kernel, error)
+	Close() error
+}
+
+// Kernel is one kernel of a Module, launched on a Stream.
+type Kernel any
+
+// Stream runs launches in order. Launch arguments are uint64 (addresses,
+// 64-bit values), uint32, int32 or float32, in the kernel's order; every
+// launch is cooperative (all blocks resident at once).
+type Stream interface {
+	Launch(k Kernel, grid, block int, args ...any) error
+	// Sync waits until every launch so far finished, or ctx ends.
+	Sync(ctx context.Context) error
+	Close() error
+}
+
+// Memory is an allocation of a Device.
+type Memory interface {
+	// Addr is the address kernels use.
+	Addr() uint64
+	// Bytes is the host view, or nil where the host cannot address it.
+	Bytes() []byte
+	Free() error
+}
+
+// NodeMemory shares this rank's transport buffers with the other ranks of
+// its NVLink domain: CUDA VMM exports on a GPU, host memory (package
+// a2a/host's LocalNode or ProcessNode) on the emulator.
+type NodeMemory interface {
+	// Share allocates this rank's send and receive buffers (zeroed, at
+	// least the sizes asked) and, once every rank of the domain has, returns
+	// their device addresses indexed by node-local rank (own included).
+	Share(ctx context.Context, sendBytes, recvBytes int) (send, recv []uint64, err error)
+	// Close releases the mappings.
+	Close() error
+}

@@ -1,0 +1,198 @@
+// MoE combine kernels of package a2a/cuda: combine-send returns every
+// expert output to the rank that sent the copy, straight to the row where
+// that rank's combine-recv gathers it (staged in the send buffer for RDMA
+// first, then stored into the node ranks' receive buffers); combine-recv
+// reduces each token's K rows in fp32, in slot order, each product and
+// sum rounded on its own (no fused multiply-add, bit-equal to package
+// a2a's Go code), and rounds once into the output type.
+#include "a2a_common.cuh"
+
+// a2a_send_copies copies expert outputs of copies [lo, hi), a warp per
+// row: to the staging row in the own send buffer (remote), or to the row
+// in the receive buffer of every replica of the copy's group (node).
+__device__ void a2a_send_copies(const a2a_params *p, uint32_t lo, uint32_t hi, bool remote, const uint8_t *y,
+                                uint64_t y_stride) {
+	const a2a_run *runs = a2a_runs(p);
+	const uint32_t *starts = a2a_starts(p);
+	const uint32_t nruns = ((const uint32_t *)p->meta)[A2A_META_RUNS];
+	const uint32_t lane = fd_lane_id(), wpb = blockDim.x >> 5, nw = gridDim.x * wpb;
+	const uint32_t D = p->replicas, n = p->combine_bytes;
+	uint8_t *dst[8];
+	for (uint32_t c = lo + blockIdx.x * wpb + (threadIdx.x >> 5); c < hi; c += nw) {
+		const uint32_t r = a2a_find_run(starts, nruns, c);
+		const a2a_run run = runs[r];
+		const uint32_t o = c - starts[r], row = (uint32_t)run.combine_row + o;
+		const uint8_t *src = y + ((uint64_t)(uint32_t)run.padded + o) * y_stride;
+		if (remote) {
+			dst[0] = a2a_row(p->send, p, row);
+			a2a_copy(dst, 1, src, n, lane, 32);
+			continue;
+		}
+		// D destinations, in batches of up to 8 stores per load.
+		const uint32_t q0 = (uint32_t)run.group * D - p->base;
+		for (uint32_t b = 0; b < D; b += 8) {
+			const uint32_t nd = D - b < 8u ? D - b : 8u;
+			for (uint32_t i = 0; i < nd; ++i) dst[i] = a2a_row(a2a_peer(p->peer_recv, q0 + b + i), p, row);
+			a2a_copy(dst, nd, src, n, lane, 32);
+		}
+	}
+}
+
+// a2a_combine_send: wait for the dispatch barrier; stage the rows bound
+// for other domains and signal the worker (it posts the combine writes);
+// store the node rows; publish to the node ranks.
+extern "C" __global__ void __launch_bounds__(A2A_THREADS)
+a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint64_t timeout_ns) {
+	a2a_state *st = a2a_st(p);
+	const uint32_t iter = st->iter + 1u;
+	if (!a2a_shape_ok(p, st, A2A_PHASE_COMBINE_SEND, iter)) return;
+	// Every rank is done reading what it was sent, and every transfer out
+	// of this rank's buffers completed.
+	if (threadIdx.x == 0) a2a_wait(st, a2a_ctrl(p, A2A_COMBINE_FREE), iter, timeout_ns, A2A_WAIT_COMBINE_FREE, 0);
+	__syncthreads();
+	const uint32_t *meta = (const uint32_t *)p->meta;
+	const uint32_t copies = meta[A2A_META_COPIES], remote = meta[A2A_META_REMOTE_COPIES];
+	if (!a2a_aborted(st)) a2a_send_copies(p, 0, remote, true, y, y_stride);
+	a2a_arrive(st, &st->csend_blocks, a2a_ctrl(p, A2A_CSEND_DONE), iter);
+	if (!a2a_aborted(st)) a2a_send_copies(p, remote, copies, false, y, y_stride);
+	fd_grid_sync(&st->barrier);
+	if (blockIdx.x == 0 && threadIdx.x < A2A_S(p) && !a2a_aborted(st)) {
+		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + A2A_S(p) + p->me;
+		fd_fence_sys();
+		fd_st_release_sys(slot, iter);
+	}
+	if (blockIdx.x == 0 && threadIdx.x == 0) a2a_finish(p, st, A2A_PHASE_COMBINE_SEND, iter);
+}
+
+__device__ __forceinline__ float a2a_f32(uint32_t b) {
+	union {
+		uint32_t u;
+		float f;
+	} v;
+	v.u = b;
+	return v.f;
+}
+
+__device__ __forceinline__ uint32_t a2a_bits(float f) {
+	union {
+		uint32_t u;
+		float f;
+	} v;
+	v.f = f;
+	return v.u;
+}
+
+// a2a_decode widens element i of a 16-byte chunk (in words w) of type ct.
+__device__ __forceinline__ float a2a_decode(const uint32_t *w, uint32_t i, uint32_t ct) {
+	if (ct == A2A_FP32) return a2a_f32(w[i]);
+	const uint16_t h = (uint16_t)(w[i >> 1] >> (16u * (i & 1u)));
+	return ct == A2A_BF16 ? fd_bf16_to_f32(h) : fd_f16_to_f32(h);
+}
+
+// a2a_round rounds v into element i of a chunk of type ct.
+__device__ __forceinline__ void a2a_encode(uint32_t *w, uint32_t i, uint32_t ct, float v) {
+	if (ct == A2A_FP32) {
+		w[i] = a2a_bits(v);
+		return;
+	}
+	const uint32_t h = ct == A2A_BF16 ? fd_f32_to_bf16(v) : fd_f32_to_f16(v);
+	const uint32_t sh = 16u * (i & 1u);
+	w[i >> 1] = (w[i >> 1] & ~(0xffffu << sh)) | (h << sh);
+}
+
+// a2a_load_bytes / a2a_store_bytes move n bytes of caller memory of any
+// alignment into and out of a chunk.
+__device__ __forceinline__ void a2a_load_bytes(uint32_t *w, const uint8_t *src, uint32_t n) {
+	uint8_t *b = (uint8_t *)w;
+	for (uint32_t i = 0; i < n; ++i) b[i] = src[i];
+}
+
+__device__ __forceinline__ void a2a_store_bytes(uint8_t *dst, const uint32_t *w, uint32_t n) {
+	const uint8_t *b = (const uint8_t *)w;
+	for (uint32_t i = 0; i < n; ++i) dst[i] = b[i];
+}
+
+// a2a_reduce_chunk computes elements [first, first+ne) of token t (one
+// chunk of at most 16 bytes, starting at byte off of the row).
+__device__ __forceinline__ void a2a_reduce_chunk(const a2a_params *p, uint8_t *const *rows, const float *w,
+                                                 uint8_t *out, uint32_t off, uint32_t ne, bool accumulate) {
+	const uint32_t K = A2A_K(p), ct = A2A_CT(p), es = ct == A2A_FP32 ? 4u : 2u, nb = ne * es;
+	uint32_t c[4] = {0u, 0u, 0u, 0u};
+	float acc[8];
+	if (accumulate) {
+		if (nb == 16u && a2a_al16(out + off)) {
+			fd_v16 v = fd_ld16(out + off);
+			c[0] = v.x, c[1] = v.y, c[2] = v.z, c[3] = v.w;
+		} else {
+			a2a_load_bytes(c, out + off, nb);
+		}
+		for (uint32_t i = 0; i < ne; ++i) acc[i] = a2a_decode(c, i, ct);
+	} else {
+		for (uint32_t i = 0; i < ne; ++i) acc[i] = 0.0f;
+	}
+	for (uint32_t k = 0; k < K; ++k) {
+		const uint8_t *src = rows[k] + off;
+		if (nb == 16u) {
+			fd_v16 v = fd_ld16_nc(src);
+			c[0] = v.x, c[1] = v.y, c[2] = v.z, c[3] = v.w;
+		} else {
+			for (uint32_t i = 0; i < (nb + 3u) / 4u; ++i) c[i] = ((const uint32_t *)src)[i];
+		}
+		const float wk = w[k];
+		for (uint32_t i = 0; i < ne; ++i) acc[i] = fd_fadd_rn(acc[i], fd_fmul_rn(wk, a2a_decode(c, i, ct)));
+	}
+	for (uint32_t i = 0; i < ne; ++i) a2a_encode(c, i, ct, acc[i]);
+	if (nb == 16u && a2a_al16(out + off)) {
+		fd_v16 v;
+		v.x = c[0], v.y = c[1], v.z = c[2], v.w = c[3];
+		fd_st16(out + off, v);
+	} else {
+		a2a_store_bytes(out + off, c, nb);
+	}
+}
+
+// a2a_combine_recv: wait for the RDMA rows and the node ranks' rows, then
+// reduce every token of this rank (a block per token, 16-byte chunks of
+// the row per thread), each of its K rows read from the receive buffer at
+// the copy's layout row.
+extern "C" __global__ void __launch_bounds__(A2A_THREADS)
+a2a_combine_recv(const a2a_params *p, uint8_t *out, uint64_t out_stride, const float *weights, uint32_t accumulate,
+                 uint64_t timeout_ns) {
+	a2a_state *st = a2a_st(p);
+	const uint32_t iter = st->iter + 1u, S = A2A_S(p), K = A2A_K(p);
+	if (!a2a_shape_ok(p, st, A2A_PHASE_COMBINE_RECV, iter)) return;
+	if (threadIdx.x == 0) {
+		bool ok = p->world == S || a2a_wait(st, a2a_ctrl(p, A2A_COMBINE_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_COMBINE, 0);
+		for (uint32_t q = 0; ok && q < S; ++q)
+			ok = a2a_wait(st, (uint32_t *)p->sync + S + q, iter, timeout_ns, A2A_WAIT_NODE_COMBINE, q);
+	}
+	__syncthreads();
+	__shared__ uint8_t *rows[A2A_MAX_TOPK];
+	__shared__ float w[A2A_MAX_TOPK];
+	const uint32_t m = st->m, ct = A2A_CT(p), es = ct == A2A_FP32 ? 4u : 2u, epc = 16u / es;
+	const uint32_t H = A2A_H(p), full = H / epc;
+	const bool skip = a2a_aborted(st);
+	for (uint32_t t = blockIdx.x; t < m && !skip; t += gridDim.x) {
+		for (uint32_t k = threadIdx.x; k < K; k += blockDim.x) {
+			rows[k] = a2a_row(p->recv, p, ((const uint32_t *)p->pos)[(uint64_t)t * K + k]);
+			w[k] = weights[(uint64_t)t * K + k];
+		}
+		__syncthreads();
+		uint8_t *o = out + (uint64_t)t * out_stride;
+		for (uint32_t c = threadIdx.x; c <= full; c += blockDim.x) {
+			const uint32_t ne = c < full ? epc : H - full * epc;
+			if (ne != 0u) a2a_reduce_chunk(p, rows, w, o, 16u * c, ne, accumulate != 0u);
+		}
+		__syncthreads();
+	}
+	fd_grid_sync(&st->barrier);
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		// The iteration is over: the epoch every kernel reads advances.
+		st->iter = iter;
+		if (!a2a_aborted(st)) {
+			fd_fence_sys();
+			fd_st_release_sys(a2a_ctrl(p, A2A_CRECV_DONE), iter);
+		}
+		a2a_finish(p, st, A2A_PHASE_COMBINE_RECV, iter);
+	}
+}
