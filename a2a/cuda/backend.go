@@ -141,10 +141,9 @@ func (b *Backend) build(ctx context.Context) error {
 		return err
 	}
 	shape, special := ShapeOf(&b.l)
-	defs := Defines(b.block, shape, special)
 	found := map[string]Kernel{}
 	for _, src := range srcs {
-		m, err := b.dev.Build(ctx, src, defs)
+		m, err := b.dev.Build(ctx, src, Defines(src.Name, b.block, shape, special))
 		if err != nil {
 			return fmt.Errorf("a2a cuda backend: build %s: %w", src.Name, err)
 		}

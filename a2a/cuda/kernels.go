@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/ferryrdma/ferry/a2a"
 )
@@ -102,33 +103,40 @@ func ShapeOf(l *a2a.Layout) (Shape, bool) {
 	return s, false
 }
 
-// Defines returns the compile-time defines of a build for blocks of
-// threads threads, specialised for shape when special is true.
-func Defines(threads int, shape Shape, special bool) []string {
+// Defines returns the compile-time defines of a build of source (as
+// named by Sources) for blocks of threads threads, specialised for shape
+// when special is true. Each source takes only the values it uses, so
+// shapes that differ elsewhere share its build.
+func Defines(source string, threads int, shape Shape, special bool) []string {
 	d := []string{fmt.Sprintf("-DA2A_THREADS=%d", threads)}
 	if !special {
 		return d
 	}
-	return append(d,
-		fmt.Sprintf("-DA2A_TOKEN_BYTES=%d", shape.Hidden*shape.DispatchType.Size()),
-		fmt.Sprintf("-DA2A_SCALES=%d", shape.Scales),
-		fmt.Sprintf("-DA2A_TOPK=%d", shape.TopK),
-		fmt.Sprintf("-DA2A_NODE_SIZE=%d", shape.NodeSize),
-		fmt.Sprintf("-DA2A_HIDDEN=%d", shape.Hidden),
-		fmt.Sprintf("-DA2A_COMBINE_TYPE=%d", int(shape.CombineType)),
-	)
+	d = append(d, fmt.Sprintf("-DA2A_TOPK=%d", shape.TopK), fmt.Sprintf("-DA2A_NODE_SIZE=%d", shape.NodeSize))
+	if strings.Contains(source, "dispatch") {
+		return append(d, fmt.Sprintf("-DA2A_TOKEN_BYTES=%d", shape.Hidden*shape.DispatchType.Size()),
+			fmt.Sprintf("-DA2A_SCALES=%d", shape.Scales))
+	}
+	return append(d, fmt.Sprintf("-DA2A_HIDDEN=%d", shape.Hidden), fmt.Sprintf("-DA2A_COMBINE_TYPE=%d", int(shape.CombineType)))
 }
 
 // GPUThreads is the block size of GPU builds (16 warps).
 const GPUThreads = 512
 
-// Variants lists every define set a GPU backend may build: the generic
-// build and one per specialised shape, all for GPUThreads-thread blocks.
-// The compile gate compiles each of them for every architecture.
-func Variants() [][]string {
-	out := [][]string{Defines(GPUThreads, Shape{}, false)}
+// Variants lists, for source, every define set a GPU backend may build:
+// the generic build and one per specialised shape (shapes that agree on
+// the values the source uses share one), all for GPUThreads-thread
+// blocks. The compile gate compiles each for every architecture.
+func Variants(source string) [][]string {
+	out := [][]string{Defines(source, GPUThreads, Shape{}, false)}
+	seen := map[string]bool{}
 	for _, s := range Shapes() {
-		out = append(out, Defines(GPUThreads, s, true))
+		d := Defines(source, GPUThreads, s, true)
+		key := strings.Join(d, " ")
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, d)
+		}
 	}
 	return out
 }

@@ -41,7 +41,7 @@ __device__ void a2a_send_copies(const a2a_params *p, uint32_t lo, uint32_t hi, b
 // a2a_combine_send: wait for the dispatch barrier; stage the rows bound
 // for other domains and signal the worker (it posts the combine writes);
 // store the node rows; publish to the node ranks.
-extern "C" __global__ void __launch_bounds__(A2A_THREADS)
+extern "C" __global__ void __launch_bounds__(A2A_THREADS, 1)
 a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint64_t timeout_ns) {
 	a2a_state *st = a2a_st(p);
 	const uint32_t iter = st->iter + 1u;
@@ -64,35 +64,17 @@ a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint6
 	if (blockIdx.x == 0 && threadIdx.x == 0) a2a_finish(p, st, A2A_PHASE_COMBINE_SEND, iter);
 }
 
-__device__ __forceinline__ float a2a_f32(uint32_t b) {
-	union {
-		uint32_t u;
-		float f;
-	} v;
-	v.u = b;
-	return v.f;
-}
-
-__device__ __forceinline__ uint32_t a2a_bits(float f) {
-	union {
-		uint32_t u;
-		float f;
-	} v;
-	v.f = f;
-	return v.u;
-}
-
 // a2a_decode widens element i of a 16-byte chunk (in words w) of type ct.
 __device__ __forceinline__ float a2a_decode(const uint32_t *w, uint32_t i, uint32_t ct) {
-	if (ct == A2A_FP32) return a2a_f32(w[i]);
+	if (ct == A2A_FP32) return __uint_as_float(w[i]);
 	const uint16_t h = (uint16_t)(w[i >> 1] >> (16u * (i & 1u)));
 	return ct == A2A_BF16 ? fd_bf16_to_f32(h) : fd_f16_to_f32(h);
 }
 
-// a2a_round rounds v into element i of a chunk of type ct.
+// a2a_encode rounds v into element i of a chunk of type ct.
 __device__ __forceinline__ void a2a_encode(uint32_t *w, uint32_t i, uint32_t ct, float v) {
 	if (ct == A2A_FP32) {
-		w[i] = a2a_bits(v);
+		w[i] = __float_as_uint(v);
 		return;
 	}
 	const uint32_t h = ct == A2A_BF16 ? fd_f32_to_bf16(v) : fd_f32_to_f16(v);
@@ -139,7 +121,7 @@ __device__ __forceinline__ void a2a_reduce_chunk(const a2a_params *p, uint8_t *c
 			for (uint32_t i = 0; i < (nb + 3u) / 4u; ++i) c[i] = ((const uint32_t *)src)[i];
 		}
 		const float wk = w[k];
-		for (uint32_t i = 0; i < ne; ++i) acc[i] = fd_fadd_rn(acc[i], fd_fmul_rn(wk, a2a_decode(c, i, ct)));
+		for (uint32_t i = 0; i < ne; ++i) acc[i] = fd_mul_add_f32(acc[i], wk, a2a_decode(c, i, ct));
 	}
 	for (uint32_t i = 0; i < ne; ++i) a2a_encode(c, i, ct, acc[i]);
 	if (nb == 16u && a2a_al16(out + off)) {
@@ -155,7 +137,7 @@ __device__ __forceinline__ void a2a_reduce_chunk(const a2a_params *p, uint8_t *c
 // reduce every token of this rank (a block per token, 16-byte chunks of
 // the row per thread), each of its K rows read from the receive buffer at
 // the copy's layout row.
-extern "C" __global__ void __launch_bounds__(A2A_THREADS)
+extern "C" __global__ void __launch_bounds__(A2A_THREADS, 1)
 a2a_combine_recv(const a2a_params *p, uint8_t *out, uint64_t out_stride, const float *weights, uint32_t accumulate,
                  uint64_t timeout_ns) {
 	a2a_state *st = a2a_st(p);

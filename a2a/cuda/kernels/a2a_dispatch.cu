@@ -164,7 +164,7 @@ __device__ void a2a_count(const a2a_params *p, a2a_state *st, const uint32_t *in
 // a2a_dispatch_send: see the file comment. Grid-wide phases: mark
 // bitmaps | layout and count row (block 0) | stage RDMA rows, signal |
 // node rows | publish to node peers, clear the bitmaps.
-extern "C" __global__ void __launch_bounds__(A2A_THREADS)
+extern "C" __global__ void __launch_bounds__(A2A_THREADS, 1)
 a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, const float *scales, uint64_t s_tok,
                   uint64_t s_elem, const uint32_t *indices, uint32_t m_max, const int32_t *bound_m,
                   uint64_t timeout_ns) {
@@ -285,7 +285,7 @@ __device__ void a2a_recv_copies(const a2a_params *p, uint32_t lo, uint32_t hi, u
 
 // a2a_dispatch_recv: wait for the plan and the node ranks' rows, copy the
 // node share, wait for the RDMA share, copy it; then the counts.
-extern "C" __global__ void __launch_bounds__(A2A_THREADS)
+extern "C" __global__ void __launch_bounds__(A2A_THREADS, 1)
 a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float *out_scales, uint64_t s_tok,
                   uint64_t s_elem, int32_t *expert_tokens, int32_t *expert_offsets, uint64_t timeout_ns) {
 	a2a_state *st = a2a_st(p);

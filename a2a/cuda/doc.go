@@ -1,0 +1,83 @@
+// Package cuda is the CUDA backend of a2a: MoE dispatch and combine by
+// four kernels (kernels/a2a_dispatch.cu, kernels/a2a_combine.cu, written
+// only against cuda/kernels/ferry_device.h) and a CPU worker that drives
+// the fabric engine, with the host backend's wiring (package
+// a2a/internal/wire: one scatter per phase and kind, barriers, counters,
+// a transfer counter drained at each barrier).
+//
+// # Two ways to run
+//
+// The backend runs its kernels on a Device. DriverDevice is a GPU through
+// package cuda: the kernels are compiled by NVRTC for the exact device
+// and launched cooperatively, buffers are device memory registered with
+// the engine (fabric/gpu), the flags, the receive plan and the count
+// table live in pinned host memory mapped into the device. Package
+// a2a/cuda/emu is the CPU emulator of the CUDA execution model
+// (internal/cudaemu): the same kernel sources built by g++, "device
+// memory" being host memory registered with the engine. The emulator is
+// how every CI run proves this backend: W ranks in one process or as
+// processes over libfabric's shm and tcp, node peers sharing memory,
+// checked against the oracle bit for bit.
+//
+// # Kernels
+//
+//	dispatch send  mark every copy in per-expert token bitmaps (grid);
+//	               block 0: per-chunk prefix counts, per-expert counts,
+//	               their scan into expert offsets (token-major ordinals,
+//	               the layout of a2a.Planner.PlanSend, bit for bit), the
+//	               count row into this rank's table, route flag raised
+//	               before anything is packed; then every row bound for
+//	               another domain is staged and the last block raises the
+//	               send flag, and only then the node rows: staged for self
+//	               and for pull, pushed into node peers' private windows;
+//	               a block per token when the grid covers the tokens (the
+//	               token's 16-byte chunks stay in registers between the two
+//	               kinds of stores), tokens strided over blocks otherwise;
+//	               publish to the node ranks' sync slots
+//	dispatch recv  wait for the worker's plan and the node ranks' epochs;
+//	               copy the plan's runs to device memory; copy the node
+//	               share (pulled from peers' send buffers, or pushed) while
+//	               RDMA lands; wait for the RDMA flag; copy the RDMA share;
+//	               a warp per row, 16-byte vectors, four loads in flight
+//	combine send   wait for the dispatch barrier; stage results bound for
+//	               other domains, last block raises the flag; store node
+//	               results into every replica's receive buffer at the
+//	               copy's layout row; publish to the node ranks
+//	combine recv   wait for the RDMA flag and the node epochs; a block per
+//	               token gathers its K rows (16-byte chunks), fp32 sums in
+//	               slot order with every product and sum rounded
+//	               (fd_mul_add_f32: a2a.MulAdd bit for bit), one rounding
+//	               into bf16/fp16/fp32, optionally onto the output
+//
+// Shapes common in practice (hidden 7168/4096/2048 with fp8 tokens and
+// 56/32/8 scales or bf16 tokens, bf16 combine, top-8, node size
+// 1/2/4/8) are specialised by defines passed to the compiler (Shapes,
+// Defines); every other shape runs the generic build, which reads them at
+// run time. Every build is listed by KernelBuilds for the compile gate.
+//
+// # Flags and epochs
+//
+// Kernels and the worker meet in a control block of host-mapped words:
+// each flag holds an epoch (the iteration, counted from 1) and only
+// grows, so no one ever clears a flag, and kernels keep their own epoch
+// in device memory. The engine's flag counters for the dispatch and
+// combine immediates publish epochs the same way. Node ranks publish
+// epochs into each other's sync slots (at the tail of each receive
+// buffer) with system-scope release stores, read with acquire loads.
+// Nothing in a step needs the host: the four launches of an iteration
+// replay from a CUDA graph.
+//
+// Every wait in a kernel has a deadline (the call's context, or
+// Options.Timeout). A wait that passes it ends the launch cleanly: the
+// kernel skips the rest of its work, and the call returns a *KernelError
+// wrapping a2a.ErrTimeout that names what was awaited (and the worker's
+// error, if the worker failed first).
+//
+// # Calls
+//
+// Backend implements a2a.Backend, so an a2a.Context drives it with the
+// same call-order contract as the host backend. Each call launches its
+// kernel and waits for it: on the emulator the kernels read and write the
+// caller's slices in place (pinned for the call); on a GPU they are
+// staged through device memory.
+package cuda

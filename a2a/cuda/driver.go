@@ -1,0 +1,138 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+
+	cu "github.com/ferryrdma/ferry/cuda"
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/gpu"
+)
+
+// DriverDevice runs the kernels on a GPU through package cuda: NVRTC
+// builds for the exact architecture (cached on disk), cooperative
+// launches, device memory for the kernels' state and transport buffers
+// (registered with the engine as GPU memory), pinned host memory mapped
+// into the device for the flags, the receive plan and the count table.
+// Caller slices are staged through device copies.
+type DriverDevice struct {
+	ctx  *cu.Context
+	sms  int
+	name string
+}
+
+var _ Device = (*DriverDevice)(nil)
+
+// NewDriverDevice returns the device of ctx. It fails with an error
+// wrapping cuda.ErrNotSupported where there is no driver or device.
+func NewDriverDevice(ctx *cu.Context) (*DriverDevice, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("a2a cuda: nil context: %w", cu.ErrInvalidArgument)
+	}
+	sms, err := ctx.Device().SMCount()
+	if err != nil {
+		return nil, err
+	}
+	name, err := ctx.Device().Name()
+	if err != nil {
+		return nil, err
+	}
+	return &DriverDevice{ctx: ctx, sms: sms, name: name}, nil
+}
+
+func (d *DriverDevice) Name() string { return fmt.Sprintf("cuda %s (%d SMs)", d.name, d.sms) }
+
+func (d *DriverDevice) Build(ctx context.Context, src Source, defines []string) (Module, error) {
+	m, _, err := d.ctx.CompileModule(cu.Source{Name: src.Name, Code: src.Code}, cu.CompileOptions{Options: defines})
+	if err != nil {
+		return nil, err
+	}
+	return driverModule{m}, nil
+}
+
+type driverModule struct{ m *cu.Module }
+
+func (m driverModule) Kernel(name string) (Kernel, error) { return m.m.Function(name) }
+func (m driverModule) Close() error                       { return m.m.Close() }
+
+func (d *DriverDevice) NewStream() (Stream, error) {
+	st, err := d.ctx.NewStream(true)
+	if err != nil {
+		return nil, err
+	}
+	return driverStream{st}, nil
+}
+
+type driverStream struct{ st *cu.Stream }
+
+func (s driverStream) Launch(k Kernel, grid, block int, args ...any) error {
+	f, ok := k.(*cu.Function)
+	if !ok {
+		return fmt.Errorf("a2a cuda: launch of a kernel from another device: %w", cu.ErrInvalidArgument)
+	}
+	return f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(grid)}, Block: cu.Dim3{X: uint32(block)}, Stream: s.st,
+		Cooperative: true}, args...)
+}
+
+func (s driverStream) Sync(ctx context.Context) error { return s.st.SynchronizeContext(ctx) }
+func (s driverStream) Close() error                   { return s.st.Close() }
+
+type driverMemory struct{ m *cu.DeviceMemory }
+
+func (m driverMemory) Addr() uint64  { return uint64(m.m.Ptr()) }
+func (m driverMemory) Bytes() []byte { return nil }
+func (m driverMemory) Free() error   { return m.m.Close() }
+
+type mappedMemory struct {
+	h   *cu.HostMemory
+	dev cu.DevicePtr
+}
+
+func (m mappedMemory) Addr() uint64  { return uint64(m.dev) }
+func (m mappedMemory) Bytes() []byte { return m.h.Bytes() }
+func (m mappedMemory) Free() error   { return m.h.Close() }
+
+func (d *DriverDevice) Alloc(n int) (Memory, error) {
+	m, err := d.ctx.Alloc(uint64(n))
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Memset(0); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return driverMemory{m}, nil
+}
+
+func (d *DriverDevice) AllocMapped(n int) (Memory, error) {
+	h, err := d.ctx.AllocHost(uint64(n), cu.HostPortable|cu.HostMapped)
+	if err != nil {
+		return nil, err
+	}
+	clear(h.Bytes())
+	p, err := h.DevicePtr()
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	return mappedMemory{h: h, dev: p}, nil
+}
+
+func (d *DriverDevice) Upload(dst uint64, b []byte) error {
+	return d.ctx.CopyHtoD(cu.DevicePtr(dst), b)
+}
+
+func (d *DriverDevice) Download(b []byte, src uint64) error {
+	return d.ctx.CopyDtoH(b, cu.DevicePtr(src))
+}
+
+func (d *DriverDevice) HostAddressable() bool { return false }
+
+func (d *DriverDevice) Register(e *fabric.Engine, addr uint64, n int, access fabric.Access) (*fabric.MemoryRegion, error) {
+	return gpu.Register(e, uintptr(addr), uint64(n), access)
+}
+
+func (d *DriverDevice) EngineDevice() fabric.Device { return d.ctx.Device().Fabric() }
+
+// DefaultLaunch is one block of GPUThreads per SM.
+func (d *DriverDevice) DefaultLaunch() (grid, block int) { return d.sms, GPUThreads }

@@ -1,0 +1,35 @@
+package a2a_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/internal/workload"
+)
+
+// TestSendTransfersFromSegments checks that the writes a device backend
+// lists from its count row's segment starts alone are PlanSend's.
+func TestSendTransfersFromSegments(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	for it := 0; it < 200; it++ {
+		cfg := workload.RandomConfig(rng, 16)
+		cfg.Rank = rng.IntN(cfg.WorldSize)
+		p, err := a2a.NewPlanner(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := p.Layout()
+		g := workload.RandomGroups(rng, l, rng.IntN(3) == 0)[l.Group(cfg.Rank)]
+		if err := p.PlanSend(g.Indices, g.Tokens); err != nil {
+			t.Fatal(err)
+		}
+		sp := p.Send()
+		// Into slices holding something already: only appended entries count.
+		eager, over := l.SendTransfers(sp.Segments, []a2a.Transfer{{Peer: -1}}, nil)
+		if fmt.Sprint(eager[1:]) != fmt.Sprint(sp.Eager) || fmt.Sprint(over) != fmt.Sprint(sp.Overflow) {
+			t.Fatalf("config %+v: from segments %v %v, PlanSend %v %v", cfg, eager[1:], over, sp.Eager, sp.Overflow)
+		}
+	}
+}
