@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ferryrdma/ferry/a2a"
+	cu "github.com/ferryrdma/ferry/cuda"
 )
 
 // The kernels: two files sharing a2a_common.cuh, which the loader pastes
@@ -62,19 +63,22 @@ func Sources() ([]Source, error) {
 // Shape is a set of compile-time values the kernels can be specialised
 // for. A Layout matching one runs the specialised build; any other shape
 // runs the generic one (every value read at run time).
+//
+// The NVLink domain size is not among them, deliberately: it only bounds
+// a few per-block loops (the epoch waits and releases, one per node rank)
+// and one division per copy, and making it a define would multiply the
+// builds (and the compile gate's time) by four for no measurable gain.
 type Shape struct {
 	Hidden       int
 	DispatchType a2a.DType
 	Scales       int
 	CombineType  a2a.DType
 	TopK         int
-	NodeSize     int
 }
 
 // Shapes lists the specialised shapes: the hidden sizes common in
 // practice (7168, 4096, 2048) with fp8 tokens and their block scales (56,
-// 32, 8) or bf16 tokens without scales, bf16 combine, top-8, every NVLink
-// domain size of 1, 2, 4 and 8.
+// 32, 8) or bf16 tokens without scales, bf16 combine, top-8.
 func Shapes() []Shape {
 	var out []Shape
 	for _, hs := range [][2]int{{7168, 56}, {4096, 32}, {2048, 8}} {
@@ -83,9 +87,7 @@ func Shapes() []Shape {
 			if in != a2a.FP8 {
 				scales = 0
 			}
-			for _, s := range []int{1, 2, 4, 8} {
-				out = append(out, Shape{Hidden: hs[0], DispatchType: in, Scales: scales, CombineType: a2a.BF16, TopK: 8, NodeSize: s})
-			}
+			out = append(out, Shape{Hidden: hs[0], DispatchType: in, Scales: scales, CombineType: a2a.BF16, TopK: 8})
 		}
 	}
 	return out
@@ -94,7 +96,7 @@ func Shapes() []Shape {
 // ShapeOf returns l's shape and whether the kernels are specialised for it.
 func ShapeOf(l *a2a.Layout) (Shape, bool) {
 	s := Shape{Hidden: l.Hidden, DispatchType: l.DispatchType, Scales: l.Scales, CombineType: l.CombineType,
-		TopK: l.ExpertsPerToken, NodeSize: l.NVLinkSize}
+		TopK: l.ExpertsPerToken}
 	for _, c := range Shapes() {
 		if c == s {
 			return s, true
@@ -112,7 +114,7 @@ func Defines(source string, threads int, shape Shape, special bool) []string {
 	if !special {
 		return d
 	}
-	d = append(d, fmt.Sprintf("-DA2A_TOPK=%d", shape.TopK), fmt.Sprintf("-DA2A_NODE_SIZE=%d", shape.NodeSize))
+	d = append(d, fmt.Sprintf("-DA2A_TOPK=%d", shape.TopK))
 	if strings.Contains(source, "dispatch") {
 		return append(d, fmt.Sprintf("-DA2A_TOKEN_BYTES=%d", shape.Hidden*shape.DispatchType.Size()),
 			fmt.Sprintf("-DA2A_SCALES=%d", shape.Scales))
@@ -136,6 +138,36 @@ func Variants(source string) [][]string {
 		if !seen[key] {
 			seen[key] = true
 			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// KernelBuilds lists every build of the a2a kernels a GPU backend may
+// perform (each source in each of its Variants), with the kernels it
+// launches and their block size, for the compile gate
+// (internal/devicecode).
+func KernelBuilds() []cu.KernelBuild {
+	srcs, err := Sources()
+	if err != nil {
+		return nil // embedded: cannot fail
+	}
+	var out []cu.KernelBuild
+	for _, src := range srcs {
+		var launches []cu.KernelLaunch
+		for _, k := range kernelNames {
+			if strings.Contains(src.Code, "\n"+k+"(") {
+				launches = append(launches, cu.KernelLaunch{Kernel: k, MaxBlock: GPUThreads})
+			}
+		}
+		launches = append(launches, cu.KernelLaunch{Kernel: probeKernel, MaxBlock: 32})
+		for _, d := range Variants(src.Name) {
+			name := strings.TrimSuffix(strings.TrimPrefix(src.Name, "a2a/"), ".cu")
+			for _, def := range d[1:] {
+				name += " " + strings.TrimPrefix(def, "-DA2A_")
+			}
+			out = append(out, cu.KernelBuild{Name: name, Source: cu.Source{Name: src.Name, Code: src.Code},
+				Options: d, Launches: launches})
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package devicecode
 
 import (
+	a2acuda "github.com/ferryrdma/ferry/a2a/cuda"
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric/gpu"
 )
@@ -11,6 +12,7 @@ func All() []cuda.KernelBuild {
 	for _, builds := range []func() []cuda.KernelBuild{
 		cuda.KernelBuilds,
 		gpu.KernelBuilds,
+		a2acuda.KernelBuilds,
 	} {
 		all = append(all, builds()...)
 	}

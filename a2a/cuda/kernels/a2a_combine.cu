@@ -56,8 +56,8 @@ a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint6
 	a2a_arrive(st, &st->csend_blocks, a2a_ctrl(p, A2A_CSEND_DONE), iter);
 	if (!a2a_aborted(st)) a2a_send_copies(p, remote, copies, false, y, y_stride);
 	fd_grid_sync(&st->barrier);
-	if (blockIdx.x == 0 && threadIdx.x < A2A_S(p) && !a2a_aborted(st)) {
-		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + A2A_S(p) + p->me;
+	if (blockIdx.x == 0 && threadIdx.x < p->node_size && !a2a_aborted(st)) {
+		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + p->node_size + p->me;
 		fd_fence_sys();
 		fd_st_release_sys(slot, iter);
 	}
@@ -141,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(A2A_THREADS, 1)
 a2a_combine_recv(const a2a_params *p, uint8_t *out, uint64_t out_stride, const float *weights, uint32_t accumulate,
                  uint64_t timeout_ns) {
 	a2a_state *st = a2a_st(p);
-	const uint32_t iter = st->iter + 1u, S = A2A_S(p), K = A2A_K(p);
+	const uint32_t iter = st->iter + 1u, S = p->node_size, K = A2A_K(p);
 	if (!a2a_shape_ok(p, st, A2A_PHASE_COMBINE_RECV, iter)) return;
 	if (threadIdx.x == 0) {
 		bool ok = p->world == S || a2a_wait(st, a2a_ctrl(p, A2A_COMBINE_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_COMBINE, 0);

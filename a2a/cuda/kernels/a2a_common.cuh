@@ -34,11 +34,6 @@
 #else
 #define A2A_K(p) ((p)->topk)
 #endif
-#ifdef A2A_NODE_SIZE
-#define A2A_S(p) ((uint32_t)A2A_NODE_SIZE)
-#else
-#define A2A_S(p) ((p)->node_size)
-#endif
 #ifdef A2A_HIDDEN
 #define A2A_H(p) ((uint32_t)A2A_HIDDEN)
 #else
@@ -201,7 +196,7 @@ __device__ __forceinline__ void a2a_finish(const a2a_params *p, a2a_state *st, u
 // blocks alike, with block 0 reporting A2A_STATUS_BAD_SHAPE.
 __device__ __forceinline__ bool a2a_shape_ok(const a2a_params *p, a2a_state *st, uint32_t phase, uint32_t iter) {
 	const bool ok = blockDim.x == A2A_THREADS && p->threads == A2A_THREADS && A2A_K(p) == p->topk &&
-	                A2A_TB(p) == p->token_bytes && A2A_HS(p) == p->scales && A2A_S(p) == p->node_size &&
+	                A2A_TB(p) == p->token_bytes && A2A_HS(p) == p->scales &&
 	                A2A_H(p) == p->hidden && A2A_CT(p) == p->combine_type && p->topk <= A2A_MAX_TOPK;
 	if (!ok && blockIdx.x == 0 && threadIdx.x == 0) {
 		st->bad = A2A_STATUS_BAD_SHAPE;

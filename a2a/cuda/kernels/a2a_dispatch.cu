@@ -232,7 +232,7 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 	fd_grid_sync(&st->barrier);
 	// Every row of this rank for its node peers (and itself) is written:
 	// publish the epoch into each node rank's sync slot [me].
-	if (blockIdx.x == 0 && threadIdx.x < A2A_S(p) && !a2a_aborted(st)) {
+	if (blockIdx.x == 0 && threadIdx.x < p->node_size && !a2a_aborted(st)) {
 		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + p->me;
 		fd_fence_sys();
 		fd_st_release_sys(slot, iter);
@@ -289,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(A2A_THREADS, 1)
 a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float *out_scales, uint64_t s_tok,
                   uint64_t s_elem, int32_t *expert_tokens, int32_t *expert_offsets, uint64_t timeout_ns) {
 	a2a_state *st = a2a_st(p);
-	const uint32_t iter = st->iter + 1u, S = A2A_S(p);
+	const uint32_t iter = st->iter + 1u, S = p->node_size;
 	if (!a2a_shape_ok(p, st, A2A_PHASE_DISPATCH_RECV, iter)) return;
 	if (threadIdx.x == 0) {
 		bool ok = a2a_wait(st, a2a_ctrl(p, A2A_PLAN_READY), iter, timeout_ns, A2A_WAIT_PLAN, 0);
