@@ -75,7 +75,7 @@ type BuildSpec struct {
 }
 
 // gccFlags are the compiler flags of every module.
-var gccFlags = []string{"-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-ffp-contract=off",
+var gccFlags = []string{"-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-gnu-unique",
 	"-fno-strict-aliasing", "-Wall", "-Wno-unused-function", "-Wno-unused-variable"}
 
 // kernelDecl is an extern "C" __global__ function found in a source.
