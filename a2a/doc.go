@@ -129,8 +129,10 @@
 //   - a TransferCounter, drained at each barrier, so every posted request
 //     is waited for before its buffers are reused.
 //
-// A GPU backend replaces the pack/unpack loops with kernels, the shared
-// memory with CUDA VMM mappings, and the caller-side waits with flags the
-// kernels poll (FlagCounter for the immediates, host-mapped or GDR flags
-// for the worker's hand-offs).
+// Package cuda (a2a/cuda) is the GPU backend built on that wiring
+// (package a2a/internal/wire): four kernels replace the pack/unpack loops,
+// node ranks' buffers are device pointers, and the caller-side waits
+// become flags the kernels poll (a FlagCounter for the immediates,
+// host-mapped words for the worker's hand-offs). Its kernels run on a GPU
+// or, in every CI run, on the CPU emulator (a2a/cuda/emu).
 package a2a

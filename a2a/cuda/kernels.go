@@ -156,7 +156,7 @@ func KernelBuilds() []cu.KernelBuild {
 	for _, src := range srcs {
 		var launches []cu.KernelLaunch
 		for _, k := range kernelNames {
-			if strings.Contains(src.Code, "\n"+k+"(") {
+			if declares(src.Code, k) {
 				launches = append(launches, cu.KernelLaunch{Kernel: k, MaxBlock: GPUThreads})
 			}
 		}
@@ -171,4 +171,9 @@ func KernelBuilds() []cu.KernelBuild {
 		}
 	}
 	return out
+}
+
+// declares reports whether code defines the kernel called name.
+func declares(code, name string) bool {
+	return regexp.MustCompile(`__global__ void[^(]*(\([^)]*\))?\s*` + name + `\(`).MatchString(code)
 }

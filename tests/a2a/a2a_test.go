@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,6 +46,8 @@ const fullEnv = "FERRY_A2A_FULL"
 type testCase struct {
 	name      string
 	transport string
+	backend   string // "host" (empty) or "cuda-emu"
+	seed      uint64 // 0: the runner's base plus the case's index
 	cfg       a2a.Config
 	iters     int
 	paths     []a2a.Path
@@ -104,6 +107,36 @@ func fastCases() []testCase {
 	return cases
 }
 
+// emuFastCases are the CUDA backend's jobs in every go test: W 2 and 4
+// over shm and tcp, node size 1, 2 and 4, replicas 1 and 2, 1 and 2
+// NICs, fp8 tokens with scales, bf16 and fp32 combine; every job's four
+// iterations carry zero tokens, an empty group, all first slots to one
+// expert (every window overflows) and accumulation, with buffers
+// poisoned between phases.
+func emuFastCases() []testCase {
+	cases := []testCase{
+		{name: "emu/shm/W2_S1_D1_fp8_bf16", transport: "shm", cfg: a2a.Config{WorldSize: 2, MaxTokens: 6, Hidden: 24,
+			Scales: 3, DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 6, ExpertsPerToken: 2, PrivateTokens: 2}},
+		{name: "emu/tcp/W2_S2_D1_nic2_bf16_fp32", transport: "tcp;ofi_rxm", cfg: a2a.Config{WorldSize: 2, NVLinkSize: 2,
+			NICsPerGPU: 2, MaxTokens: 5, Hidden: 20, DispatchType: a2a.BF16, CombineType: a2a.FP32, Experts: 5,
+			ExpertsPerToken: 3, PrivateTokens: 1, ExpertPadding: 16}},
+		{name: "emu/tcp/W4_S2_D1_nic2_fp8_bf16", transport: "tcp;ofi_rxm", cfg: a2a.Config{WorldSize: 4, NVLinkSize: 2,
+			NICsPerGPU: 2, MaxTokens: 6, Hidden: 40, Scales: 5, DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 10,
+			ExpertsPerToken: 3, PrivateTokens: 2}},
+		{name: "emu/shm/W4_S4_D2_fp8_fp32", transport: "shm", cfg: a2a.Config{WorldSize: 4, NVLinkSize: 4, ReplicaSize: 2,
+			MaxTokens: 5, Hidden: 16, Scales: 2, DispatchType: a2a.FP8, CombineType: a2a.FP32, Experts: 8,
+			ExpertsPerToken: 2, PrivateTokens: 1}},
+		{name: "emu/shm/W4_S2_D2_bf16_bf16", transport: "shm", cfg: a2a.Config{WorldSize: 4, NVLinkSize: 2, ReplicaSize: 2,
+			MaxTokens: 5, Hidden: 12, DispatchType: a2a.BF16, CombineType: a2a.BF16, Experts: 7, ExpertsPerToken: 2,
+			PrivateTokens: 1}},
+	}
+	for i := range cases {
+		cases[i].backend, cases[i].iters = "cuda-emu", 4
+		cases[i].paths = allPaths(cases[i].cfg)
+	}
+	return cases
+}
+
 // fullCases is the matrix: W in {2, 4, 8} over the three providers, D in
 // {1, 2}, one or two domains, the three combine types, fp8 with scales.
 func fullCases() []testCase {
@@ -138,6 +171,19 @@ func fullCases() []testCase {
 	return cases
 }
 
+// requireGxx skips when the CUDA emulator cannot build kernels here (no
+// C++ compiler), unless FERRY_TEST_REQUIRE lists "emulator".
+func requireGxx(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("g++"); err == nil {
+		return
+	}
+	if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "emulator") {
+		t.Fatal("FERRY_TEST_REQUIRE lists emulator but there is no g++ here")
+	}
+	t.Skip("no g++ here: the CUDA emulator needs a C++20 compiler")
+}
+
 // requireTransport skips when libfabric or its provider is missing here,
 // unless FERRY_TEST_REQUIRE lists "libfabric": then that fails.
 func requireTransport(t *testing.T, transport string) {
@@ -165,6 +211,32 @@ func TestHostBackendProcesses(t *testing.T) {
 	} else {
 		t.Logf("fast subset; %s=1 (make test-a2a-full) runs the whole matrix", fullEnv)
 	}
+	runCases(t, cases, 100)
+}
+
+// TestCUDAEmuBackendProcesses runs the CUDA backend on the CPU emulator
+// the same way: W ranks as processes over shm and tcp, node ranks sharing
+// memfd mappings that their kernels address directly.
+func TestCUDAEmuBackendProcesses(t *testing.T) {
+	requireGxx(t)
+	cases := emuFastCases()
+	if os.Getenv(fullEnv) != "" {
+		// The host backend's matrix with its seeds: the same inputs, so
+		// the same path classes are carried.
+		full := fullCases()
+		for i := range full {
+			full[i].backend = "cuda-emu"
+			full[i].name = "emu/" + full[i].name
+			full[i].seed = 100 + uint64(len(fastCases())+i)
+		}
+		cases = append(cases, full...)
+	} else {
+		t.Logf("fast subset; %s=1 (make test-a2a-full) runs the whole matrix", fullEnv)
+	}
+	runCases(t, cases, 300)
+}
+
+func runCases(t *testing.T, cases []testCase, seed uint64) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +244,10 @@ func TestHostBackendProcesses(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			requireTransport(t, tc.transport)
-			j := job{Config: tc.cfg, Transport: tc.transport, Seed: uint64(100 + i), Iters: tc.iters,
+			if tc.seed == 0 {
+				tc.seed = seed + uint64(i)
+			}
+			j := job{Config: tc.cfg, Transport: tc.transport, Backend: tc.backend, Seed: tc.seed, Iters: tc.iters,
 				PathsFile: filepath.Join(t.TempDir(), "paths")}
 			js, err := json.Marshal(j)
 			if err != nil {

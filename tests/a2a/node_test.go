@@ -15,6 +15,10 @@ type poisonNode struct {
 	host.NodeMemory
 	me         int // node-local index
 	send, recv []byte
+	// The transport buffers proper: a backend may keep more behind them
+	// (the CUDA backend's sync slots follow its receive buffer), which
+	// poisoning must leave alone.
+	sendBytes, recvBytes int
 }
 
 func (p *poisonNode) Share(ctx context.Context, sendBytes, recvBytes int) ([][]byte, [][]byte, error) {
@@ -32,7 +36,7 @@ func (p *poisonNode) poison(it int) {
 	if it%2 == 1 {
 		b = 0x5a
 	}
-	for _, buf := range [][]byte{p.send, p.recv} {
+	for _, buf := range [][]byte{p.send[:p.sendBytes], p.recv[:p.recvBytes]} {
 		for i := range buf {
 			buf[i] = b
 		}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/cuda"
+	"github.com/ferryrdma/ferry/a2a/cuda/emu"
 	"github.com/ferryrdma/ferry/a2a/host"
 	"github.com/ferryrdma/ferry/a2a/reference"
 	_ "github.com/ferryrdma/ferry/efa"
@@ -27,8 +29,11 @@ import (
 type job struct {
 	Config    a2a.Config
 	Transport string
-	Seed      uint64
-	Iters     int
+	// Backend is "host" (or empty) or "cuda-emu" (the CUDA backend on the
+	// CPU emulator).
+	Backend string
+	Seed    uint64
+	Iters   int
 	// PathsFile is where rank 0 writes the union of the path classes
 	// every rank's planner chose (a bit per a2a.Path).
 	PathsFile string
@@ -91,8 +96,17 @@ func runRank(j job) (err error) {
 	if err != nil {
 		return err
 	}
-	node := &poisonNode{NodeMemory: pn, me: cfg.Rank % l.NVLinkSize}
-	b, err := host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node})
+	node := &poisonNode{NodeMemory: pn, me: cfg.Rank % l.NVLinkSize, sendBytes: int(l.SendBytes), recvBytes: int(l.RecvBytes)}
+	var b a2a.Backend
+	switch j.Backend {
+	case "", "host":
+		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node})
+	case "cuda-emu":
+		b, err = cuda.New(ctx, cfg, cuda.Options{Engine: eng, Exchange: g, Device: emu.NewDevice(),
+			Node: emu.NewHostNode(node, node.me)})
+	default:
+		err = fmt.Errorf("unknown backend %q", j.Backend)
+	}
 	if err != nil {
 		return err
 	}

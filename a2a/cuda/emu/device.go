@@ -1,0 +1,101 @@
+package emu
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/ferryrdma/ferry/a2a/cuda"
+	cu "github.com/ferryrdma/ferry/cuda"
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/cudaemu"
+)
+
+// Default launch of emulated kernels: a few blocks of two warps, which
+// covers every grid-level path of the kernels (several blocks, strided
+// tokens, the last-block signals) at a cost two shared cores can carry.
+const (
+	DefaultGrid  = 4
+	DefaultBlock = 64
+)
+
+// Device is the emulator as an a2a/cuda Device. Safe for concurrent use.
+type Device struct{}
+
+var _ cuda.Device = Device{}
+
+// NewDevice returns the emulator device.
+func NewDevice() Device { return Device{} }
+
+func (Device) Name() string { return "cpu emulator" }
+
+func (Device) Build(ctx context.Context, src cuda.Source, defines []string) (cuda.Module, error) {
+	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Name: src.Name,
+		Sources: []cu.Source{{Name: src.Name, Code: src.Code}}, Defines: defines})
+	if err != nil {
+		return nil, err
+	}
+	return module{m}, nil
+}
+
+type module struct{ m *cudaemu.Module }
+
+func (m module) Kernel(name string) (cuda.Kernel, error) { return m.m.Kernel(name) }
+func (m module) Close() error                            { return m.m.Close() }
+
+func (Device) NewStream() (cuda.Stream, error) { return stream{cudaemu.NewStream()}, nil }
+
+type stream struct{ s *cudaemu.Stream }
+
+func (s stream) Launch(k cuda.Kernel, grid, block int, args ...any) error {
+	kk, ok := k.(*cudaemu.Kernel)
+	if !ok {
+		return fmt.Errorf("a2a emu: launch of a kernel from another device")
+	}
+	return s.s.Launch(kk, cudaemu.Dim3{X: uint32(grid)}, cudaemu.Dim3{X: uint32(block)}, 0, args...)
+}
+
+func (s stream) Sync(ctx context.Context) error { return s.s.Sync(ctx) }
+func (s stream) Close() error                   { return s.s.Close() }
+
+// memory is host memory outside the Go heap.
+type memory struct{ b *fabric.HostBuffer }
+
+func (m memory) Addr() uint64  { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(m.b.Bytes())))) }
+func (m memory) Bytes() []byte { return m.b.Bytes() }
+func (m memory) Free() error   { return m.b.Free() }
+
+func (Device) Alloc(n int) (cuda.Memory, error) {
+	b, err := fabric.AllocHost(n)
+	if err != nil {
+		return nil, err
+	}
+	return memory{b}, nil
+}
+
+func (d Device) AllocMapped(n int) (cuda.Memory, error) { return d.Alloc(n) }
+
+func view(addr uint64, n int) []byte {
+	// Device addresses are host addresses here, of memory outside the Go heap.
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), n)
+}
+
+func (Device) Upload(dst uint64, b []byte) error {
+	copy(view(dst, len(b)), b)
+	return nil
+}
+
+func (Device) Download(b []byte, src uint64) error {
+	copy(b, view(src, len(b)))
+	return nil
+}
+
+func (Device) HostAddressable() bool { return true }
+
+func (Device) Register(e *fabric.Engine, addr uint64, n int, access fabric.Access) (*fabric.MemoryRegion, error) {
+	return e.Register(fabric.MemorySpan{Addr: uintptr(addr), Len: uint64(n), Device: fabric.HostDevice, DmabufFD: -1}, access)
+}
+
+func (Device) EngineDevice() fabric.Device { return fabric.HostDevice }
+
+func (Device) DefaultLaunch() (grid, block int) { return DefaultGrid, DefaultBlock }

@@ -1,0 +1,168 @@
+package emu_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/cuda"
+	"github.com/ferryrdma/ferry/a2a/cuda/emu"
+	_ "github.com/ferryrdma/ferry/efa"
+	"github.com/ferryrdma/ferry/fabric"
+	_ "github.com/ferryrdma/ferry/internal/memfabric"
+)
+
+// requireGxx skips when no C++ compiler can build the emulated kernels,
+// unless FERRY_TEST_REQUIRE lists "emulator".
+func requireGxx(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("g++"); err == nil {
+		return
+	}
+	if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "emulator") {
+		t.Fatal("FERRY_TEST_REQUIRE lists emulator but there is no g++ here")
+	}
+	t.Skip("no g++ here: the CUDA emulator needs a C++20 compiler")
+}
+
+// exchange is a one-shot in-process all-gather.
+type exchange struct {
+	mu    sync.Mutex
+	data  [][]byte
+	n     int
+	ready chan struct{}
+}
+
+func newExchange(w int) *exchange {
+	return &exchange{data: make([][]byte, w), ready: make(chan struct{})}
+}
+
+type member struct {
+	x *exchange
+	r int
+}
+
+func (m member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	x := m.x
+	x.mu.Lock()
+	x.data[m.r] = data
+	x.n++
+	if x.n == len(x.data) {
+		close(x.ready)
+	}
+	x.mu.Unlock()
+	select {
+	case <-x.ready:
+		return x.data, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// world is W ranks of the CUDA backend on the emulator in one process,
+// each with its own engine; node ranks share plain pointers.
+type world struct {
+	ctxs     []*a2a.Context
+	backends []*cuda.Backend
+	members  []*cuda.LocalMember
+	l        a2a.Layout
+}
+
+// poison overwrites every rank's transport buffers (not the sync slots
+// at the tail of the receive buffer): 0xA5 on even iterations, 0x5A on
+// odd ones. Only call it while every rank is idle.
+func (w *world) poison(it int) {
+	b := byte(0xa5)
+	if it%2 == 1 {
+		b = 0x5a
+	}
+	for _, m := range w.members {
+		s, r := m.Buffers()
+		for _, buf := range [][]byte{s.Bytes()[:w.l.SendBytes], r.Bytes()[:w.l.RecvBytes]} {
+			for i := range buf {
+				buf[i] = b
+			}
+		}
+	}
+}
+
+func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) *world {
+	t.Helper()
+	requireGxx(t)
+	l, err := cfg.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	W := cfg.WorldSize
+	dev := emu.NewDevice()
+	x := newExchange(W)
+	w := &world{ctxs: make([]*a2a.Context, W), backends: make([]*cuda.Backend, W), members: make([]*cuda.LocalMember, W), l: l}
+	nodes := make([]*cuda.LocalNode, l.Nodes)
+	for n := range nodes {
+		nodes[n] = cuda.NewLocalNode(dev, l.NVLinkSize)
+	}
+	engines := make([]*fabric.Engine, W)
+	errs := make([]error, W)
+	t.Cleanup(func() {
+		for r, c := range w.ctxs {
+			if c != nil {
+				if err := c.Close(); err != nil {
+					t.Errorf("close rank %d: %v", r, err)
+				}
+			}
+		}
+		for _, e := range engines {
+			if e != nil {
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if n := e.Regions(); n != 0 {
+					t.Errorf("%d regions still registered", n)
+				}
+				if err := e.Close(cctx); err != nil {
+					t.Errorf("close engine: %v", err)
+				}
+				cancel()
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for r := range W {
+		w.members[r] = nodes[l.Node(r)].Member(r % l.NVLinkSize)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := fabric.Open(ctx, fabric.Config{Transport: transport, NICs: l.NICsPerGPU, Node: "127.0.0.1",
+				Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			engines[r] = e
+			c := cfg
+			c.Rank = r
+			o := opt
+			o.Engine, o.Exchange, o.Device, o.Node = e, member{x, r}, dev, w.members[r]
+			b, err := cuda.New(ctx, c, o)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			w.backends[r] = b
+			w.ctxs[r], errs[r] = a2a.New(c, b)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
