@@ -132,7 +132,7 @@ func (d *DriverDevice) Register(e *fabric.Engine, addr uint64, n int, access fab
 	return gpu.Register(e, uintptr(addr), uint64(n), access)
 }
 
-func (d *DriverDevice) EngineDevice() fabric.Device { return d.ctx.Device().Fabric() }
+func (d *DriverDevice) EngineDevice() fabric.Device { return gpu.DeviceOf(d.ctx.Device()) }
 
 // DefaultLaunch is one block of GPUThreads per SM.
 func (d *DriverDevice) DefaultLaunch() (grid, block int) { return d.sms, GPUThreads }

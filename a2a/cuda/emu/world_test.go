@@ -17,7 +17,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a/cuda/emu"
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/internal/memfabric"
+	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 )
 
 // requireGxx skips when no C++ compiler can build the emulated kernels,
