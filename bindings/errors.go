@@ -29,6 +29,7 @@ const (
 	codeBadHandle      = -15
 	codeBufferTooSmall = -16
 	codeRendezvous     = -17
+	codePeerLost       = -18
 	codeInternal       = -99
 )
 
@@ -55,6 +56,7 @@ var codes = []struct {
 	{fabric.ErrUnknownRegion, codeUnknownRegion},
 	{fabric.ErrOutOfBounds, codeOutOfBounds},
 	{fabric.ErrNotSupported, codeNotSupported},
+	{fabric.ErrPeerLost, codePeerLost},
 	{fabric.ErrTimeout, codeTimeout},
 	{context.DeadlineExceeded, codeTimeout},
 	{fabric.ErrProvider, codeProvider},

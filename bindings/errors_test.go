@@ -35,7 +35,7 @@ func TestCodesMatchHeader(t *testing.T) {
 		"FERRY_E_UNKNOWN_PROVIDER": codeUnknownProv, "FERRY_E_BUSY": codeBusy,
 		"FERRY_E_TOO_LARGE": codeTooLarge, "FERRY_E_REMOVED": codeRemoved,
 		"FERRY_E_BAD_HANDLE": codeBadHandle, "FERRY_E_BUFFER_TOO_SMALL": codeBufferTooSmall,
-		"FERRY_E_RENDEZVOUS": codeRendezvous, "FERRY_E_INTERNAL": codeInternal,
+		"FERRY_E_RENDEZVOUS": codeRendezvous, "FERRY_E_PEER_LOST": codePeerLost, "FERRY_E_INTERNAL": codeInternal,
 	}
 	require.Equal(t, want, got)
 }
@@ -50,6 +50,8 @@ func TestCodeOf(t *testing.T) {
 	}
 	require.Equal(t, codeProvider, codeOf(&fabric.ProviderError{Op: "fi_writemsg", Errno: 5}))
 	require.Equal(t, codeTimeout, codeOf(&fabric.ProviderError{Op: "connect", Timeout: true}))
+	require.Equal(t, codePeerLost, codeOf(&fabric.ProviderError{Op: "connect", Timeout: true, PeerLost: true}),
+		"a peer that stopped answering is lost, not just late")
 	require.Equal(t, codeInternal, codeOf(errors.New("mmap: cannot allocate memory")))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)

@@ -4,6 +4,7 @@ package efa
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -41,7 +42,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	if err != nil {
 		return n, callError(d.transport, "fi_writemsg", err)
 	}
-	if n > 0 && (d.stall.active || len(d.dead) > 0) {
+	if n > 0 && (len(d.stalls) > 0 || len(d.dead) > 0) {
 		for i := range n {
 			d.accepted(ops[i].Peer)
 		}
@@ -64,7 +65,7 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 	if err != nil {
 		return n, callError(d.transport, "fi_sendmsg", err)
 	}
-	if n > 0 && (d.stall.active || len(d.dead) > 0) {
+	if n > 0 && (len(d.stalls) > 0 || len(d.dead) > 0) {
 		for i := range n {
 			d.accepted(ops[i].Peer)
 		}
@@ -120,7 +121,9 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 // DescribeError turns an error completion into a *fabric.ProviderError,
 // with fi_cq_strerror's text when the completion was one of the last 64
 // errors this domain read. A timeout (FI_ETIMEDOUT) also wraps
-// fabric.ErrTimeout. Events without Errno give nil.
+// fabric.ErrTimeout; errors that say the peer's connection is gone (reset,
+// refused, not connected, broken pipe, unreachable, timed out) also wrap
+// fabric.ErrPeerLost. Events without Errno give nil.
 func (d *Domain) DescribeError(ev fabric.Event) error {
 	if ev.Errno == 0 {
 		return nil
@@ -133,44 +136,59 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 	if ev.Kind != 0 {
 		op = ev.Kind.String() + " completion"
 	}
+	e := ofi.Errno(ev.Errno)
 	return &fabric.ProviderError{
 		Provider:  providerLabel(d.transport),
 		Op:        op,
 		Errno:     int(ev.Errno),
 		ProvErrno: int(ev.ProvErrno),
 		Msg:       text,
-		Timeout:   ofi.Errno(ev.Errno) == ofi.ETIMEDOUT,
+		Timeout:   e == ofi.ETIMEDOUT,
+		PeerLost:  peerLostErrno(e) || (d.socketErrnos() && peerLostErrno(ofi.Errno(ev.ProvErrno))),
 	}
 }
 
-// stall tracks the peer at the front of a refused post. Providers that
-// connect on first use (tcp;ofi_rxm) answer -FI_EAGAIN for as long as the
-// connection cannot be made, which for a dead peer is forever; the
-// contract wants every op either accepted or failed, so a peer whose ops
-// have been refused for the whole connect timeout is declared unreachable.
-type stall struct {
-	peer   fabric.PeerID
-	since  time.Time
-	active bool
+// socketErrnos reports whether the provider's prov_errno is a socket
+// errno (tcp reports a cancelled op with the connection's errno there).
+func (d *Domain) socketErrnos() bool {
+	return strings.HasPrefix(d.provName, "tcp") || d.provName == "sockets"
 }
 
+// peerLostErrno reports whether a completion's errno blames the peer's
+// connection rather than the op.
+func peerLostErrno(e ofi.Errno) bool {
+	switch e {
+	case ofi.ECONNRESET, ofi.ECONNREFUSED, ofi.ECONNABORTED, ofi.ENOTCONN, ofi.EPIPE,
+		ofi.EHOSTUNREACH, ofi.ENETUNREACH, ofi.ESHUTDOWN, ofi.ETIMEDOUT:
+		return true
+	}
+	return false
+}
+
+// Providers that connect on first use (tcp;ofi_rxm) answer -FI_EAGAIN for
+// as long as a connection cannot be made, which for a dead peer is
+// forever; the contract wants every op either accepted or failed. So the
+// domain remembers, per peer, when its posts started being refused; a
+// peer none of whose posts was accepted for the whole connect timeout is
+// declared unreachable, and from then on its ops fail as soon as they are
+// refused, until one is accepted again.
+
 // refused is called when the provider is busy at an op for peer. It returns
-// nil while waiting is still reasonable, and a timeout error for that op
-// once the peer has been refused for connectTimeout. From then on, ops to
-// that peer fail as soon as they are refused, until one is accepted.
+// nil while waiting is still reasonable, else the unreachable error.
 func (d *Domain) refused(peer fabric.PeerID, op string) error {
 	if _, dead := d.dead[peer]; dead {
 		return d.unreachable(peer, op)
 	}
 	now := time.Now()
-	if !d.stall.active || d.stall.peer != peer {
-		d.stall = stall{peer: peer, since: now, active: true}
+	since, ok := d.stalls[peer]
+	if !ok {
+		d.stalls[peer] = now
 		return nil
 	}
-	if now.Sub(d.stall.since) < d.connectTimeout {
+	if now.Sub(since) < d.connectTimeout {
 		return nil
 	}
-	d.stall.active = false
+	delete(d.stalls, peer)
 	d.dead[peer] = struct{}{}
 	return d.unreachable(peer, op)
 }
@@ -182,13 +200,12 @@ func (d *Domain) unreachable(peer fabric.PeerID, op string) error {
 		Errno:    int(ofi.ETIMEDOUT),
 		Msg:      fmt.Sprintf("peer %d refused every post for %v: unreachable", peer, d.connectTimeout),
 		Timeout:  true,
+		PeerLost: true,
 	}
 }
 
 // accepted notes that an op to peer was accepted: the peer is reachable.
 func (d *Domain) accepted(peer fabric.PeerID) {
-	if d.stall.active && d.stall.peer == peer {
-		d.stall.active = false
-	}
+	delete(d.stalls, peer)
 	delete(d.dead, peer)
 }

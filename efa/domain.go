@@ -44,8 +44,13 @@ type Domain struct {
 
 	// Unreachable-peer detection, see refused.
 	connectTimeout time.Duration
-	stall          stall
+	stalls         map[fabric.PeerID]time.Time
 	dead           map[fabric.PeerID]struct{}
+
+	// Liveness (liveness.go): peer names by handle, and the lock this
+	// endpoint holds on its own shm region file while it is open.
+	names   map[fabric.PeerID]string
+	shmLock *os.File
 }
 
 var _ fabric.RdmaDomain = (*Domain)(nil)
@@ -85,6 +90,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		// (its file is still in /dev/shm) from failing with EBUSY, and
 		// keeps apart processes of pid namespaces sharing /dev/shm.
 		srcName = fmt.Sprintf("ferry-%d-%08x-%d-%d", os.Getpid(), shmNonce, opts.Instance, shmSeq.Add(1))
+		reapShmFiles()
 	}
 	// The CQ takes initiator completions and incoming immediates alike, so
 	// leave room for both directions at full depth.
@@ -105,6 +111,8 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 
 		connectTimeout: opts.HandshakeTimeout,
 		dead:           make(map[fabric.PeerID]struct{}),
+		stalls:         make(map[fabric.PeerID]time.Time),
+		names:          make(map[fabric.PeerID]string),
 		shmName:        srcName,
 	}
 	if d.connectTimeout <= 0 {
@@ -116,6 +124,9 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 	d.hmem = neg.Caps()&ofi.CapHMEM != 0
 	d.strAddr = neg.AddrFormat() == ofi.AddrFormatStr
 	d.info.Provider = ProviderName
+	if srcName != "" {
+		d.lockShmRegion()
+	}
 	name, err := ep.Name()
 	if err == nil {
 		d.ownAddr = name
@@ -124,6 +135,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		err = callError(d.transport, "fi_getname", err)
 	}
 	if err != nil {
+		d.unlockShmRegion()
 		ep.Close()
 		return nil, err
 	}
@@ -173,6 +185,7 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 	}
 	id := fabric.PeerID(fa)
 	d.peers[addr] = id
+	d.names[id] = string(bytes.TrimRight(raw, "\x00"))
 	return id, nil
 }
 
@@ -234,6 +247,7 @@ func (d *Domain) Close() error {
 		first = callError(d.transport, "fi_close", err)
 	}
 	d.ep = nil
+	d.unlockShmRegion()
 	if d.shmName != "" {
 		// libfabric 1.17's shm leaves the region file of an endpoint that
 		// closes while a peer of the same process still maps it; the name

@@ -2,7 +2,9 @@ package fabric
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
+	"time"
 )
 
 // Completion says how a transfer reports its end: exactly once, with nil or
@@ -12,6 +14,51 @@ type Completion struct {
 	fn      func(error)
 	t       *Transfer
 	counter *TransferCounter
+	// deadline is when the transfer fails with ErrTimeout, on the
+	// runtime's monotonic clock (nanotime): 0 takes the engine's
+	// Config.RequestTimeout, noDeadline means none.
+	deadline int64
+	// ctx, when set, fails the transfer with its error if it is cancelled
+	// first (WithContext).
+	ctx context.Context
+}
+
+// noDeadline is a Completion deadline that never passes.
+const noDeadline = math.MaxInt64
+
+// WithDeadline returns c with the transfer's deadline set to d, instead of
+// the engine's Config.RequestTimeout. A transfer still running at its
+// deadline ends with an error wrapping ErrTimeout; operations the provider
+// already holds are fenced: the worker absorbs their late completions, and
+// their memory stays registered until they have finished. The zero Time
+// means no deadline at all.
+func (c Completion) WithDeadline(d time.Time) Completion {
+	if d.IsZero() {
+		c.deadline = noDeadline
+		return c
+	}
+	c.deadline = monoTime(d)
+	return c
+}
+
+// WithContext returns c bound to ctx: ctx's deadline, when it has one,
+// replaces the engine's Config.RequestTimeout, and if ctx is cancelled
+// before the transfer ends the transfer fails with ctx's error (the worker
+// looks every few milliseconds), fenced as WithDeadline describes.
+func (c Completion) WithContext(ctx context.Context) Completion {
+	if d, ok := ctx.Deadline(); ok {
+		c.deadline = monoTime(d)
+	}
+	if ctx.Done() != nil {
+		c.ctx = ctx
+	}
+	return c
+}
+
+// monoTime converts a wall-clock instant to the monotonic clock the worker
+// reads; an instant already past becomes the earliest valid deadline.
+func monoTime(d time.Time) int64 {
+	return max(nanotime()+int64(time.Until(d)), 1)
 }
 
 // OnDone runs fn on the engine's dispatcher goroutine when the transfer

@@ -85,6 +85,18 @@ type Config struct {
 	// HandshakeTimeout bounds connection setup on connection-oriented
 	// providers (default 10 s).
 	HandshakeTimeout time.Duration
+	// RequestTimeout is the deadline of every transfer whose Completion
+	// carries none (see Completion.WithDeadline and WithContext): a
+	// transfer still running that long after it was accepted fails with an
+	// error wrapping ErrTimeout. 0 means 30 s; negative means no default
+	// deadline.
+	RequestTimeout time.Duration
+	// LivenessInterval is how often each worker checks the peers it
+	// recently sent to or watches (see Engine.WatchPeer) and sends
+	// heartbeats to watched peers on providers that have them. It is also
+	// how often a lost peer is tried again. 0 means 500 ms; negative turns
+	// the periodic checks off (errors the provider reports still count).
+	LivenessInterval time.Duration
 	// Logger receives lifecycle and error logs (default slog.Default()).
 	Logger *slog.Logger
 	// CloseOnCallbackPanic makes a panicking user callback close the engine
@@ -92,6 +104,9 @@ type Config struct {
 	// panic is logged and the dispatcher goes on.
 	CloseOnCallbackPanic bool
 }
+
+// DefaultRequestTimeout is Config.RequestTimeout's default.
+const DefaultRequestTimeout = 30 * time.Second
 
 func (c *Config) withDefaults() {
 	if c.Transport == "" {
@@ -111,6 +126,12 @@ func (c *Config) withDefaults() {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.LivenessInterval == 0 {
+		c.LivenessInterval = 500 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

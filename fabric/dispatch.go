@@ -19,6 +19,7 @@ const (
 	dispRecv
 	dispRecvData
 	dispRecvErr
+	dispPeerLost
 )
 
 type dispEvent struct {
@@ -34,6 +35,7 @@ type dispEvent struct {
 	n      int
 	slot   int32
 	w      *worker
+	perr   *PeerError
 }
 
 type dispatcher struct {
@@ -126,5 +128,7 @@ func (d *dispatcher) handle(ev *dispEvent) {
 		ev.onData(ev.data)
 	case dispRecvErr:
 		ev.onErr(ev.err)
+	case dispPeerLost:
+		d.e.runPeerLost(ev.perr)
 	}
 }

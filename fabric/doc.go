@@ -28,6 +28,36 @@
 // Submit methods), so a receiver knows its data arrived by counting them
 // with an ImmCounter or an expected-count callback.
 //
+// # Deadlines and lost peers
+//
+// Every transfer has a deadline: its Completion's (WithDeadline,
+// WithContext) or Config.RequestTimeout after it was accepted. A transfer
+// still running then fails with an error wrapping ErrTimeout; what the
+// worker had not posted is dropped, and what the provider holds is fenced:
+// late completions are absorbed, and the source memory stays registered
+// until they are back.
+//
+// A peer is declared lost on evidence: a completion or refused post the
+// provider blames on the peer (a reset or refused connection, a peer that
+// refused every post for the handshake timeout), or the provider's own
+// check (shm: the peer's process has exited), run every
+// Config.LivenessInterval for peers with recent traffic, and at once when
+// a completion names no operation. Work to a lost peer fails fast with a
+// *PeerError (ErrPeerLost) naming it; one op per interval is let through,
+// so a peer that comes back (a restarted process on the same address) is
+// used again. The rest of the engine keeps serving. A receiver that only
+// waits for a peer's immediates learns of its death with ImmCounter.Watch
+// (or WatchPeer, PeerStatus and OnPeerLost), which also sends heartbeats on
+// providers that have them.
+//
+// Descriptors are trusted: a forged or stale one (a wrong key, a length
+// larger than the region) passes the engine's bounds checks, and on tcp
+// and shm the write can complete successfully while nothing lands at the
+// target and no immediate arrives; the receiver's wait then ends only by
+// its timeout. The engine checks what it can see: the descriptor's form,
+// address modes, ranges against the descriptor, and descriptors of this
+// engine's own regions against its registry.
+//
 // # Concurrency and lifetime
 //
 // Engine methods are safe for concurrent use. Close stops the workers, fails

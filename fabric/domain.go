@@ -209,3 +209,26 @@ type Provider interface {
 	// Open opens one domain.
 	Open(info DomainInfo, opts DomainOptions) (RdmaDomain, error)
 }
+
+// PeerChecker is implemented by domains that can tell cheaply, without
+// posting anything, that a peer is gone for good (shm: the process behind
+// the peer's endpoint has exited). The worker calls it for the peers it
+// recently sent to or watches, every Config.LivenessInterval, and at once
+// when a completion names no operation.
+type PeerChecker interface {
+	// CheckPeer returns nil while p may be alive, else an error wrapping
+	// ErrPeerLost: nothing posted to p will ever complete, and the engine
+	// abandons it.
+	CheckPeer(p PeerID) error
+}
+
+// PeerProber is implemented by domains that have a harmless heartbeat: a
+// write a live peer ignores. The worker posts one to each peer it watches
+// (Engine.WatchPeer) every Config.LivenessInterval; a dead peer then shows
+// through the provider's connection errors or refusals, as it would for
+// any op.
+type PeerProber interface {
+	// ProbeOp returns the heartbeat write to p (Length 0, no WriteHasImm;
+	// the engine sets Context), or false when there is none.
+	ProbeOp(p PeerID) (WriteOp, bool)
+}

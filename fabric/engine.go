@@ -35,6 +35,9 @@ type Engine struct {
 
 	disp *dispatcher
 
+	// peers is the engine-wide view of lost and watched peers.
+	peers peerRegistry
+
 	closed      atomic.Bool
 	submitters  atomic.Int64
 	closeOnce   sync.Once

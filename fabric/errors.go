@@ -46,10 +46,36 @@ var (
 	ErrRemoved = errors.New("counter removed")
 	// ErrProvider is wrapped by every ProviderError.
 	ErrProvider = errors.New("provider error")
+	// ErrPeerLost means a peer an operation or a wait depends on is gone:
+	// its process ended, its endpoint closed, its connection broke or it
+	// stopped accepting work. PeerError names it.
+	ErrPeerLost = errors.New("peer lost")
+	// ErrQueueFull means a worker's request queue stayed full until the
+	// request's deadline: the engine is applying back-pressure.
+	ErrQueueFull = errors.New("queue full")
 )
 
+// PeerError is an operation or a wait that failed because a peer was
+// declared lost (see Engine.PeerStatus). It wraps ErrPeerLost and the
+// evidence (a provider error, or what a liveness check found).
+type PeerError struct {
+	Peer  Address // the peer's endpoint address
+	Cause error
+}
+
+func (e *PeerError) Error() string {
+	return "peer " + e.Peer.String() + " lost: " + e.Cause.Error()
+}
+
+// Is makes errors.Is(err, ErrPeerLost) hold.
+func (e *PeerError) Is(target error) bool { return target == ErrPeerLost }
+
+// Unwrap returns the evidence.
+func (e *PeerError) Unwrap() error { return e.Cause }
+
 // ProviderError is an error reported by a provider library: a failed call or
-// an error completion. It wraps ErrProvider (and ErrTimeout when Timeout is set).
+// an error completion. It wraps ErrProvider, ErrTimeout when Timeout is set
+// and ErrPeerLost when PeerLost is.
 type ProviderError struct {
 	Provider  string // "libfabric/tcp;ofi_rxm", "verbs", ...
 	Op        string // "fi_writemsg", "write completion", ...
@@ -57,6 +83,9 @@ type ProviderError struct {
 	ProvErrno int    // provider-specific error number, 0 if none
 	Msg       string // the library's text for the error
 	Timeout   bool   // the error is a protocol deadline
+	// PeerLost says the error is the peer's: its connection was reset or
+	// refused, or it stopped answering.
+	PeerLost bool
 }
 
 func (e *ProviderError) Error() string {
@@ -67,9 +96,10 @@ func (e *ProviderError) Error() string {
 	return s + ")"
 }
 
-// Is makes errors.Is(err, ErrProvider) and, for deadlines, ErrTimeout hold.
+// Is makes errors.Is(err, ErrProvider) and, when they apply, ErrTimeout and
+// ErrPeerLost hold.
 func (e *ProviderError) Is(target error) bool {
-	return target == ErrProvider || (e.Timeout && target == ErrTimeout)
+	return target == ErrProvider || (e.Timeout && target == ErrTimeout) || (e.PeerLost && target == ErrPeerLost)
 }
 
 // RequestError describes why a request was refused. It wraps one sentinel.

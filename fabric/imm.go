@@ -156,7 +156,7 @@ func (e *Engine) FlagCounter(imm uint32, flag Flag) (*FlagCounter, error) {
 
 func (e *Engine) newEntry(imm uint32, mode immMode, expected int64, fn func() bool, flag Flag) *immEntry {
 	return &immEntry{imm: imm, mode: mode, expected: expected, fn: fn, flag: flag,
-		wake: make(chan struct{}, 1), closed: &e.closed}
+		wake: make(chan struct{}, 1), closed: &e.closed, eng: e}
 }
 
 // replayImm hands n immediates of imm that a removed counter had counted

@@ -47,6 +47,10 @@ type immEntry struct {
 	waiting  atomic.Int32
 	wake     chan struct{}
 	closed   *atomic.Bool // the engine's: waits end with ErrClosed
+	eng      *Engine
+	// lost is set while a peer the counter is bound to (Watch) is lost:
+	// waits end with it.
+	lost atomic.Pointer[PeerError]
 }
 
 // arrive counts one immediate. counted is false when the entry was
@@ -167,6 +171,9 @@ func (c *ImmCounter) Wait(ctx context.Context, n int64) error {
 	if e.isClosed() {
 		return ErrClosed
 	}
+	if pe := e.lost.Load(); pe != nil {
+		return pe
+	}
 	old, ok := e.take(n)
 	if !ok {
 		return ErrRemoved
@@ -186,12 +193,16 @@ func (c *ImmCounter) Wait(ctx context.Context, n int64) error {
 		if i < backoffSpins {
 			continue
 		}
-		if err := ctx.Err(); err != nil || e.isClosed() {
+		pe := e.lost.Load()
+		if err := ctx.Err(); err != nil || e.isClosed() || pe != nil {
 			if _, ok := e.take(-n); !ok {
 				return ErrRemoved
 			}
 			if err != nil {
 				return ctxErr(ctx)
+			}
+			if pe != nil {
+				return pe
 			}
 			return ErrClosed
 		}
@@ -201,7 +212,7 @@ func (c *ImmCounter) Wait(ctx context.Context, n int64) error {
 		}
 		// Sleep until an arrival brings the value back to >= 0.
 		e.waiting.Add(1)
-		if v := e.v.Load(); v >= 0 || v == immRemoved {
+		if v := e.v.Load(); v >= 0 || v == immRemoved || e.lost.Load() != nil {
 			e.waiting.Add(-1)
 			continue
 		}

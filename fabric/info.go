@@ -49,6 +49,17 @@ func (e *Engine) Info() Info {
 type Stats struct {
 	Completed uint64 // transfers that succeeded
 	Failed    uint64 // transfers that failed
+	// Expired counts the failed transfers that ended at their deadline or
+	// by their context, with operations possibly still fenced.
+	Expired uint64
+	// Late counts completions that came back for operations the engine
+	// had already given up on (their peer was lost): absorbed, harmless.
+	Late uint64
+	// Unmatched counts completions that named no operation (a provider
+	// error completion without its context); each triggers a peer check.
+	Unmatched uint64
+	// PeersLost counts peers declared lost (per NIC address and loss).
+	PeersLost uint64
 	// Unclaimed is how many immediates are held now: they arrived with no
 	// counter and no OnImm callback, and the next counter registered for
 	// their value takes them. Nothing is dropped.
@@ -74,7 +85,8 @@ func (e *Engine) Stats() Stats {
 	if e == nil {
 		return Stats{}
 	}
-	s := Stats{Completed: e.completed.Load(), Failed: e.failures.Load(), Unclaimed: e.unclaimed.Load()}
+	s := Stats{Completed: e.completed.Load(), Failed: e.failures.Load(), Expired: e.expired.Load(), Late: e.late.Load(),
+		Unmatched: e.unmatchedErrs.Load(), PeersLost: e.peersLost.Load(), Unclaimed: e.unclaimed.Load()}
 	for _, w := range e.workers {
 		for i, ds := range w.doms {
 			st := &ds.stats
@@ -89,5 +101,10 @@ func (e *Engine) Stats() Stats {
 type engineCounters struct {
 	completed atomic.Uint64
 	failures  atomic.Uint64
-	unclaimed atomic.Uint64
+	expired   atomic.Uint64
+	late      atomic.Uint64
+	// unmatchedErrs counts completions naming no operation.
+	unmatchedErrs atomic.Uint64
+	peersLost     atomic.Uint64
+	unclaimed     atomic.Uint64
 }

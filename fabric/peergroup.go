@@ -6,7 +6,7 @@ import (
 )
 
 type peerGroupState struct {
-	peers [][MaxNICs]PeerID
+	peers [][MaxNICs]*peerState
 }
 
 // AddPeerGroup resolves a list of peers once, for repeated scatters from
@@ -45,7 +45,7 @@ func (e *Engine) AddPeerGroup(dev Device, peers [][]Address) (PeerGroup, error) 
 	g := PeerGroup{id: e.nextGroupID}
 	var resErr error
 	err = e.control(w, func(w *worker) {
-		st := &peerGroupState{peers: make([][MaxNICs]PeerID, len(peers))}
+		st := &peerGroupState{peers: make([][MaxNICs]*peerState, len(peers))}
 		for i, p := range peers {
 			for nic, a := range p {
 				id, err := w.doms[nic].resolve(a)

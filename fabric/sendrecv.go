@@ -92,12 +92,17 @@ func (w *worker) acceptSend(r *request) {
 		w.finishXfer(xi, fmt.Errorf("send: resolve %s: %w", r.to, err))
 		return
 	}
+	if err := w.usable(p); err != nil {
+		w.finishXfer(xi, err)
+		return
+	}
+	w.xfers[xi].peer = p
 	e := w.e
 	ds.sendQ = append(ds.sendQ, SendOp{
 		Local:     uint64(e.sendBuf.Addr()) + uint64(r.slot)*uint64(e.cfg.SendBufferSize),
 		Length:    r.bytes,
 		LocalDesc: e.sendReg.keys[0].Local,
-		Peer:      p,
+		Peer:      p.id,
 		Context:   ctxTagSend | uint64(xi),
 	})
 }
@@ -111,25 +116,39 @@ func (w *worker) postSends(ds *domState) bool {
 		ds.stats.Bytes.Add(s.Length)
 	}
 	rest := ds.sendQ[n:]
+	var refusedBy *peerState
 	if err != nil && len(rest) > 0 {
 		ds.stats.Errors.Add(1)
 		w.finishXfer(uint32(rest[0].Context&ctxIndexMask), fmt.Errorf("post send: %w", err))
+		refusedBy = ds.byID[rest[0].Peer]
 		rest = rest[1:]
 		n++
 	}
 	ds.sendQ = ds.sendQ[:copy(ds.sendQ, rest)]
+	if refusedBy != nil {
+		w.noteOpError(ds, refusedBy, err)
+	}
 	return n > 0
 }
 
 func (w *worker) sendDone(ds *domState, ev *Event) {
+	xi := uint32(ev.Context & ctxIndexMask)
+	if ev.Context&ctxTagMask != ctxTagSend || int(xi) >= len(w.xfers) || w.xfers[xi].kind != reqSend {
+		w.unmatched(ds, ev)
+		return
+	}
 	ds.posted--
 	ds.stats.InFlight.Add(-1)
 	var err error
+	ps := w.xfers[xi].peer
 	if ev.Errno != 0 {
 		ds.stats.Errors.Add(1)
 		err = ds.d.DescribeError(*ev)
+	} else if ps != nil && ps.lost != nil {
+		w.peerBack(ds, ps)
 	}
-	w.finishXfer(uint32(ev.Context&ctxIndexMask), err)
+	w.finishXfer(xi, err)
+	w.noteOpError(ds, ps, err)
 }
 
 // PostRecv posts a persistent receive into [off, off+n) of r on the main

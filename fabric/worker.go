@@ -44,6 +44,16 @@ type worker struct {
 	freeXfer []uint32
 	rr       int
 	inflight int // transfers accepted and not finished
+	ctxGen   uint32
+
+	// now is the monotonic clock (nanotime), read once per pass.
+	now int64
+	// nextScan is the earliest deadline the worker knows of, see
+	// scanDeadlines; ctxWatched counts transfers bound to a context.
+	nextScan   int64
+	ctxWatched int
+	// nextLiveness is when the periodic peer checks run next.
+	nextLiveness int64
 
 	groups map[uint32]*peerGroupState
 	recvs  []recvSlot
@@ -66,7 +76,10 @@ type domState struct {
 	d        RdmaDomain
 	info     DomainInfo
 	addr     Address
-	peers    map[Address]PeerID
+	peers    map[Address]*peerState
+	peerList []*peerState
+	byID     map[PeerID]*peerState
+	probe    [1]WriteOp
 	fifo     ring
 	batch    []WriteOp
 	segs     []batchSeg
@@ -93,7 +106,7 @@ const (
 
 func newWorker(e *Engine, g GroupSpec, infos []DomainInfo) *worker {
 	return &worker{
-		e: e, dev: g.Device, spec: g, infos: infos,
+		e: e, dev: g.Device, spec: g, infos: infos, nextScan: noDeadline, now: nanotime(),
 		reqs:     make(chan request, queueLen),
 		ctl:      make(chan func(*worker), 16),
 		initDone: make(chan error, 1),
@@ -140,7 +153,8 @@ func (w *worker) open(opts DomainOptions) error {
 		}
 		ds := &domState{
 			d: d, info: d.Info(), addr: d.Address(),
-			peers:  make(map[Address]PeerID),
+			peers:  make(map[Address]*peerState),
+			byID:   make(map[PeerID]*peerState),
 			batch:  make([]WriteOp, batchSize),
 			segs:   make([]batchSeg, 0, batchSize),
 			events: make([]Event, eventsSize),
@@ -181,6 +195,12 @@ func (w *worker) loop() {
 	idle := 0
 	for !w.stopping {
 		did := false
+		if w.now = nanotime(); w.now >= w.nextScan {
+			w.scanDeadlines()
+		}
+		if w.now >= w.nextLiveness {
+			w.liveness()
+		}
 		select {
 		case f := <-w.ctl:
 			f(w)

@@ -11,17 +11,33 @@ import (
 // that index plus a tag, never a pointer, and steady state allocates
 // nothing.
 
-// Op context tags, in the top byte of WriteOp/SendOp/RecvOp.Context.
+// Op context tags, in the top byte of WriteOp/SendOp/RecvOp.Context. The
+// low 24 bits are the op context, transfer or receive slot index. A write
+// also carries its op context's generation (bits 24-39), so a completion
+// that arrives after its op was abandoned (a lost peer) cannot touch the
+// context that reuses the slot, and the op's index within its context
+// (bits 40-55, saturated), so an error can be traced to its target.
 const (
 	ctxTagWrite  = 1 << 56
 	ctxTagSend   = 2 << 56
 	ctxTagRecv   = 3 << 56
+	ctxTagProbe  = 4 << 56 // a heartbeat; the low bits index the domain's peers
 	ctxTagMask   = 0xff << 56
-	ctxIndexMask = 1<<32 - 1
+	ctxIndexMask = 1<<24 - 1
+	ctxGenShift  = 24
+	ctxGenMask   = 1<<16 - 1
+	ctxOpShift   = 40
+	ctxOpMask    = 1<<16 - 1
 )
+
+// writeTag is the provider context of op number op of op context ci.
+func (c *opCtx) writeTag(ci uint32, op int) uint64 {
+	return ctxTagWrite | uint64(min(op, ctxOpMask))<<ctxOpShift | uint64(c.gen)<<ctxGenShift | uint64(ci)
+}
 
 type opCtx struct {
 	live     bool
+	gen      uint32 // generation of this slot, see writeTag
 	xfer     uint32
 	dom      uint8
 	kind     reqKind
@@ -35,6 +51,7 @@ type opCtx struct {
 	localBase uint64
 	localDesc uint64
 	peer      PeerID
+	ps        *peerState // the one peer of an imm, single or paged context
 	rkey      uint64
 	rbase     uint64
 	imm       uint32
@@ -53,14 +70,22 @@ type opCtx struct {
 	first   int // index of targets[0] in the group
 }
 
-// xferSlot is one transfer: the contexts it is waiting for and its first error.
+// xferSlot is one transfer: the contexts it is waiting for and its first
+// error. A transfer that passed its deadline is reported at once but keeps
+// its slot (reported) until the operations the provider holds have
+// completed: that is the fence that keeps a late completion from touching
+// a newer transfer.
 type xferSlot struct {
 	live     bool
+	reported bool
 	kind     reqKind
 	c        Completion
 	pending  int
 	err      error
 	sendSlot int32
+	deadline int64      // nanotime; noDeadline for none
+	start    int64      // nanotime when accepted
+	peer     *peerState // a send's peer
 }
 
 func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
@@ -72,8 +97,10 @@ func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
 		w.xfers = append(w.xfers, xferSlot{})
 		i = uint32(len(w.xfers) - 1)
 	}
-	w.xfers[i] = xferSlot{live: true, kind: kind, c: c, sendSlot: -1}
+	x := &w.xfers[i]
+	*x = xferSlot{live: true, kind: kind, c: c, sendSlot: -1, start: w.now, deadline: c.deadline}
 	w.inflight++
+	w.watchDeadline(x)
 	return i
 }
 
@@ -86,7 +113,8 @@ func (w *worker) newCtx(xi uint32, dom int, kind reqKind) uint32 {
 		w.ctxs = append(w.ctxs, opCtx{})
 		i = uint32(len(w.ctxs) - 1)
 	}
-	w.ctxs[i] = opCtx{live: true, xfer: xi, dom: uint8(dom), kind: kind}
+	w.ctxGen++
+	w.ctxs[i] = opCtx{live: true, gen: w.ctxGen & ctxGenMask, xfer: xi, dom: uint8(dom), kind: kind}
 	w.xfers[xi].pending++
 	return i
 }
@@ -141,19 +169,32 @@ func (w *worker) maybeRetire(ci uint32) {
 	}
 }
 
-// completeXfer reports a transfer's end exactly once and frees its slot.
+// completeXfer reports a transfer's end, unless that was done already
+// (report), and frees its slot.
 func (w *worker) completeXfer(xi uint32) {
 	x := &w.xfers[xi]
 	if !x.live {
 		return
 	}
-	c, err := x.c, x.err
+	if !x.reported {
+		w.report(x)
+	}
 	if x.sendSlot >= 0 {
 		w.e.releaseSendSlot(x.sendSlot)
 	}
 	*x = xferSlot{}
 	w.freeXfer = append(w.freeXfer, xi)
 	w.inflight--
+}
+
+// report delivers a transfer's end exactly once: its error, or nil.
+func (w *worker) report(x *xferSlot) {
+	c, err := x.c, x.err
+	x.reported = true
+	x.c = Completion{}
+	if c.ctx != nil {
+		w.ctxWatched--
+	}
 	if err != nil {
 		w.e.failures.Add(1)
 	} else {
@@ -182,19 +223,6 @@ func (w *worker) refuse(r *request, err error) {
 	w.finishXfer(xi, err)
 }
 
-// resolve returns the provider's peer id for addr on domain ds.
-func (ds *domState) resolve(addr Address) (PeerID, error) {
-	if p, ok := ds.peers[addr]; ok {
-		return p, nil
-	}
-	p, err := ds.d.ResolvePeer(addr)
-	if err != nil {
-		return 0, err
-	}
-	ds.peers[addr] = p
-	return p, nil
-}
-
 // target fills the remote half of c for NIC nic of dst.
 func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	ds := w.doms[c.dom]
@@ -203,7 +231,10 @@ func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	if err != nil {
 		return fmt.Errorf("resolve peer %s on nic %d: %w", rk.Addr, nic, err)
 	}
-	c.peer, c.rkey = p, rk.Key
+	c.peer, c.ps, c.rkey = p.id, p, rk.Key
+	if err := w.usable(p); err != nil {
+		return err
+	}
 	c.rbase = 0
 	if rk.Mode != AddrOffset {
 		c.rbase = dst.Base
@@ -422,7 +453,12 @@ func (w *worker) fill(c *opCtx, out []WriteOp) int {
 			rk := &dst.NICs[c.dom]
 			p, err := ds.resolve(rk.Addr)
 			if err != nil {
-				w.failXfer(c.xfer, fmt.Errorf("barrier: resolve peer %s: %w", rk.Addr, err))
+				err = fmt.Errorf("barrier: resolve peer %s: %w", rk.Addr, err)
+			} else {
+				err = w.usable(p)
+			}
+			if err != nil {
+				w.failXfer(c.xfer, err)
 				c.bad = true
 				return j
 			}
@@ -430,23 +466,27 @@ func (w *worker) fill(c *opCtx, out []WriteOp) int {
 			if rk.Mode == AddrOffset {
 				rb = 0
 			}
-			out[j] = WriteOp{Local: c.localBase, Remote: rb, RemoteKey: rk.Key, Peer: p, Imm: c.imm, Flags: c.flags}
+			out[j] = WriteOp{Local: c.localBase, Remote: rb, RemoteKey: rk.Key, Peer: p.id, Imm: c.imm, Flags: c.flags}
 		}
 	case reqScatter:
 		ds := w.doms[c.dom]
 		for j := 0; j < k; j++ {
 			t := &c.targets[i0+j]
 			rk := &t.Dst.NICs[c.dom]
-			var p PeerID
+			var p *peerState
+			var err error
 			if c.group != nil {
 				p = c.group.peers[c.first+i0+j][c.dom]
-			} else {
-				var err error
-				if p, err = ds.resolve(rk.Addr); err != nil {
-					w.failXfer(c.xfer, fmt.Errorf("scatter: resolve peer %s: %w", rk.Addr, err))
-					c.bad = true
-					return j
-				}
+			} else if p, err = ds.resolve(rk.Addr); err != nil {
+				err = fmt.Errorf("scatter: resolve peer %s: %w", rk.Addr, err)
+			}
+			if err == nil {
+				err = w.usable(p)
+			}
+			if err != nil {
+				w.failXfer(c.xfer, err)
+				c.bad = true
+				return j
 			}
 			rb := t.Dst.Base
 			if rk.Mode == AddrOffset {
@@ -456,7 +496,7 @@ func (w *worker) fill(c *opCtx, out []WriteOp) int {
 			if c.nslices > 1 {
 				off, size = byteSlice(t.Length, c.nslices, c.slice)
 			}
-			op := WriteOp{LocalDesc: c.localDesc, RemoteKey: rk.Key, Peer: p, Imm: c.imm, Flags: c.flags}
+			op := WriteOp{LocalDesc: c.localDesc, RemoteKey: rk.Key, Peer: p.id, Imm: c.imm, Flags: c.flags}
 			if size > 0 {
 				op.Local = c.localBase + t.SrcOffset + off
 				op.Remote = rb + t.DstOffset + off

@@ -50,10 +50,10 @@ func (w *worker) postWrites(ds *domState) bool {
 				}
 				continue
 			}
+			i0 := c.next
 			k := w.fill(c, ds.batch[nb:room])
-			tag := ctxTagWrite | uint64(ci)
-			for j := nb; j < nb+k; j++ {
-				ds.batch[j].Context = tag
+			for j := 0; j < k; j++ {
+				ds.batch[nb+j].Context = c.writeTag(ci, i0+j)
 			}
 			if k > 0 {
 				ds.segs = append(ds.segs, batchSeg{ctx: ci, n: k})
@@ -79,6 +79,7 @@ func (w *worker) postWrites(ds *domState) bool {
 			ds.stats.Bytes.Add(bytes)
 		}
 		// Advance the contexts by what was accepted, in order.
+		var refusedBy *peerState
 		rem := n
 		for _, s := range ds.segs {
 			c := &w.ctxs[s.ctx]
@@ -92,6 +93,7 @@ func (w *worker) postWrites(ds *domState) bool {
 					w.failXfer(c.xfer, fmt.Errorf("post write on %s: %w", ds.info.Name, err))
 					c.bad = true
 					ds.stats.Errors.Add(1)
+					refusedBy = ds.byID[ds.batch[n].Peer]
 				}
 				break
 			}
@@ -106,6 +108,9 @@ func (w *worker) postWrites(ds *domState) bool {
 			ds.fifo.pop()
 			c.inQueue = false
 			w.maybeRetire(ci)
+		}
+		if refusedBy != nil {
+			w.noteOpError(ds, refusedBy, err)
 		}
 		if n < nb && err == nil {
 			return did // provider busy: poll, then come back
@@ -177,8 +182,7 @@ func (w *worker) poll() bool {
 			case EventRecv:
 				w.recvDone(ds, ev)
 			default:
-				ds.stats.Errors.Add(1)
-				w.e.log.Warn("ferry completion of unknown kind", "nic", ds.info.Name, "context", ev.Context, "errno", ev.Errno)
+				w.unmatched(ds, ev)
 			}
 		}
 		if n == len(ds.events) && ds.posted > 0 {
@@ -205,18 +209,39 @@ func tagKind(ctx uint64) EventKind {
 
 func (w *worker) writeDone(ds *domState, ev *Event) {
 	ci := uint32(ev.Context & ctxIndexMask)
+	if ev.Context&ctxTagMask == ctxTagProbe {
+		w.probeDone(ds, ev)
+		return
+	}
 	if ev.Context&ctxTagMask != ctxTagWrite || int(ci) >= len(w.ctxs) {
-		w.e.log.Warn("ferry completion for an unknown write context", "context", ev.Context)
+		w.unmatched(ds, ev)
+		return
+	}
+	c := &w.ctxs[ci]
+	if !c.live || uint64(c.gen) != ev.Context>>ctxGenShift&ctxGenMask {
+		// The op was abandoned (its peer was lost) and its slot may have
+		// been reused since: it was already accounted for.
+		w.e.late.Add(1)
+		if ev.Errno != 0 {
+			ds.stats.Errors.Add(1)
+		}
 		return
 	}
 	ds.posted--
 	ds.stats.InFlight.Add(-1)
-	c := &w.ctxs[ci]
 	c.finished++
 	if ev.Errno != 0 {
 		ds.stats.Errors.Add(1)
 		c.bad = true
-		w.failXfer(c.xfer, ds.d.DescribeError(*ev))
+		err := ds.d.DescribeError(*ev)
+		w.failXfer(c.xfer, err)
+		ps := w.opPeer(ds, c, int(ev.Context>>ctxOpShift&ctxOpMask))
+		w.maybeRetire(ci)
+		w.noteOpError(ds, ps, err)
+		return
+	}
+	if ps := c.ps; ps != nil && ps.lost != nil {
+		w.peerBack(ds, ps)
 	}
 	w.maybeRetire(ci)
 }

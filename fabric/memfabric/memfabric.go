@@ -85,6 +85,8 @@ type Domain struct {
 	doneHead int
 	recvs    []fabric.RecvOp
 	closed   bool
+	held     []fabric.Event // completions kept by HoldWrites, under mu
+	release  bool           // Release asked for held, under mu
 
 	faults Faults
 }
@@ -100,6 +102,19 @@ type Faults struct {
 	// PollError makes the next Poll fail the domain as a whole.
 	PollError error
 	Errno     int32
+	// Dead makes the domain a peer that died: writes to it are accepted
+	// and never complete, and peers' CheckPeer reports it gone.
+	Dead bool
+	// ResetWrites makes the next n write completions fail with ECONNRESET,
+	// an error that blames the peer.
+	ResetWrites int
+	// StrayErrors makes the next n polls report an error completion that
+	// names no operation (context 0), as libfabric 1.17's shm does.
+	StrayErrors int
+	// HoldWrites keeps the completions of writes posted from now on until
+	// Release: the ops are accepted (and delivered) but stay in flight, as
+	// with a peer that stopped answering.
+	HoldWrites bool
 	// BeforePoll, when set, runs at the start of every Poll on the
 	// polling goroutine (the worker), with no lock held: tests use it to
 	// act at an exact point of a worker's pass.
@@ -172,6 +187,7 @@ func (d *Domain) ResolvePeer(a fabric.Address) (fabric.PeerID, error) {
 // errno values this provider reports.
 const (
 	errAccess = 13 // EACCES: bad key or range at the target
+	errReset  = 104
 	errClosed = 108
 )
 
@@ -186,6 +202,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	if refuse {
 		f.RefusePosts--
 	}
+	hold := f.HoldWrites
 	d.mu.Unlock()
 	if refuse {
 		return 0, &fabric.ProviderError{Provider: d.info.Transport, Op: "post write", Errno: 22, Msg: "injected refusal"}
@@ -195,13 +212,57 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 		ev := fabric.Event{Kind: fabric.EventWrite, Context: op.Context}
 		if int(op.Peer) >= len(d.peers) {
 			ev.Errno = 22
+		} else if d.peers[op.Peer].isDead() {
+			continue // a dead peer never answers
 		} else if errno := d.peers[op.Peer].deliver(op, d.copy); errno != 0 {
 			ev.Errno = errno
+		}
+		if hold {
+			d.mu.Lock()
+			d.held = append(d.held, ev)
+			d.mu.Unlock()
+			continue
 		}
 		d.done = append(d.done, ev)
 	}
 	return n, nil
 }
+
+// Release ends HoldWrites on the domain with address a: the completions
+// held so far come back at its next poll.
+func Release(a fabric.Address) error {
+	d, ok := Lookup(a)
+	if !ok {
+		return fmt.Errorf("release: no mem domain %s: %w", a, fabric.ErrInvalidArgument)
+	}
+	d.mu.Lock()
+	d.faults.HoldWrites = false
+	d.release = true
+	d.mu.Unlock()
+	return nil
+}
+
+func (t *Domain) isDead() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.faults.Dead
+}
+
+// CheckPeer reports a peer that was closed or marked Dead as gone.
+func (d *Domain) CheckPeer(p fabric.PeerID) error {
+	if int(p) >= len(d.peers) {
+		return nil
+	}
+	t := d.peers[p]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.faults.Dead {
+		return fmt.Errorf("%s peer %s is gone: %w", d.info.Transport, t.addr, fabric.ErrPeerLost)
+	}
+	return nil
+}
+
+var _ fabric.PeerChecker = (*Domain)(nil)
 
 // deliver performs op at its target.
 func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
@@ -236,6 +297,8 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 		ev := fabric.Event{Kind: fabric.EventSend, Context: op.Context}
 		if int(op.Peer) >= len(d.peers) {
 			ev.Errno = 22
+		} else if d.peers[op.Peer].isDead() {
+			continue
 		} else {
 			data := make([]byte, op.Length)
 			copy(data, bytesAt(op.Local, op.Length))
@@ -265,15 +328,31 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 		hook()
 		d.mu.Lock()
 	}
+	if d.release {
+		d.done = append(d.done, d.held...)
+		d.held, d.release = nil, false
+	}
+	stray := d.faults.StrayErrors > 0
+	if stray {
+		d.faults.StrayErrors--
+	}
 	if err := d.faults.PollError; err != nil {
 		d.faults.PollError = nil
 		d.mu.Unlock()
 		return 0, err
 	}
 	n := 0
+	if stray && len(events) > 0 {
+		events[0] = fabric.Event{Errno: 5}
+		n++
+	}
 	for n < len(events) && d.doneHead < len(d.done) {
 		ev := d.done[d.doneHead]
 		d.doneHead++
+		if ev.Kind == fabric.EventWrite && ev.Errno == 0 && d.faults.ResetWrites > 0 {
+			d.faults.ResetWrites--
+			ev.Errno = errReset
+		}
 		if ev.Kind == fabric.EventWrite && d.faults.FailWrites > 0 {
 			d.faults.FailWrites--
 			ev.Errno = d.faults.Errno
@@ -322,10 +401,13 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 		msg = "message too long"
 	case 22:
 		msg = "invalid peer"
+	case errReset:
+		msg = "connection reset by peer"
 	default:
 		msg = "injected error"
 	}
-	return &fabric.ProviderError{Provider: d.info.Transport, Op: ev.Kind.String() + " completion", Errno: int(ev.Errno), Msg: msg}
+	return &fabric.ProviderError{Provider: d.info.Transport, Op: ev.Kind.String() + " completion", Errno: int(ev.Errno), Msg: msg,
+		PeerLost: ev.Errno == errReset}
 }
 
 func (d *Domain) Close() error {

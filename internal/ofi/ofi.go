@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"strconv"
+	"syscall"
 	"unsafe"
 )
 
@@ -63,6 +64,15 @@ const (
 	ENOKEY      = Errno(C.FI_ENOKEY)
 	ENOPROTOOPT = Errno(C.FI_ENOPROTOOPT)
 	EINVAL      = Errno(C.FI_EINVAL)
+
+	ECONNRESET   = Errno(C.FI_ECONNRESET)
+	ECONNREFUSED = Errno(C.FI_ECONNREFUSED)
+	ECONNABORTED = Errno(C.FI_ECONNABORTED)
+	ENOTCONN     = Errno(C.FI_ENOTCONN)
+	EPIPE        = Errno(syscall.EPIPE) // libfabric defines no FI_EPIPE; providers pass errno through
+	EHOSTUNREACH = Errno(C.FI_EHOSTUNREACH)
+	ENETUNREACH  = Errno(C.FI_ENETUNREACH)
+	ESHUTDOWN    = Errno(C.FI_ESHUTDOWN)
 )
 
 // Error returns fi_strerror's text.

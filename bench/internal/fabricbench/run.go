@@ -185,8 +185,7 @@ func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 		}
 		d := time.Since(t0)
 		if tc.Errors() > 0 {
-			return nil, fmt.Errorf("%s: %d transfers failed (the engine log has the provider's error): %w",
-				what(it), tc.Errors(), fabric.ErrProvider)
+			return nil, fmt.Errorf("%s: %d transfers failed, the first with: %w", what(it), tc.Errors(), tc.Err())
 		}
 		if it >= 0 && it < c.Iters {
 			lat = append(lat, d)

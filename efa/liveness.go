@@ -1,0 +1,170 @@
+//go:build cgo
+
+package efa
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// Peer liveness on libfabric providers.
+//
+// shm: an endpoint is a region file in /dev/shm that its process maps. A
+// peer that was SIGKILLed leaves the file behind, and shm gives no sign of
+// it beyond an error completion without a context (libfabric 1.17), or
+// posts that hang on the dead peer's full queue. ferry's shm endpoints
+// hold a shared flock on their own region file for as long as they are
+// open; the kernel drops it when the process dies, however it dies and in
+// whatever pid namespace. A peer whose file can be locked exclusively and
+// whose name's pid no longer exists is gone (both must agree, so a live
+// process that holds no lock, or one in another pid namespace, is never
+// taken for dead). A peer whose file is gone has closed its endpoint.
+//
+// tcp: the connection tells. A dead peer's connection is reset (error
+// completions) and reconnecting is refused (posts refused until the
+// connect timeout). For peers nothing is sent to, the heartbeat is a
+// zero-byte write without immediate and with no valid key, which
+// tcp;ofi_rxm's target drops without a trace.
+
+var (
+	_ fabric.PeerChecker = (*Domain)(nil)
+	_ fabric.PeerProber  = (*Domain)(nil)
+)
+
+const shmDir = "/dev/shm/"
+
+// CheckPeer tells, for shm peers with ferry's names, whether the peer's
+// endpoint or process is gone. Other providers and names give nil.
+func (d *Domain) CheckPeer(p fabric.PeerID) error {
+	if d.provName != "shm" {
+		return nil
+	}
+	name, ok := d.names[p]
+	if !ok || !validShmName(name) {
+		return nil
+	}
+	if why := shmPeerGone(name); why != "" {
+		return fmt.Errorf("shm peer %s: %s: %w", name, why, fabric.ErrPeerLost)
+	}
+	return nil
+}
+
+// ProbeOp gives tcp peers their heartbeat.
+func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
+	if !strings.HasPrefix(d.provName, "tcp") {
+		return fabric.WriteOp{}, false
+	}
+	return fabric.WriteOp{Peer: p}, true
+}
+
+// validShmName accepts what an shm region file name can be.
+func validShmName(n string) bool {
+	return n != "" && !strings.ContainsAny(n, "/") && n != "." && n != ".."
+}
+
+// shmPeerGone says why the endpoint named name is gone, or "".
+func shmPeerGone(name string) string {
+	f, err := os.Open(shmDir + name)
+	if errors.Is(err, os.ErrNotExist) {
+		return "its region file is gone (endpoint closed)"
+	}
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	pid, ok := shmNamePID(name)
+	if !ok || !pidGone(pid) {
+		return ""
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return "" // someone holds its lock: alive
+	}
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return fmt.Sprintf("process %d has exited", pid)
+}
+
+// shmNamePID reads the pid out of a ferry shm endpoint name,
+// "ferry-<pid>-<nonce>-<instance>-<seq>".
+func shmNamePID(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "ferry-")
+	if !ok {
+		return 0, false
+	}
+	p, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	return pid, err == nil && pid > 0
+}
+
+// pidGone reports whether no process pid exists in this pid namespace, or
+// only its zombie (it has exited and waits for its parent to reap it).
+func pidGone(pid int) bool {
+	if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] == 'Z' || b[i+2] == 'X'
+	}
+	return false
+}
+
+// lockShmRegion takes the shared lock that tells peers this endpoint is
+// alive; Close releases it.
+func (d *Domain) lockShmRegion() {
+	f, err := os.Open(shmDir + d.shmName)
+	if err != nil {
+		return // no file to lock: peers fall back to the pid
+	}
+	if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
+		f.Close()
+		return
+	}
+	d.shmLock = f
+}
+
+func (d *Domain) unlockShmRegion() {
+	if d.shmLock != nil {
+		d.shmLock.Close()
+		d.shmLock = nil
+	}
+}
+
+var reapOnce sync.Once
+
+// reapShmFiles removes the region files of ferry shm endpoints whose
+// process has exited without closing them (SIGKILL, os.Exit): libfabric
+// leaves them, 16 MiB each, for ever. It runs once per process, before its
+// first shm endpoint opens, and removes only files whose pid is gone and
+// whose lock nobody holds.
+func reapShmFiles() {
+	reapOnce.Do(func() {
+		ents, err := os.ReadDir(shmDir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if !e.Type().IsRegular() || !strings.HasPrefix(name, "ferry-") {
+				continue
+			}
+			if shmPeerGone(name) != "" {
+				_ = os.Remove(shmDir + name)
+			}
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package fabric_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/memfabric"
+)
+
+func nicAddr(e *fabric.Engine) fabric.Address { return e.Info().Groups[0].Domains[0].Address }
+
+// TestPeerGoneFailsFast: writes to a peer that died end with ErrPeerLost
+// naming it, well before their deadline; later writes to it fail without
+// being posted; writes to another peer go on.
+func TestPeerGoneFailsFast(t *testing.T) {
+	cfg := fabric.Config{LivenessInterval: 20 * time.Millisecond, RequestTimeout: time.Minute}
+	a, b, src, desc := memPair(t, cfg)
+	_, _, _, other := memPair(t, cfg) // a second target, alive
+	var lost atomic.Int32
+	var lostPeer atomic.Value
+	a.OnPeerLost(func(pe *fabric.PeerError) { lost.Add(1); lostPeer.Store(pe.Peer) })
+	tc := new(fabric.TransferCounter)
+	w := fabric.SingleWrite{Src: src, Length: 4096, Dst: desc}
+	require.NoError(t, a.SubmitSingle(w, fabric.Count(tc)))
+	require.NoError(t, tc.Wait(waitCtx(t), 1))
+	require.Zero(t, tc.Errors())
+
+	require.NoError(t, memfabric.Inject(nicAddr(b), memfabric.Faults{Dead: true}))
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		require.NoError(t, a.SubmitSingle(w, fabric.Count(tc)))
+	}
+	require.NoError(t, tc.Wait(waitCtx(t), 6))
+	took := time.Since(start)
+	require.EqualValues(t, 5, tc.Errors())
+	var pe *fabric.PeerError
+	require.ErrorAs(t, tc.Err(), &pe)
+	require.Equal(t, nicAddr(b), pe.Peer)
+	require.Less(t, took, 10*time.Second, "lost peer noticed long before the one-minute deadline")
+	t.Logf("5 writes to a dead peer failed after %v", took)
+	require.ErrorIs(t, a.PeerStatus(nicAddr(b)), fabric.ErrPeerLost)
+	require.Eventually(t, func() bool { return lost.Load() == 1 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, nicAddr(b), lostPeer.Load())
+
+	posted := a.Stats().Domains[0].Posted
+	tr := fabric.NewTransfer()
+	require.NoError(t, a.SubmitSingle(w, fabric.Notify(tr)))
+	require.ErrorIs(t, tr.Wait(waitCtx(t)), fabric.ErrPeerLost)
+	require.Equal(t, posted, a.Stats().Domains[0].Posted, "a write to a peer gone for good is not posted")
+
+	require.NoError(t, a.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: other}, fabric.Notify(tr)))
+	require.NoError(t, tr.Wait(waitCtx(t)), "the engine keeps serving other peers")
+	require.Nil(t, a.PeerStatus(nicAddr(a)))
+}
+
+// TestUnmatchedErrorChecksPeers: an error completion that names no
+// operation makes the worker check its peers at once: transfers to the
+// dead one fail with ErrPeerLost, though periodic checks are off.
+func TestUnmatchedErrorChecksPeers(t *testing.T) {
+	a, b, src, desc := memPair(t, fabric.Config{LivenessInterval: -1})
+	require.NoError(t, memfabric.Inject(nicAddr(b), memfabric.Faults{Dead: true}))
+	tr := fabric.NewTransfer()
+	require.NoError(t, a.SubmitSingle(fabric.SingleWrite{Src: src, Length: 64, Dst: desc}, fabric.Notify(tr)))
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, tr.Wait(short), fabric.ErrTimeout, "nothing notices the dead peer without a check")
+	require.NoError(t, memfabric.Inject(nicAddr(a), memfabric.Faults{StrayErrors: 1}))
+	require.ErrorIs(t, tr.Wait(waitCtx(t)), fabric.ErrPeerLost)
+	st := a.Stats()
+	require.EqualValues(t, 1, st.Unmatched)
+	require.EqualValues(t, 1, st.PeersLost)
+}
+
+// TestPeerResetThenBack: a completion error that blames the connection
+// declares the peer lost; new writes fail fast until the retry interval
+// lets one through, whose success brings the peer back.
+func TestPeerResetThenBack(t *testing.T) {
+	a, _, src, desc := memPair(t, fabric.Config{LivenessInterval: 200 * time.Millisecond})
+	require.NoError(t, memfabric.Inject(nicAddr(a), memfabric.Faults{ResetWrites: 1}))
+	w := fabric.SingleWrite{Src: src, Length: 64, Dst: desc}
+	tr := fabric.NewTransfer()
+	require.NoError(t, a.SubmitSingle(w, fabric.Notify(tr)))
+	err := tr.Wait(waitCtx(t))
+	require.ErrorIs(t, err, fabric.ErrPeerLost)
+	require.ErrorIs(t, err, fabric.ErrProvider, "the provider's evidence is kept")
+	require.NoError(t, a.SubmitSingle(w, fabric.Notify(tr)))
+	require.ErrorIs(t, tr.Wait(waitCtx(t)), fabric.ErrPeerLost, "fails fast inside the retry interval")
+	require.Eventually(t, func() bool {
+		if err := a.SubmitSingle(w, fabric.Notify(tr)); err != nil {
+			return false
+		}
+		return tr.Wait(waitCtx(t)) == nil
+	}, 5*time.Second, 20*time.Millisecond, "a write goes through after the retry interval")
+	require.Nil(t, a.PeerStatus(desc.NICs[0].Addr), "the peer is back")
+}
+
+// TestCounterWatchPeer: a receiver waiting for a peer's immediates hears
+// that the peer died, through a watch, with no traffic to it.
+func TestCounterWatchPeer(t *testing.T) {
+	a, b, _, _ := memPair(t, fabric.Config{LivenessInterval: 20 * time.Millisecond})
+	ctr, err := b.ImmCounter(9)
+	require.NoError(t, err)
+	stop, err := ctr.Watch(a.MainAddress())
+	require.NoError(t, err)
+	defer stop()
+	res := make(chan error, 1)
+	go func() { res <- ctr.Wait(waitCtx(t), 1) }()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, memfabric.Inject(nicAddr(a), memfabric.Faults{Dead: true}))
+	select {
+	case err := <-res:
+		var pe *fabric.PeerError
+		require.True(t, errors.As(err, &pe), "got %v", err)
+		require.Equal(t, a.MainAddress(), pe.Peer)
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait on a dead peer's immediates did not end")
+	}
+	require.EqualValues(t, 0, ctr.Count(), "credits given back")
+	_, err = b.WatchPeer(fabric.Address{})
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+}
