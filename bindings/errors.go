@@ -70,11 +70,11 @@ var codes = []struct {
 	{errBadHandle, codeBadHandle},
 	// rendezvous shares fabric's categories (its ErrTimeout is
 	// fabric.ErrTimeout, its ErrInvalidConfig wraps ErrInvalidArgument):
-	// only its own kinds need rows.
+	// only its own kinds need rows. A lost rank is ErrPeerLost, the same
+	// category as a lost fabric peer.
 	{rendezvous.ErrAuth, codeRendezvous},
 	{rendezvous.ErrRejected, codeRendezvous},
 	{rendezvous.ErrProtocol, codeRendezvous},
-	{rendezvous.ErrPeerLost, codeRendezvous},
 	{errBufferTooSmall, codeBufferTooSmall},
 }
 

@@ -102,8 +102,8 @@ extern "C" {
 #define FERRY_E_REMOVED (-14)         /* the immediate counter was removed or replaced */
 #define FERRY_E_BAD_HANDLE (-15)      /* a handle that is 0, released, or of another kind */
 #define FERRY_E_BUFFER_TOO_SMALL (-16)/* output buffer too small; the needed size is reported */
-#define FERRY_E_RENDEZVOUS (-17)      /* bootstrap: a rank lost, refused, or out of protocol */
-#define FERRY_E_PEER_LOST (-18)       /* the peer died, closed, or its connection is gone */
+#define FERRY_E_RENDEZVOUS (-17)      /* bootstrap: refused, or out of protocol */
+#define FERRY_E_PEER_LOST (-18)       /* a peer or rank died, closed, or its connection is gone */
 #define FERRY_E_INTERNAL (-99)        /* anything else (out of memory, a bug): see the message */
 
 #ifndef FERRY_NO_PROTOTYPES

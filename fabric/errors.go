@@ -49,7 +49,7 @@ var (
 	// ErrPeerLost means a peer an operation or a wait depends on is gone:
 	// its process ended, its endpoint closed, its connection broke or it
 	// stopped accepting work. PeerError names it.
-	ErrPeerLost = errors.New("peer lost")
+	ErrPeerLost = errdefs.ErrPeerLost
 	// ErrQueueFull means a worker's request queue stayed full until the
 	// request's deadline: the engine is applying back-pressure.
 	ErrQueueFull = errors.New("queue full")
