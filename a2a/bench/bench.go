@@ -24,8 +24,11 @@ type Group interface {
 // from the group).
 type Spec struct {
 	Config a2a.Config
-	// Backend is "host" (the default). "cuda" is not implemented yet.
+	// Backend is BackendHost (the default), BackendCUDA or BackendCUDAEmu.
 	Backend string
+	// Grid and Block size the CUDA backends' launches (blocks, threads per
+	// block); 0 takes the device's default.
+	Grid, Block int
 	// Transport is the fabric transport ("auto", "efa", "verbs",
 	// "tcp;ofi_rxm", "shm", "ipc", or "mem" for ranks in one process).
 	Transport string
@@ -49,9 +52,11 @@ type Spec struct {
 // Options are the parts a caller may provide instead of Run building
 // them; zero values make Run build its own.
 type Options struct {
-	Engine *fabric.Engine  // nil: open one for Spec.Transport
-	Node   host.NodeMemory // nil: a host.ProcessNode
-	Logger *slog.Logger    // nil: discard the engine's logs
+	Engine *fabric.Engine // nil: open one for Spec.Transport
+	// Node shares host memory within a domain (host and cuda-emu
+	// backends); nil: a host.ProcessNode.
+	Node   host.NodeMemory
+	Logger *slog.Logger // nil: discard the engine's logs
 	// OnStart, when set, sees the description of the run before its first
 	// case; OnCase sees each case as soon as every rank has shared its
 	// samples and check (on every rank).
@@ -74,17 +79,16 @@ func (s Spec) cases() []int {
 
 // Validate checks what Run would refuse before it touches anything, so a
 // launcher can reject a bad command line once instead of once per rank.
-// A backend other than "host" wraps fabric.ErrNotSupported (the CUDA
-// backend is not built yet), bad counts wrap a2a.ErrInvalidArgument and a
-// bad shape is the Config's *a2a.ConfigError.
+// An unknown backend wraps fabric.ErrNotSupported, bad counts wrap
+// a2a.ErrInvalidArgument and a bad shape is the Config's *a2a.ConfigError.
 func (s Spec) Validate() error {
 	switch s.Backend {
-	case "", "host":
-	case "cuda":
-		return fmt.Errorf("bench: backend \"cuda\": the CUDA backend of a2a is not built yet (use the host backend): %w",
-			fabric.ErrNotSupported)
+	case "", BackendHost, BackendCUDA, BackendCUDAEmu:
 	default:
-		return fmt.Errorf("bench: backend %q: want host or cuda: %w", s.Backend, fabric.ErrNotSupported)
+		return fmt.Errorf("bench: backend %q: want host, cuda or cuda-emu: %w", s.Backend, fabric.ErrNotSupported)
+	}
+	if s.Grid < 0 || s.Block < 0 || s.Block%32 != 0 {
+		return fmt.Errorf("bench: launch of %d blocks of %d threads: %w", s.Grid, s.Block, a2a.ErrInvalidArgument)
 	}
 	if s.Iters < 1 || s.Warmup < 0 || s.CheckIters < 0 {
 		return fmt.Errorf("bench: %d iterations, %d warmup, %d check iterations: %w",
@@ -109,7 +113,7 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 		return nil, err
 	}
 	if spec.Backend == "" {
-		spec.Backend = "host"
+		spec.Backend = BackendHost
 	}
 	if spec.Timeout <= 0 {
 		spec.Timeout = 30 * time.Second
@@ -139,21 +143,15 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 			err = errors.Join(err, eng.Close(cctx))
 		}()
 	}
-	node := opt.Node
-	if node == nil {
-		if node, err = host.NewProcessNode(cfg, g); err != nil {
-			return nil, err
-		}
-	}
-	b, err := host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node})
+	b, closeDev, err := newBackend(ctx, spec, cfg, &l, eng, g, opt)
 	if err != nil {
 		return nil, err
 	}
 	c, err := a2a.New(cfg, b)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, closeDev())
 	}
-	defer func() { err = errors.Join(err, c.Close()) }()
+	defer func() { err = errors.Join(err, c.Close(), closeDev()) }()
 
 	in := eng.Info()
 	rep := &Report{WorldSize: l.WorldSize, NVLink: l.NVLinkSize, Replicas: l.ReplicaSize, NICs: l.NICsPerGPU,

@@ -159,8 +159,11 @@ func TestRunRejects(t *testing.T) {
 	ctx := context.Background()
 	cfg := a2a.Config{WorldSize: 1, MaxTokens: 1, Hidden: 1, DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 1, ExpertsPerToken: 1}
 	g := rankOf{newLocalGroup(1), 0}
-	if _, err := bench.Run(ctx, bench.Spec{Config: cfg, Backend: "cuda", Iters: 1}, g, bench.Options{}); !errors.Is(err, fabric.ErrNotSupported) {
-		t.Fatalf("cuda: %v", err)
+	if _, err := bench.Run(ctx, bench.Spec{Config: cfg, Backend: "gpu", Iters: 1}, g, bench.Options{}); !errors.Is(err, fabric.ErrNotSupported) {
+		t.Fatalf("unknown backend: %v", err)
+	}
+	if _, err := bench.Run(ctx, bench.Spec{Config: cfg, Backend: bench.BackendCUDAEmu, Block: 48, Iters: 1}, g, bench.Options{}); !errors.Is(err, a2a.ErrInvalidArgument) {
+		t.Fatalf("block of 48 threads: %v", err)
 	}
 	if _, err := bench.Run(ctx, bench.Spec{Config: cfg, Iters: 0}, g, bench.Options{}); !errors.Is(err, a2a.ErrInvalidArgument) {
 		t.Fatalf("no iterations: %v", err)

@@ -27,8 +27,15 @@
 //
 // --backend host runs the host-memory backend (package a2a/host): Go
 // loops over registered host buffers, the fabric engine between domains.
-// --backend cuda fails with an error saying the CUDA backend is not built
-// yet. --provider picks the fabric transport: "shm" (the default with
+// --backend cuda runs the CUDA backend (package a2a/cuda) on this rank's
+// GPU (picked by its local rank), with kernels NVRTC compiles for it; the
+// fabric must carry GPU memory (efa or verbs), and ranks of one NVLink
+// domain in separate processes are not supported yet (--nvlink 1).
+// --backend cuda-emu runs the same backend with its kernels on the CPU
+// emulator (a2a/cuda/emu): the same .cu sources built by g++, "device
+// memory" being host memory, any provider; its timings are the
+// emulator's, useful to compare with each other, not with a GPU.
+// --grid and --block size the CUDA backends' launches. --provider picks the fabric transport: "shm" (the default with
 // --spawn: every rank is on this machine), "tcp;ofi_rxm", "efa", "verbs",
 // or "auto" (the default otherwise: EFA, then verbs, never a silent TCP
 // fallback). --node pins libfabric to an address (127.0.0.1 with --spawn).

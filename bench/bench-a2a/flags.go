@@ -70,7 +70,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	out := fs.String("out-dtype", "bf16", "combine element type: bf16, fp16, fp32")
 
 	s := &o.spec
-	fs.StringVar(&s.Backend, "backend", "host", "a2a backend: host (cuda is not built yet)")
+	fs.StringVar(&s.Backend, "backend", "host", "a2a backend: host, cuda (this rank's GPU) or cuda-emu (the CUDA kernels on the CPU emulator)")
+	fs.IntVar(&s.Grid, "grid", 0, "blocks per launch of the CUDA backends (0: one per SM on a GPU, a few on the emulator)")
+	fs.IntVar(&s.Block, "block", 0, "threads per block of the CUDA backends, a multiple of 32 (0: 512 on a GPU, 64 on the emulator)")
 	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
 	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")
 	fs.IntVar(&s.Iters, "iters", 200, "timed iterations")

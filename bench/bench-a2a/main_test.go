@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -102,16 +104,38 @@ func TestFlagsRejected(t *testing.T) {
 	}
 }
 
-func TestCUDABackendNotBuilt(t *testing.T) {
+// TestCUDABackendNeedsDriver: --backend cuda is a valid request that a
+// machine without a CUDA driver cannot serve; the ranks say so.
+func TestCUDABackendNeedsDriver(t *testing.T) {
+	if _, err := cuda.DeviceCount(); err == nil {
+		t.Skip("a CUDA driver is present: the GPU scripts run this backend")
+	}
+	requireTransport(t, "shm")
+	t.Setenv(asMain, "1")
 	var stdout, stderr strings.Builder
-	code := run([]string{"--world-size=2", "--spawn", "--backend=cuda"}, &stdout, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), "CUDA backend of a2a is not built yet") || stdout.Len() != 0 {
+	code := run([]string{"--world-size=2", "--spawn", "--backend=cuda", "--tokens=2", "--hidden=16", "--scales=0",
+		"--experts=4", "--topk=2", "--iters=1", "--warmup=0"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "cuda: load driver") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
-	_, err := parseFlags([]string{"--backend=cuda"}, noEnv, &stderr)
-	if !errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, errUsage) {
+	if _, err := parseFlags([]string{"--backend=cuda"}, noEnv, &stderr); err != nil {
 		t.Fatalf("cuda: %v", err)
 	}
+	if _, err := parseFlags([]string{"--backend=gpu"}, noEnv, &stderr); !errors.Is(err, fabric.ErrNotSupported) {
+		t.Fatalf("unknown backend: %v", err)
+	}
+}
+
+// requireGxx skips when the CUDA emulator cannot build kernels here.
+func requireGxx(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("g++"); err == nil {
+		return
+	}
+	if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "emulator") {
+		t.Fatal("FERRY_TEST_REQUIRE lists emulator but there is no g++ here")
+	}
+	t.Skip("no g++ here: the CUDA emulator needs a C++20 compiler")
 }
 
 // requireTransport skips when libfabric or its provider is missing here,
@@ -142,11 +166,16 @@ func TestSpawn(t *testing.T) {
 		"shm-W4": {[]string{"--world-size=4", "--provider=shm"}, 1},
 		"tcp-W4-nvlink2-dp2-nic2": {[]string{"--world-size=4", "--provider=tcp;ofi_rxm", "--nvlink=2", "--dp=2",
 			"--nets-per-gpu=2", "--private=2", "--in-dtype=bf16", "--out-dtype=fp32"}, 2},
+		"cuda-emu-shm-W4-nvlink2": {[]string{"--world-size=4", "--provider=shm", "--backend=cuda-emu", "--nvlink=2",
+			"--private=1"}, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := tc.args
 			provider := strings.TrimPrefix(args[1], "--provider=")
 			requireTransport(t, provider)
+			if slices.Contains(args, "--backend=cuda-emu") {
+				requireGxx(t)
+			}
 			t.Setenv(asMain, "1")
 			js := filepath.Join(t.TempDir(), "report.jsonl")
 			args = append(args, "--spawn", "--check-iters=2", "--tokens=5,12", "--hidden=96",

@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ferryrdma/ferry/a2a"
+	a2acuda "github.com/ferryrdma/ferry/a2a/cuda"
+	"github.com/ferryrdma/ferry/a2a/cuda/emu"
+	"github.com/ferryrdma/ferry/a2a/host"
+	"github.com/ferryrdma/ferry/cuda"
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// Backends Run knows.
+const (
+	BackendHost    = "host"     // Go loops over host memory (package a2a/host)
+	BackendCUDA    = "cuda"     // the CUDA kernels on this rank's GPU (package a2a/cuda)
+	BackendCUDAEmu = "cuda-emu" // the same backend, kernels on the CPU emulator (a2a/cuda/emu)
+)
+
+// localRanker is implemented by groups that know a rank's place on its
+// machine (rendezvous.Group): it picks the rank's GPU.
+type localRanker interface{ LocalRank() int }
+
+// newBackend builds spec.Backend for this rank. close releases what it
+// built beside the backend (the CUDA context), after the backend.
+func newBackend(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, eng *fabric.Engine, g Group,
+	opt Options) (b a2a.Backend, close func() error, err error) {
+	close = func() error { return nil }
+	node := opt.Node
+	if node == nil && spec.Backend != BackendCUDA {
+		if node, err = host.NewProcessNode(cfg, g); err != nil {
+			return nil, close, err
+		}
+	}
+	me := cfg.Rank % l.NVLinkSize
+	copt := a2acuda.Options{Engine: eng, Exchange: g, Grid: spec.Grid, Block: spec.Block, Timeout: spec.Timeout}
+	switch spec.Backend {
+	case BackendHost:
+		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node})
+	case BackendCUDAEmu:
+		copt.Device, copt.Node = emu.NewDevice(), emu.NewHostNode(node, me)
+		b, err = a2acuda.New(ctx, cfg, copt)
+	case BackendCUDA:
+		if l.NVLinkSize > 1 {
+			// Sharing device memory between processes (CUDA VMM exports)
+			// is not wired into the backend yet.
+			return nil, close, fmt.Errorf("bench: backend cuda with --nvlink %d: node ranks in separate processes need CUDA VMM sharing, not built yet: %w",
+				l.NVLinkSize, fabric.ErrNotSupported)
+		}
+		n, err := cuda.DeviceCount()
+		if err != nil {
+			return nil, close, err
+		}
+		if n == 0 {
+			return nil, close, fmt.Errorf("bench: backend cuda: no CUDA device: %w", fabric.ErrNotSupported)
+		}
+		ord := cfg.Rank
+		if lr, ok := g.(localRanker); ok {
+			ord = lr.LocalRank()
+		}
+		d, err := cuda.GetDevice(ord % n)
+		if err != nil {
+			return nil, close, err
+		}
+		cctx, err := d.PrimaryContext()
+		if err != nil {
+			return nil, close, err
+		}
+		close = cctx.Close
+		dev, err := a2acuda.NewDriverDevice(cctx)
+		if err != nil {
+			return nil, close, err
+		}
+		copt.Device, copt.Node = dev, a2acuda.NewLocalNode(dev, 1).Member(0)
+		if b, err = a2acuda.New(ctx, cfg, copt); err != nil {
+			return nil, close, errors.Join(err, close())
+		}
+		return b, close, nil
+	}
+	return b, close, err
+}
