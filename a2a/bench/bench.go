@@ -57,6 +57,9 @@ type Options struct {
 	// backends); nil: a host.ProcessNode.
 	Node   host.NodeMemory
 	Logger *slog.Logger // nil: discard the engine's logs
+	// OnEngine, when set, hears of the engine Run opens (bench-a2a
+	// --metrics exports its counters).
+	OnEngine func(*fabric.Engine)
 	// OnStart, when set, sees the description of the run before its first
 	// case; OnCase sees each case as soon as every rank has shared its
 	// samples and check (on every rank).
@@ -142,6 +145,9 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 			defer cancel()
 			err = errors.Join(err, eng.Close(cctx))
 		}()
+		if opt.OnEngine != nil {
+			opt.OnEngine(eng)
+		}
 	}
 	b, closeDev, err := newBackend(ctx, spec, cfg, &l, eng, g, opt)
 	if err != nil {

@@ -64,6 +64,11 @@
 // a "case" per row with lat_us, send_us and recv_us statistics, "end");
 // "-" writes them to standard output and the table to standard error.
 //
+// --metrics HOST:PORT serves each rank's engine counters for Prometheus
+// (package fabric/fabricmetrics, labelled rank="R") at
+// http://HOST:PORT+LOCAL_RANK/metrics while the rank runs; port 0 picks a
+// free one. Each rank prints its address on standard error.
+//
 // Exit status: 0 on success, 1 when the run fails (a check mismatch
 // included), 2 for a bad command line.
 package main

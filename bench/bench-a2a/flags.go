@@ -31,6 +31,9 @@ type options struct {
 	verbose bool
 	// listTransports prints the transport table and exits.
 	listTransports bool
+	// metrics is the --metrics address (each rank adds its local rank to
+	// the port).
+	metrics string
 }
 
 // jobFlags are the rendezvous flags a spawned child must not inherit:
@@ -83,6 +86,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
 	fs.StringVar(&o.json, "json", "", `write one JSON record per line to this file as the run goes ("-": standard output; the table then goes to standard error)`)
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error")
+	fs.StringVar(&o.metrics, "metrics", "", "serve each rank's engine counters for Prometheus at http://ADDR/metrics, the port plus the local rank")
 	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
 
 	if err := fs.Parse(args); err != nil {

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/metricsserver"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 	_ "github.com/ferryrdma/ferry/providers"
@@ -65,6 +67,30 @@ func spawn(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	return rendezvous.Spawn(ctx, o.rdv.WorldSize, argv, nil, rendezvous.SpawnOptions{Stdout: stdout, Stderr: stderr})
 }
 
+// afterRun, when set (by tests), sees the metrics URL after the run, while
+// the server still serves.
+var afterRun func(metricsURL string)
+
+// serveMetrics starts this rank's --metrics server (the port plus the
+// local rank) and has Run register its engine, labelled rank="R".
+func serveMetrics(o *options, rank int, stderr io.Writer, opt *bench.Options) (*metricsserver.Server, error) {
+	addr, err := metricsserver.Offset(o.metrics, o.rdv.LocalRank)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := metricsserver.Start(addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "# metrics of rank %d: %s\n", rank, srv.URL())
+	opt.OnEngine = func(e *fabric.Engine) {
+		if err := srv.AddEngine(e, "rank", strconv.Itoa(rank)); err != nil {
+			fmt.Fprintln(stderr, "bench-a2a: metrics:", err)
+		}
+	}
+	return srv, nil
+}
+
 // rank runs this process's rank of the job; rank 0 reports.
 func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error) {
 	// -join-timeout (default 2m) bounds the wait for every rank to reach
@@ -83,6 +109,18 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 	opt := bench.Options{}
 	if o.verbose {
 		opt.Logger = slog.New(slog.NewTextHandler(stderr, nil)).With("rank", g.Rank())
+	}
+	if o.metrics != "" {
+		srv, err := serveMetrics(o, g.Rank(), stderr, &opt)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if afterRun != nil {
+				afterRun(srv.URL())
+			}
+			_ = srv.Close()
+		}()
 	}
 	var p *printer
 	if g.Rank() == 0 {

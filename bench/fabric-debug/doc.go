@@ -73,6 +73,12 @@
 //
 // measures what one write can move through memory here.
 //
+// --metrics HOST:PORT serves the counters of every engine the command
+// opens for Prometheus (package fabric/fabricmetrics, labelled
+// engine="server", "client" or "rank") at http://HOST:PORT/metrics, for
+// example beside a long-running serve; port 0 picks a free one, printed on
+// standard error. Ranks add their local rank to the port.
+//
 // Ranks without --spawn take their rank, world size and master from the
 // launcher's environment (torchrun, Open MPI, Slurm, or FERRY_RANK,
 // FERRY_WORLD_SIZE, FERRY_MASTER) or from --rank, --world-size and

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/bench/internal/fabricbench"
+	"github.com/ferryrdma/ferry/bench/internal/metricsserver"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
@@ -48,6 +49,7 @@ type options struct {
 	bufferMiB uint64
 	raw       bool
 	verbose   bool
+	metrics   string // --metrics ADDR
 	spawn     bool
 	rdv       rendezvous.Config
 	args      []string // the subcommand's arguments, for --spawn
@@ -76,6 +78,7 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.spec.Seed, "seed", 0x123, "seed of page indices and fill patterns")
 	fs.BoolVar(&o.raw, "raw", false, "post the same workloads straight on libfabric from one C loop, bypassing the engine (loopback only)")
 	fs.BoolVar(&o.verbose, "v", false, "log the engine's lifecycle")
+	fs.StringVar(&o.metrics, "metrics", "", "serve the engines' counters for Prometheus at http://ADDR/metrics (ranks: port + local rank)")
 	return fs
 }
 
@@ -201,6 +204,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fabric-debug:", err)
 		return exitUsage
 	}
+	if o.metrics != "" && !o.spawn {
+		stop, err := serveMetrics(o, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "fabric-debug:", err)
+			return exitUsage
+		}
+		defer stop()
+	}
 	switch cmd {
 	case "loopback":
 		if len(pos) > 0 {
@@ -249,6 +260,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return client(ctx, o, pos[2], stdout, stderr)
 	}
 	return serve(ctx, o, stdout, stderr)
+}
+
+// serveMetrics starts the --metrics server and has every engine the run
+// opens registered with it, labelled by its role.
+func serveMetrics(o *options, stderr io.Writer) (stop func(), err error) {
+	addr, err := metricsserver.Offset(o.metrics, o.rdv.LocalRank)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := metricsserver.Start(addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "# metrics: %s\n", srv.URL())
+	o.spec.OnEngine = func(e *fabric.Engine, role string) {
+		if err := srv.AddEngine(e, "engine", role); err != nil {
+			fmt.Fprintln(stderr, "fabric-debug: metrics:", err)
+		}
+	}
+	return func() { _ = srv.Close() }, nil
 }
 
 // measure runs a mode with a printer as its sink: the header and each row

@@ -19,12 +19,12 @@ func Loopback(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	server, err := OpenSide(ctx, spec)
+	server, err := openSide(ctx, spec, "server")
 	if err != nil {
 		return nil, fmt.Errorf("open server engine: %w", err)
 	}
 	defer server.Close()
-	client, err := OpenSide(ctx, spec)
+	client, err := openSide(ctx, spec, "client")
 	if err != nil {
 		return nil, fmt.Errorf("open client engine: %w", err)
 	}
@@ -51,7 +51,7 @@ func RunClient(ctx context.Context, spec Spec, addr fabric.Address, sink Sink) (
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	side, err := OpenSide(ctx, spec)
+	side, err := openSide(ctx, spec, "client")
 	if err != nil {
 		return nil, fmt.Errorf("open client engine: %w", err)
 	}
@@ -73,7 +73,7 @@ func ServeSpec(ctx context.Context, spec Spec, log io.Writer, ready func(fabric.
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	side, err := OpenSide(ctx, spec)
+	side, err := openSide(ctx, spec, "server")
 	if err != nil {
 		return fmt.Errorf("open server engine: %w", err)
 	}

@@ -50,7 +50,7 @@ func Ranks(ctx context.Context, spec Spec, cfg rendezvous.Config, sink Sink) (*R
 		return nil, fmt.Errorf("join: %w", err)
 	}
 	defer g.Close()
-	side, err := OpenSide(ctx, spec)
+	side, err := openSide(ctx, spec, "rank")
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: open engine: %w", g.Rank(), err)
 	}

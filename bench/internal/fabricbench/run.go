@@ -55,10 +55,17 @@ func (s *Side) source() (*fabric.HostBuffer, *fabric.MemoryRegion) {
 
 // OpenSide opens an engine for s and registers a remote-writable host
 // buffer of s.Buffer bytes. Close releases both.
-func OpenSide(ctx context.Context, s Spec) (*Side, error) {
+func OpenSide(ctx context.Context, s Spec) (*Side, error) { return openSide(ctx, s, "") }
+
+// openSide is OpenSide for a side playing role ("server", "client",
+// "rank"), which s.OnEngine hears about.
+func openSide(ctx context.Context, s Spec, role string) (*Side, error) {
 	e, err := fabric.Open(ctx, fabric.Config{Transport: s.Provider, Node: s.Node, NICs: s.NICs, Poll: s.Poll})
 	if err != nil {
 		return nil, err
+	}
+	if s.OnEngine != nil {
+		s.OnEngine(e, role)
 	}
 	side := &Side{Engine: e, Poll: s.Poll}
 	// Every immediate a case expects has a counter; anything else that

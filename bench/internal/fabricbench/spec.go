@@ -81,6 +81,10 @@ type Spec struct {
 	// Corrupt, when set, sees the received bytes of a verified case just
 	// before they are checked: tests use it to force a failure.
 	Corrupt func(dst []byte) `json:"-"`
+	// OnEngine, when set, hears of every engine the run opens and its
+	// role ("server", "client", "rank"): fabric-debug --metrics exports
+	// their counters.
+	OnEngine func(e *fabric.Engine, role string) `json:"-"`
 }
 
 // DefaultBuffer is the reference tool's buffer size.

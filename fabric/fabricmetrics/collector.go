@@ -1,0 +1,92 @@
+package fabricmetrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// Source is what a Collector reads: *fabric.Engine implements it.
+type Source interface {
+	Stats() fabric.Stats
+	Info() fabric.Info
+}
+
+var _ Source = (*fabric.Engine)(nil)
+
+// Options tune a Collector.
+type Options struct {
+	// ConstLabels are added to every metric, to tell engines apart when
+	// one registry serves several (engine="server", rank="3"): every
+	// collector of one registry needs the same label names, with values
+	// that differ.
+	ConstLabels prometheus.Labels
+}
+
+// Collector is a prometheus.Collector over one engine. It is safe for
+// concurrent scrapes; each reads the engine's counters once.
+type Collector struct {
+	src    Source
+	engine []*prometheus.Desc
+	nic    []*prometheus.Desc
+	link   *prometheus.Desc
+	info   *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// New returns a collector over src (an engine). Register it with a
+// prometheus.Registerer.
+func New(src Source, opt Options) *Collector {
+	c := &Collector{src: src}
+	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
+	for _, m := range engineMetrics {
+		c.engine = append(c.engine, prometheus.NewDesc(name(m.name), m.help, nil, opt.ConstLabels))
+	}
+	for _, m := range nicMetrics {
+		c.nic = append(c.nic, prometheus.NewDesc(name(m.name), m.help, nicLabels, opt.ConstLabels))
+	}
+	c.link = prometheus.NewDesc(name("nic_link_speed_bits_per_second"),
+		"The NIC's link speed as its provider reports it (0: unknown).", nicLabels, opt.ConstLabels)
+	c.info = prometheus.NewDesc(name("engine_info"),
+		"Always 1; the labels say which provider and transport the engine runs and how it polls.",
+		[]string{"provider", "transport", "poll"}, opt.ConstLabels)
+	return c
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.engine {
+		ch <- d
+	}
+	for _, d := range c.nic {
+		ch <- d
+	}
+	ch <- c.link
+	ch <- c.info
+}
+
+// Collect reads the engine's counters once and sends them.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.src.Stats()
+	for i, m := range engineMetrics {
+		ch <- prometheus.MustNewConstMetric(c.engine[i], m.kind, m.value(&s))
+	}
+	for k := range s.Domains {
+		d := &s.Domains[k]
+		lv := labelsOf(d)
+		for i, m := range nicMetrics {
+			ch <- prometheus.MustNewConstMetric(c.nic[i], m.kind, m.value(d), lv...)
+		}
+	}
+	in := c.src.Info()
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, in.Provider, in.Transport, in.Poll.String())
+	for _, g := range in.Groups {
+		for i, d := range g.Domains {
+			ch <- prometheus.MustNewConstMetric(c.link, prometheus.GaugeValue, float64(d.LinkSpeed),
+				g.Device.String(), d.Name, strconv.Itoa(i))
+		}
+	}
+}

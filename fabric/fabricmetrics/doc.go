@@ -1,0 +1,29 @@
+// Package fabricmetrics exports a TransferEngine's counters as Prometheus
+// metrics. It lives apart from package fabric so the engine itself does
+// not depend on Prometheus: only programs that import this package link
+// the client library.
+//
+// A [Collector] reads Engine.Stats and Engine.Info once per scrape (a
+// handful of atomic loads per NIC; nothing is added to the transfer path)
+// and reports, under the "ferry" namespace:
+//
+//   - transfers that completed and failed, and immediates held with no
+//     counter to claim them;
+//   - per NIC (labels device, nic, index): operations posted, bytes
+//     written and sent, completions, error completions and refused posts,
+//     immediates received, operations in flight (the queue depth) and the
+//     link speed;
+//   - ferry_engine_info{provider, transport, poll} = 1.
+//
+// Register one Collector per engine; when one registry serves several
+// engines, give each the same label names with distinct values
+// (Options.ConstLabels, for example engine="client" and engine="server"). Every number a Stats field adds is exported
+// through the tables in metrics.go, one line per field, and a test fails
+// when a numeric field of fabric.Stats or fabric.DomainSnapshot has no
+// metric.
+//
+// Alerting starting points: rate(ferry_transfers_failed_total[5m]) > 0;
+// rate(ferry_nic_errors_total[5m]) by nic; ferry_nic_ops_in_flight near
+// the engine's QueueDepth for minutes (a stuck peer or NIC);
+// ferry_immediates_unclaimed growing (immediates nobody waits for).
+package fabricmetrics
