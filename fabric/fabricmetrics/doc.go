@@ -7,8 +7,10 @@
 // handful of atomic loads per NIC; nothing is added to the transfer path)
 // and reports, under the "ferry" namespace:
 //
-//   - transfers that completed and failed, and immediates held with no
-//     counter to claim them;
+//   - transfers that completed, failed, and failed at their deadline
+//     (timeouts); completions that came late for abandoned operations or
+//     named none; peers declared lost; immediates held with no counter to
+//     claim them;
 //   - per NIC (labels device, nic, index): operations posted, bytes
 //     written and sent, completions, error completions and refused posts,
 //     immediates received, operations in flight (the queue depth) and the
@@ -23,6 +25,7 @@
 // metric.
 //
 // Alerting starting points: rate(ferry_transfers_failed_total[5m]) > 0;
+// increase(ferry_peers_lost_total[5m]) > 0; rate(ferry_transfers_expired_total[5m]);
 // rate(ferry_nic_errors_total[5m]) by nic; ferry_nic_ops_in_flight near
 // the engine's QueueDepth for minutes (a stuck peer or NIC);
 // ferry_immediates_unclaimed growing (immediates nobody waits for).
