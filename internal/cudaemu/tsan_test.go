@@ -54,9 +54,9 @@ func buildTSan(t *testing.T, dir string, defines ...string) string {
 
 // tsanRun is what one run of the scenarios showed.
 type tsanRun struct {
-	races      int  // ThreadSanitizer reports
-	failed     bool // a functional check failed, or the program did
-	out        string
+	races  int  // ThreadSanitizer reports
+	failed bool // a functional check failed, or the program did
+	out    string
 }
 
 func runTSan(t *testing.T, bin string, args ...string) tsanRun {
