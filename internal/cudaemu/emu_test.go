@@ -60,3 +60,9 @@ func syncStream(tb testing.TB, s *cudaemu.Stream, d time.Duration) error {
 
 // statusOK is FD_STATUS_OK of ferry_device.h.
 const statusOK = 1
+
+func newStream(tb testing.TB) *cudaemu.Stream {
+	s := cudaemu.NewStream()
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
