@@ -121,7 +121,7 @@ func TestConversionsMatchGo(t *testing.T) {
 				if !math.IsNaN(float64(got)) {
 					t.Fatalf("e4m3 %#02x widened to %g, want NaN", h, got)
 				}
-			} else if want := e4m3Value(uint8(h & 0x7f)) * map[bool]float64{true: -1, false: 1}[h&0x80 != 0]; float64(got) != want || math.Signbit(float64(got)) != (h&0x80 != 0) {
+			} else if want := e4m3Value(uint8(h&0x7f)) * map[bool]float64{true: -1, false: 1}[h&0x80 != 0]; float64(got) != want || math.Signbit(float64(got)) != (h&0x80 != 0) {
 				t.Fatalf("e4m3 %#02x widened to %g, want %g", h, got, want)
 			}
 		}
