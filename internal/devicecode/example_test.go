@@ -6,9 +6,10 @@ import (
 	"github.com/ferryrdma/ferry/internal/devicecode"
 )
 
-// Every build the compile gate checks, with its launched kernels.
+// The builds the compile gate checks, with their launched kernels (the
+// first two: cuda's and fabric/gpu's; the a2a kernels' come after).
 func ExampleAll() {
-	for _, b := range devicecode.All() {
+	for _, b := range devicecode.All()[:2] {
 		fmt.Println(b.Name, len(b.Launches))
 	}
 	// Output:
