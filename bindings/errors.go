@@ -30,6 +30,8 @@ const (
 	codeBufferTooSmall = -16
 	codeRendezvous     = -17
 	codePeerLost       = -18
+	codeQueueFull      = -19
+	codeAbandoned      = -20
 	codeInternal       = -99
 )
 
@@ -56,7 +58,9 @@ var codes = []struct {
 	{fabric.ErrUnknownRegion, codeUnknownRegion},
 	{fabric.ErrOutOfBounds, codeOutOfBounds},
 	{fabric.ErrNotSupported, codeNotSupported},
+	{fabric.ErrAbandoned, codeAbandoned},
 	{fabric.ErrPeerLost, codePeerLost},
+	{fabric.ErrQueueFull, codeQueueFull},
 	{fabric.ErrTimeout, codeTimeout},
 	{context.DeadlineExceeded, codeTimeout},
 	{fabric.ErrProvider, codeProvider},

@@ -104,6 +104,8 @@ extern "C" {
 #define FERRY_E_BUFFER_TOO_SMALL (-16)/* output buffer too small; the needed size is reported */
 #define FERRY_E_RENDEZVOUS (-17)      /* bootstrap: refused, or out of protocol */
 #define FERRY_E_PEER_LOST (-18)       /* a peer or rank died, closed, or its connection is gone */
+#define FERRY_E_QUEUE_FULL (-19)      /* back-pressure: the worker's queue stayed full until the deadline */
+#define FERRY_E_ABANDONED (-20)       /* close gave up on a stuck worker: do not free its memory */
 #define FERRY_E_INTERNAL (-99)        /* anything else (out of memory, a bug): see the message */
 
 #ifndef FERRY_NO_PROTOTYPES
@@ -207,7 +209,12 @@ int ferry_engine_open(const ferry_config *cfg, int64_t timeout_ms,
  * FERRY_E_CLOSED (or FERRY_E_BAD_HANDLE once the handle is gone); waits
  * on their transfers return FERRY_E_CLOSED. Calling it from one of the engine's own callbacks returns
  * only after timeout_ms: do not. Returns FERRY_OK, or the drain's error
- * (the handle is released either way). */
+ * (the handle is released either way): FERRY_E_TIMEOUT when operations
+ * were still in flight at the deadline (abandoned, the NICs closed), or
+ * FERRY_E_ABANDONED when a worker was stuck in a NIC library call and
+ * could not be stopped: close still returns by timeout_ms, but that
+ * worker's NICs stay open and the memory registered through it must not
+ * be freed. */
 int ferry_engine_close(ferry_engine_t e, int64_t timeout_ms);
 
 /* The engine's main address (NIC 0 of its main group): where peers send

@@ -56,6 +56,8 @@ const char *ferry_strerror(int code) {
 	case FERRY_E_BUFFER_TOO_SMALL: return "FERRY_E_BUFFER_TOO_SMALL";
 	case FERRY_E_RENDEZVOUS: return "FERRY_E_RENDEZVOUS";
 	case FERRY_E_PEER_LOST: return "FERRY_E_PEER_LOST";
+	case FERRY_E_QUEUE_FULL: return "FERRY_E_QUEUE_FULL";
+	case FERRY_E_ABANDONED: return "FERRY_E_ABANDONED";
 	case FERRY_E_INTERNAL: return "FERRY_E_INTERNAL";
 	}
 	return "FERRY_E_UNKNOWN_CODE";

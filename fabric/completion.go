@@ -78,6 +78,9 @@ func Count(c *TransferCounter) Completion { return Completion{counter: c} }
 type Transfer struct {
 	busy atomic.Bool
 	done chan error
+	// abandon is the abandon channel of the worker the transfer was
+	// queued to: Close closes it when it gives up on a stuck worker.
+	abandon atomic.Pointer[chan struct{}]
 }
 
 // NewTransfer returns an idle handle.
@@ -85,7 +88,8 @@ func NewTransfer() *Transfer { return &Transfer{done: make(chan error, 1)} }
 
 // Wait blocks until the transfer ends and returns its error, or returns
 // ctx's error (wrapping ErrTimeout) if ctx ends first; the transfer then
-// still runs, and a later Wait collects it.
+// still runs, and a later Wait collects it. A transfer whose worker the
+// engine's Close gave up on ends with ErrClosed.
 func (t *Transfer) Wait(ctx context.Context) error {
 	select {
 	case err := <-t.done:
@@ -93,12 +97,19 @@ func (t *Transfer) Wait(ctx context.Context) error {
 		return err
 	default:
 	}
+	var abandon <-chan struct{}
+	if p := t.abandon.Load(); p != nil {
+		abandon = *p
+	}
 	select {
 	case err := <-t.done:
 		t.busy.Store(false)
 		return err
 	case <-ctx.Done():
 		return ctxErr(ctx)
+	case <-abandon:
+		t.busy.Store(false)
+		return errTransferAbandoned
 	}
 }
 

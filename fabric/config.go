@@ -78,6 +78,12 @@ type Config struct {
 	Poll PollMode
 	// QueueDepth bounds in-flight ops per domain (default 1024).
 	QueueDepth int
+	// MaxPending bounds the transfers a worker holds accepted and not yet
+	// finished (default 16384). Past it the worker stops taking requests,
+	// its queue fills, and submitters wait for room until their request's
+	// deadline, then fail with ErrQueueFull: back-pressure instead of
+	// queues that grow while a peer stops taking writes.
+	MaxPending int
 	// SendBuffers and SendBufferSize size the pool behind Send (default
 	// 64 x 64 KiB).
 	SendBuffers    int
@@ -117,6 +123,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.QueueDepth <= 0 {
 		c.QueueDepth = 1024
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 16384
 	}
 	if c.SendBuffers <= 0 {
 		c.SendBuffers = 64

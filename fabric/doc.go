@@ -60,8 +60,13 @@
 //
 // # Concurrency and lifetime
 //
-// Engine methods are safe for concurrent use. Close stops the workers, fails
-// every pending operation with ErrClosed, unregisters memory and closes the
-// domains. Memory handed to a NIC is never Go heap memory: use AllocHost,
-// C memory or GPU memory.
+// Engine methods are safe for concurrent use. Queues are bounded: a worker
+// holds at most Config.MaxPending unfinished transfers, and a submitter
+// that finds its queue full waits until its request's deadline or context
+// (ErrQueueFull). Close stops the workers, fails every pending operation
+// with ErrClosed, wakes every wait, unregisters memory and closes the
+// domains, by its context's deadline even when a worker is stuck in a
+// provider call (it then says what it abandoned: ErrAbandoned). Memory
+// handed to a NIC is never Go heap memory: use AllocHost, C memory or GPU
+// memory.
 package fabric

@@ -39,6 +39,7 @@ type Engine struct {
 	peers peerRegistry
 
 	closed      atomic.Bool
+	closing     chan struct{} // closed when Close starts
 	submitters  atomic.Int64
 	closeOnce   sync.Once
 	closeErr    error
@@ -77,6 +78,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		regions:  make(map[*MemoryRegion]struct{}),
 		groupIDs: make(map[string]PeerGroup),
 		held:     make(map[uint32]int64),
+		closing:  make(chan struct{}),
 	}
 	empty := map[uint32]*immEntry{}
 	e.imm.Store(&empty)
@@ -267,12 +269,17 @@ func (e *Engine) control(w *worker, f func(*worker)) error {
 	case <-w.exited:
 		e.leave()
 		return ErrClosed
+	case <-e.closing:
+		e.leave()
+		return ErrClosed
 	}
 	e.leave()
 	select {
 	case <-done:
 		return nil
 	case <-w.exited:
+		return ErrClosed
+	case <-w.abandon:
 		return ErrClosed
 	}
 }
@@ -289,8 +296,9 @@ func (e *Engine) enter() bool {
 
 func (e *Engine) leave() { e.submitters.Add(-1) }
 
-// enqueue hands r to w without blocking on the NIC; it waits only while
-// the worker's queue is full.
+// enqueue hands r to w without blocking on the NIC. While the worker's
+// queue is full it waits, as back-pressure, until the request's deadline
+// (see enqueueFull).
 func (e *Engine) enqueue(w *worker, r *request) error {
 	if err := r.c.begin(); err != nil {
 		return err
@@ -299,76 +307,19 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 		r.c.abort()
 		return ErrClosed
 	}
+	if t := r.c.t; t != nil {
+		t.abandon.Store(&w.abandon)
+	}
 	select {
 	case w.reqs <- *r:
 	default:
-		select {
-		case w.reqs <- *r:
-		case <-w.exited:
+		if err := e.enqueueFull(w, r); err != nil {
 			e.leave()
 			r.c.abort()
-			return ErrClosed
+			return err
 		}
 	}
 	w.kick()
 	e.leave()
 	return nil
-}
-
-// Close stops the engine: new calls fail with ErrClosed, work not yet
-// posted fails with ErrClosed, in-flight operations drain until ctx ends,
-// memory is unregistered and the domains are closed. It waits for every
-// goroutine it started. Calling it again returns the first result. Close
-// from inside a callback returns only when ctx ends (the dispatcher is busy
-// running that callback): prefer closing from elsewhere.
-func (e *Engine) Close(ctx context.Context) error {
-	if e == nil {
-		return errNilEngine
-	}
-	e.closeOnce.Do(func() {
-		e.closed.Store(true)
-		for _, ent := range *e.imm.Load() {
-			ent.signal() // ImmCounter waits end with ErrClosed
-		}
-		for e.submitters.Load() > 0 {
-			time.Sleep(10 * time.Microsecond)
-		}
-		deadline, ok := ctx.Deadline()
-		if !ok {
-			deadline = time.Now().Add(30 * time.Second)
-		}
-		for _, w := range e.workers {
-			w.stop(deadline)
-		}
-		var errs []error
-		for _, w := range e.workers {
-			<-w.exited
-			if w.closeErr != nil {
-				errs = append(errs, fmt.Errorf("group %s: %w", w.dev, w.closeErr))
-			}
-		}
-		// Every submitter has left and every stop was sent: nobody can
-		// kick a worker any more.
-		for _, w := range e.workers {
-			w.wake.close()
-		}
-		if e.disp != nil {
-			e.disp.stop(ctx)
-		}
-		e.regMu.Lock()
-		for r := range e.regions {
-			r.state.Store(regDead)
-		}
-		clear(e.regions)
-		e.regMu.Unlock()
-		if e.sendBuf != nil {
-			_ = e.sendBuf.Free()
-		}
-		if e.immBuf != nil {
-			_ = e.immBuf.Free()
-		}
-		e.closeErr = errors.Join(errs...)
-		e.log.Info("ferry engine closed")
-	})
-	return e.closeErr
 }

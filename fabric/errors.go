@@ -53,6 +53,10 @@ var (
 	// ErrQueueFull means a worker's request queue stayed full until the
 	// request's deadline: the engine is applying back-pressure.
 	ErrQueueFull = errors.New("queue full")
+	// ErrAbandoned is returned by a Close that gave up on a worker stuck in
+	// a provider call: that worker's domains stay open, and the memory
+	// registered with them must not be freed.
+	ErrAbandoned = errors.New("worker abandoned")
 )
 
 // PeerError is an operation or a wait that failed because a peer was

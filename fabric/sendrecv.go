@@ -45,7 +45,7 @@ func (e *Engine) Send(ctx context.Context, to Address, data []byte, c Completion
 		case slot = <-e.sendPool:
 		case <-ctx.Done():
 			return ctxErr(ctx)
-		case <-e.main().exited:
+		case <-e.closing:
 			return ErrClosed
 		}
 	}

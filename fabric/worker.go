@@ -34,9 +34,18 @@ type worker struct {
 
 	initDone chan error
 	exited   chan struct{}
-	stopping bool
-	deadline time.Time
-	closeErr error
+	// abandon is closed by a Close that gave up on this worker (see
+	// exitState): its Transfer waits end.
+	abandon   chan struct{}
+	exitState atomic.Int32
+	// live mirrors the transfer count for a Close that gives up on the
+	// worker; unreported counts transfers not yet reported, which
+	// Config.MaxPending bounds.
+	live       atomic.Int64
+	unreported int
+	stopping   bool
+	deadline   time.Time
+	closeErr   error
 
 	ctxs     []opCtx
 	freeCtx  []uint32
@@ -111,6 +120,7 @@ func newWorker(e *Engine, g GroupSpec, infos []DomainInfo) *worker {
 		ctl:      make(chan func(*worker), 16),
 		initDone: make(chan error, 1),
 		exited:   make(chan struct{}),
+		abandon:  make(chan struct{}),
 		groups:   make(map[uint32]*peerGroupState),
 		regions:  make(map[*MemoryRegion]struct{}),
 	}
@@ -118,6 +128,12 @@ func newWorker(e *Engine, g GroupSpec, infos []DomainInfo) *worker {
 
 func (w *worker) run(opts DomainOptions) {
 	defer close(w.exited)
+	defer func() {
+		if !w.exitState.CompareAndSwap(workerRunning, workerExited) {
+			// Close gave up on this worker and left its wake to it.
+			w.wake.close()
+		}
+	}()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	w.wake.tune()
@@ -181,16 +197,6 @@ func (w *worker) closeDomains() error {
 	return errors.Join(errs...)
 }
 
-// stop asks the worker to drain and exit by deadline. The request is a
-// control message, so the loop checks one channel per pass.
-func (w *worker) stop(deadline time.Time) {
-	select {
-	case w.ctl <- func(w *worker) { w.stopping, w.deadline = true, deadline }:
-		w.kick()
-	case <-w.exited:
-	}
-}
-
 func (w *worker) loop() {
 	idle := 0
 	for !w.stopping {
@@ -208,7 +214,7 @@ func (w *worker) loop() {
 			continue
 		default:
 		}
-		for i := 0; i < reqsPerPass; i++ {
+		for i := 0; i < reqsPerPass && w.unreported < w.e.cfg.MaxPending; i++ {
 			select {
 			case r := <-w.reqs:
 				w.accept(&r)
@@ -324,18 +330,24 @@ func (w *worker) drain() {
 			w.wake.sleep(20 * time.Microsecond)
 		}
 	}
-	if n := w.opsInFlight(); n > 0 {
-		w.closeErr = fmt.Errorf("%d operations still in flight at the close deadline: %w", n, ErrTimeout)
-	}
-	// Whatever never completed is failed now, exactly once.
+	// Whatever never completed is failed now, exactly once, and Close
+	// says what it gave up on.
+	n, failed := w.opsInFlight(), 0
 	for i := range w.xfers {
 		x := &w.xfers[i]
 		if x.live {
 			if x.err == nil {
 				x.err = ErrClosed
 			}
+			if !x.reported {
+				failed++
+			}
 			w.completeXfer(uint32(i))
 		}
+	}
+	if n > 0 {
+		w.closeErr = fmt.Errorf("%d operations were still with the provider at the close deadline and were abandoned "+
+			"(%d transfers failed with ErrClosed): %w", n, failed, ErrTimeout)
 	}
 	w.failRecvs(ErrClosed)
 }

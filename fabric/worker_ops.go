@@ -100,6 +100,8 @@ func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
 	x := &w.xfers[i]
 	*x = xferSlot{live: true, kind: kind, c: c, sendSlot: -1, start: w.now, deadline: c.deadline}
 	w.inflight++
+	w.unreported++
+	w.live.Add(1)
 	w.watchDeadline(x)
 	return i
 }
@@ -185,6 +187,7 @@ func (w *worker) completeXfer(xi uint32) {
 	*x = xferSlot{}
 	w.freeXfer = append(w.freeXfer, xi)
 	w.inflight--
+	w.live.Add(-1)
 }
 
 // report delivers a transfer's end exactly once: its error, or nil.
@@ -192,8 +195,12 @@ func (w *worker) report(x *xferSlot) {
 	c, err := x.c, x.err
 	x.reported = true
 	x.c = Completion{}
+	w.unreported--
 	if c.ctx != nil {
 		w.ctxWatched--
+	}
+	if w.exitState.Load() == workerAbandoned {
+		return // Close gave up on this worker: nobody is told any more
 	}
 	if err != nil {
 		w.e.failures.Add(1)

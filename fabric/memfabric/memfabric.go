@@ -111,6 +111,9 @@ type Faults struct {
 	// StrayErrors makes the next n polls report an error completion that
 	// names no operation (context 0), as libfabric 1.17's shm does.
 	StrayErrors int
+	// BlockPosts, when set, makes PostWrites block until it is closed: a
+	// worker stuck inside a provider call.
+	BlockPosts chan struct{}
 	// HoldWrites keeps the completions of writes posted from now on until
 	// Release: the ops are accepted (and delivered) but stay in flight, as
 	// with a peer that stopped answering.
@@ -203,7 +206,11 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 		f.RefusePosts--
 	}
 	hold := f.HoldWrites
+	block := f.BlockPosts
 	d.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 	if refuse {
 		return 0, &fabric.ProviderError{Provider: d.info.Transport, Op: "post write", Errno: 22, Msg: "injected refusal"}
 	}

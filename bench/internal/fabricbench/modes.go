@@ -14,7 +14,7 @@ import (
 // process, talking through the same control protocol as two processes.
 // sink (nil: none) sees the header and every case as it completes. The
 // report is returned even when the error is non-nil (a failed case).
-func Loopback(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
+func Loopback(ctx context.Context, spec Spec, sink Sink) (_ *Report, err error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -23,12 +23,12 @@ func Loopback(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open server engine: %w", err)
 	}
-	defer server.Close()
+	defer closeSide(server, &err)
 	client, err := openSide(ctx, spec, "client")
 	if err != nil {
 		return nil, fmt.Errorf("open client engine: %w", err)
 	}
-	defer client.Close()
+	defer closeSide(client, &err)
 
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
@@ -43,10 +43,18 @@ func Loopback(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 	return c.run(ctx, spec, "loopback", sink)
 }
 
+// closeSide closes s and adds its error to *err: a close that abandoned
+// operations or a stuck worker is a failure, not a quiet exit 0.
+func closeSide(s *Side, err *error) {
+	if cerr := s.Close(); cerr != nil {
+		*err = errors.Join(*err, cerr)
+	}
+}
+
 // RunClient opens a client engine for spec, runs every case against the
 // server at addr and returns the report; sink (nil: none) sees the header
 // and every case as it completes.
-func RunClient(ctx context.Context, spec Spec, addr fabric.Address, sink Sink) (*Report, error) {
+func RunClient(ctx context.Context, spec Spec, addr fabric.Address, sink Sink) (_ *Report, err error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -55,7 +63,7 @@ func RunClient(ctx context.Context, spec Spec, addr fabric.Address, sink Sink) (
 	if err != nil {
 		return nil, fmt.Errorf("open client engine: %w", err)
 	}
-	defer side.Close()
+	defer closeSide(side, &err)
 	hctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	c, err := Dial(hctx, side, addr)
 	cancel()
@@ -68,7 +76,7 @@ func RunClient(ctx context.Context, spec Spec, addr fabric.Address, sink Sink) (
 
 // ServeSpec opens a server engine for spec, calls ready with its main
 // address, and serves until ctx ends.
-func ServeSpec(ctx context.Context, spec Spec, log io.Writer, ready func(fabric.Address, PeerInfo)) error {
+func ServeSpec(ctx context.Context, spec Spec, log io.Writer, ready func(fabric.Address, PeerInfo)) (err error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return err
@@ -77,7 +85,7 @@ func ServeSpec(ctx context.Context, spec Spec, log io.Writer, ready func(fabric.
 	if err != nil {
 		return fmt.Errorf("open server engine: %w", err)
 	}
-	defer side.Close()
+	defer closeSide(side, &err)
 	if ready != nil {
 		ready(side.Engine.MainAddress(), side.Info())
 	}

@@ -2,6 +2,7 @@ package fabricbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -91,6 +92,13 @@ func (s *Side) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := s.Engine.Close(ctx)
+	if errors.Is(err, fabric.ErrAbandoned) {
+		// A worker stuck in a provider call may still use them: leak.
+		return fmt.Errorf("close engine: %w", err)
+	}
+	if err != nil {
+		err = fmt.Errorf("close engine: %w", err)
+	}
 	for _, b := range []*fabric.HostBuffer{s.Buf, s.src} {
 		if b != nil {
 			if ferr := b.Free(); err == nil {
