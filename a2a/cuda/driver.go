@@ -40,6 +40,9 @@ func NewDriverDevice(ctx *cu.Context) (*DriverDevice, error) {
 	return &DriverDevice{ctx: ctx, sms: sms, name: name}, nil
 }
 
+// Context is the CUDA context the device runs in.
+func (d *DriverDevice) Context() *cu.Context { return d.ctx }
+
 func (d *DriverDevice) Name() string { return fmt.Sprintf("cuda %s (%d SMs)", d.name, d.sms) }
 
 func (d *DriverDevice) Build(ctx context.Context, src Source, defines []string) (Module, error) {
@@ -75,7 +78,10 @@ func (s driverStream) Launch(k Kernel, grid, block int, args ...any) error {
 }
 
 func (s driverStream) Sync(ctx context.Context) error { return s.st.SynchronizeContext(ctx) }
-func (s driverStream) Close() error                   { return s.st.Close() }
+
+// CUDAStream is the driver stream, for capturing launches into a graph.
+func (s driverStream) CUDAStream() *cu.Stream { return s.st }
+func (s driverStream) Close() error           { return s.st.Close() }
 
 type driverMemory struct{ m *cu.DeviceMemory }
 
@@ -128,7 +134,12 @@ func (d *DriverDevice) Download(b []byte, src uint64) error {
 
 func (d *DriverDevice) HostAddressable() bool { return false }
 
+// Register registers device memory as GPU memory (fabric/gpu), and
+// mapped host memory (NewMappedLocalNode) as host memory.
 func (d *DriverDevice) Register(e *fabric.Engine, addr uint64, n int, access fabric.Access) (*fabric.MemoryRegion, error) {
+	if info, err := cu.LookupPointer(uintptr(addr)); err == nil && info.Type == cu.MemoryHost {
+		return e.Register(fabric.MemorySpan{Addr: uintptr(addr), Len: uint64(n), Device: fabric.HostDevice, DmabufFD: -1}, access)
+	}
 	return gpu.Register(e, uintptr(addr), uint64(n), access)
 }
 

@@ -13,6 +13,7 @@ import (
 // Safe for concurrent use by its members.
 type LocalNode struct {
 	dev    Device
+	mapped bool
 	size   int
 	mu     sync.Mutex
 	ready  chan struct{}
@@ -28,6 +29,18 @@ type LocalNode struct {
 func NewLocalNode(dev Device, size int) *LocalNode {
 	return &LocalNode{dev: dev, size: size, ready: make(chan struct{}), send: make([]uint64, size),
 		recv: make([]uint64, size), own: make([][2]Memory, size)}
+}
+
+// NewMappedLocalNode is NewLocalNode with the buffers in host memory
+// mapped into the device (Device.AllocMapped): slower for the kernels,
+// but any host-memory transport can carry them (on a GPU without an
+// RDMA-capable fabric, the in-process "mem" transport copies them by
+// host address, the device address of mapped memory under unified
+// addressing).
+func NewMappedLocalNode(dev Device, size int) *LocalNode {
+	n := NewLocalNode(dev, size)
+	n.mapped = true
+	return n
 }
 
 // Member returns the NodeMemory of node-local rank i.
@@ -55,11 +68,15 @@ func (m *LocalMember) Share(ctx context.Context, sendBytes, recvBytes int) ([]ui
 	if m.shared || m.i < 0 || m.i >= n.size {
 		return nil, nil, fmt.Errorf("local node member %d of %d: share twice or out of range: %w", m.i, n.size, a2a.ErrInvalidArgument)
 	}
-	s, err := n.dev.Alloc(sendBytes)
+	alloc := n.dev.Alloc
+	if n.mapped {
+		alloc = n.dev.AllocMapped
+	}
+	s, err := alloc(sendBytes)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := n.dev.Alloc(recvBytes)
+	r, err := alloc(recvBytes)
 	if err != nil {
 		_ = s.Free()
 		return nil, nil, err

@@ -60,14 +60,11 @@ func (b *Backend) launch(ctx context.Context, phase int, args ...any) error {
 	if err := b.io.done(); err != nil {
 		return err
 	}
-	code := status.Load()
-	if code == statusOK && b.ctrlWord(slotStatus+phase, 3).Load() == b.epoch+1 {
-		return nil
+	epoch, err := b.Status(Phase(phase))
+	if err == nil && epoch != b.epoch+1 {
+		err = &KernelError{Phase: phaseNames[phase], Rank: b.l.Rank, Worker: b.workerErr()}
 	}
-	e := &KernelError{Phase: phaseNames[phase], Rank: b.l.Rank, Status: code,
-		Awaited: Awaited(b.ctrlWord(slotStatus+phase, 1).Load()), Peer: int(b.ctrlWord(slotStatus+phase, 2).Load()),
-		Worker: b.workerErr()}
-	return e
+	return err
 }
 
 func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.DispatchInput) error {

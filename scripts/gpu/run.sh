@@ -46,6 +46,23 @@ while read -r bin dir; do
 	[ "$rc" -ne 0 ] && status=1
 done <"$OUT/manifest"
 
+# compute-sanitizer (racecheck, synccheck) over the a2a kernels: eight
+# ranks on the GPU in lock step, where the toolkit has the sanitizer.
+SANITIZE=${GPU_SANITIZE:-1}
+sanitized=()
+if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1 && grep -q '^a2a_cuda.test ' "$OUT/manifest"; then
+	dir=$(awk '$1 == "a2a_cuda.test" { print $2 }' "$OUT/manifest")
+	for tool in racecheck synccheck; do
+		log="$OUT/results/a2a_cuda.$tool.log"
+		echo "gpu-run: compute-sanitizer --tool $tool a2a_cuda.test (lock step)"
+		(cd "$dir" && compute-sanitizer --tool "$tool" --error-exitcode 3 "$OLDPWD/$OUT/bin/a2a_cuda.test" \
+			-test.v -test.count=1 -test.timeout="$TIMEOUT" -test.run='TestGPUEightRanksOneGPU/lock-step') >"$log" 2>&1
+		rc=$?
+		[ "$rc" -ne 0 ] && status=1
+		sanitized+=("$tool:$rc")
+	done
+fi
+
 # The table: one row per top-level test and per benchmark.
 echo
 echo "==================== GPU results ===================="
@@ -60,7 +77,7 @@ while read -r bin dir; do
 		}
 		/^Benchmark/ && NF >= 3 {
 			detail = ""
-			for (i = 3; i <= NF; i++) if ($i ~ /(ns\/op|MB\/s|_us)$/) detail = detail $(i-1) " " $i "  "
+			for (i = 3; i <= NF; i++) if ($i ~ /(ns\/op|MB\/s|_us|_GBps|_floor)$/) detail = detail $(i-1) " " $i "  "
 			printf "%-16s %-44s %-5s %s\n", pkg, $1, "BENCH", detail
 		}
 		/^(panic:|FAIL\t)/ { crashed = 1 }
@@ -69,5 +86,10 @@ while read -r bin dir; do
 	rc=$(cat "$OUT/results/$name.rc")
 	[ "$rc" -ne 0 ] && printf '%-16s %-44s %-5s exit status %s (log: %s)\n' "$name" "(binary)" FAIL "$rc" "$log"
 done <"$OUT/manifest"
+for t in "${sanitized[@]}"; do
+	res=PASS
+	[ "${t#*:}" -ne 0 ] && res=FAIL
+	printf '%-16s %-44s %-5s %s\n' a2a_cuda "compute-sanitizer ${t%%:*}" "$res" "exit ${t#*:} (log: $OUT/results/a2a_cuda.${t%%:*}.log)"
+done
 if [ $status -eq 0 ]; then echo "gpu-run: all passed"; else echo "gpu-run: FAILURES (see $OUT/results/)"; fi
 exit $status

@@ -20,6 +20,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // The test binary re-executes itself as the ranks of a job: with jobEnv
@@ -173,15 +174,11 @@ func fullCases() []testCase {
 
 // requireGxx skips when the CUDA emulator cannot build kernels here (no
 // C++ compiler), unless FERRY_TEST_REQUIRE lists "emulator".
-func requireGxx(t *testing.T) {
+func requireGxx(t testing.TB) {
 	t.Helper()
-	if _, err := exec.LookPath("g++"); err == nil {
-		return
+	if _, err := exec.LookPath("g++"); err != nil {
+		testutil.Skip(t, "emulator", "no g++ here: the CUDA emulator builds kernels with a C++20 compiler")
 	}
-	if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "emulator") {
-		t.Fatal("FERRY_TEST_REQUIRE lists emulator but there is no g++ here")
-	}
-	t.Skip("no g++ here: the CUDA emulator needs a C++20 compiler")
 }
 
 // requireTransport skips when libfabric or its provider is missing here,
