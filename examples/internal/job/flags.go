@@ -50,6 +50,13 @@ var providers = map[string]transport{
 	"ipc":         {name: "ipc", inproc: true, procs: true},
 }
 
+// Transport returns what a -provider name opens: the fabric.Config
+// Transport and Node.
+func Transport(provider string) (transport, node string, ok bool) {
+	t, ok := providers[provider]
+	return t.name, t.node, ok
+}
+
 // ProviderNames lists the -provider values, for usage text.
 func ProviderNames() string {
 	names := make([]string, 0, len(providers))

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/examples/internal/job"
+	"github.com/ferryrdma/ferry/fabric/fabrictest"
 )
 
 // Build builds the example in the current directory (a test's working
@@ -43,9 +46,18 @@ type Result struct {
 }
 
 // Run runs exe with args plus -json FILE and a -timeout, and decodes the
-// report when the run succeeded.
+// report when the run succeeded. A -provider whose transport cannot open
+// here skips the test, saying why (a failure where FERRY_TEST_REQUIRE
+// promises it).
 func Run(t *testing.T, exe string, args ...string) Result {
 	t.Helper()
+	for i, a := range args[:len(args)-1] {
+		if a == "-provider" {
+			if tr, node, ok := job.Transport(args[i+1]); ok {
+				fabrictest.RequireTransport(t, tr, node)
+			}
+		}
+	}
 	js := filepath.Join(t.TempDir(), "report.json")
 	args = append(args, "-json", js, "-timeout", "90s")
 	var o, e bytes.Buffer
