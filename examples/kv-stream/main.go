@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -103,13 +102,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&c.Warmup, "warmup", 1, "untimed requests first (connection setup)")
 	fs.IntVar(&c.PoolFactor, "pool-factor", 2, "decode page pool size, in requests")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the page contents and page tables")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return job.ExitOK
-		}
-		return job.ExitUsage
-	}
-	err := o.Check()
+	err := o.Parse(fs, args)
 	if err == nil {
 		err = c.check()
 	}

@@ -25,7 +25,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -93,13 +92,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&probeBytes, "probe-bytes", "4M", "size of the probe's bandwidth writes")
 	fs.IntVar(&c.ProbeIters, "probe-iters", 200, "round trips per latency sample")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the model and the prompt")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return job.ExitOK
-		}
-		return job.ExitUsage
-	}
-	err := o.Check()
+	err := o.Parse(fs, args)
 	if err == nil {
 		err = c.finish(mode, probeBytes)
 	}

@@ -74,13 +74,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&c.MaxLive, "max-live", 6, "tensors a client keeps at most")
 	fs.StringVar(&arenaSize, "arena", "64M", "each worker's registered arena")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the clients' streams")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return job.ExitOK
-		}
-		return job.ExitUsage
-	}
-	err := o.Check()
+	err := o.Parse(fs, args)
 	if err == nil {
 		err = c.finish(sizes, mode, arenaSize)
 	}

@@ -20,7 +20,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -70,13 +69,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&c.Inference, "inference", 2, "inference ranks")
 	fs.IntVar(&c.Updates, "updates", 5, "timed weight updates")
 	fs.IntVar(&c.Warmup, "warmup", 1, "untimed updates first (connection setup)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return job.ExitOK
-		}
-		return job.ExitUsage
-	}
-	err := o.Check()
+	err := o.Parse(fs, args)
 	if err == nil {
 		err = c.resolve(over)
 	}

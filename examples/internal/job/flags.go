@@ -101,6 +101,22 @@ func (o *Options) Bind(fs *flag.FlagSet) {
 	o.argv = os.Args
 }
 
+// Parse parses args into fs (the shared flags and the program's own) and
+// checks the shared ones. The flag package has already reported a bad or
+// unknown flag, and -h, when Parse returns; ExitCode stays quiet about them.
+func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return parseError{err}
+	}
+	return o.Check()
+}
+
+// parseError is a flag error the flag package has printed already.
+type parseError struct{ err error }
+
+func (e parseError) Error() string   { return e.err.Error() }
+func (e parseError) Unwrap() []error { return []error{e.err, ErrUsage} }
+
 // Check validates the shared flags after parsing.
 func (o *Options) Check() error {
 	if o.Provider == "" {

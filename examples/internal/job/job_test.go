@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,24 @@ func TestExitCode(t *testing.T) {
 	} {
 		if got := ExitCode("t", err, io.Discard); got != want {
 			t.Errorf("%v: exit %d, want %d", err, got, want)
+		}
+	}
+}
+
+// The flag package reports bad flags and -h itself: the exit status says
+// what happened and nothing is printed twice.
+func TestParseErrors(t *testing.T) {
+	for args, want := range map[string]int{"-h": ExitOK, "-nope": ExitUsage, "-provider=x": ExitUsage} {
+		var o Options
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o.Bind(fs)
+		var printed strings.Builder
+		if got := ExitCode("t", o.Parse(fs, []string{args}), &printed); got != want {
+			t.Errorf("%s: exit %d, want %d", args, got, want)
+		}
+		if (printed.Len() > 0) != (args == "-provider=x") {
+			t.Errorf("%s: printed %q", args, printed.String())
 		}
 	}
 }

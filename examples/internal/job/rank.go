@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -161,10 +162,12 @@ const (
 
 // ExitCode maps a program's error to its exit status and prints it.
 func ExitCode(program string, err error, stderr io.Writer) int {
-	if err == nil {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", program, err)
+	if !errors.As(err, new(parseError)) {
+		fmt.Fprintf(stderr, "%s: %v\n", program, err)
+	}
 	switch {
 	case errors.Is(err, ErrUsage):
 		return ExitUsage
