@@ -44,6 +44,22 @@ func newPipeline(s *stage) (*pipeline, error) {
 	return p, err
 }
 
+// drain waits until this rank's sends and credits have completed, so
+// nothing is in flight when the engines close.
+func (p *pipeline) drain(ctx context.Context) error {
+	if err := p.stage.drain(ctx); err != nil {
+		return err
+	}
+	for _, in := range []*inbox{p.in, p.gin} {
+		if in != nil {
+			if err := in.drain(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // prefillResult is one rank's view of the prefill.
 type prefillResult struct {
 	Compute  time.Duration `json:"compute_ns"`  // this rank's compute

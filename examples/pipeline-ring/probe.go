@@ -21,7 +21,32 @@ var (
 	immPong  = immOf(kindProbe, 0, 2)
 	immBurst = immOf(kindProbe, 0, 3)
 	immAck   = immOf(kindProbe, 0, 4)
+	immWarm  = immOf(kindProbe, 0, 5)
 )
+
+// warm has every rank write a zero-byte immediate to every other rank
+// before anything is timed: on tcp the first write to a new peer waits for
+// the connection, tens of milliseconds.
+func (s *stage) warm(ctx context.Context) error {
+	e, n := s.r.Engine, s.c.Ranks
+	arrived, err := e.ImmCounter(immWarm)
+	if err != nil {
+		return err
+	}
+	defer e.RemoveImmCount(immWarm)
+	var sent fabric.TransferCounter
+	for j, d := range s.descs {
+		if j != s.r.ID {
+			if err := e.SubmitImm(fabric.ImmWrite{Imm: immWarm, Dst: d}, fabric.Count(&sent)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := arrived.Wait(ctx, int64(n-1)); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return settle(ctx, &sent, int64(n-1))
+}
 
 // probeResult is one measured pair.
 type probeResult struct {
@@ -76,13 +101,15 @@ func (s *stage) probe(ctx context.Context) ([]probeResult, error) {
 func (s *stage) probeFrom(ctx context.Context, ctr map[uint32]*fabric.ImmCounter, dst fabric.Descriptor, n int) (probeResult, error) {
 	e := s.r.Engine
 	var res probeResult
-	var failed fabric.TransferCounter
+	var sent fabric.TransferCounter
+	posted := int64(0)
 	rtts := make([]time.Duration, 0, s.c.ProbeIters)
 	for i := range s.c.ProbeIters + s.c.ProbeIters/10 + 1 {
 		start := time.Now()
-		if err := e.SubmitImm(fabric.ImmWrite{Imm: immPing, Dst: dst}, fabric.Count(&failed)); err != nil {
+		if err := e.SubmitImm(fabric.ImmWrite{Imm: immPing, Dst: dst}, fabric.Count(&sent)); err != nil {
 			return res, err
 		}
+		posted++
 		if err := ctr[immPong].Wait(ctx, 1); err != nil {
 			return res, err
 		}
@@ -95,16 +122,25 @@ func (s *stage) probeFrom(ctx context.Context, ctr map[uint32]*fabric.ImmCounter
 	start := time.Now()
 	for range probeBurst {
 		err := e.SubmitSingle(fabric.SingleWrite{Src: s.work.Region, Length: uint64(n), Dst: dst, DstOffset: uint64(s.lay.probe),
-			Imm: immBurst, HasImm: true}, fabric.Count(&failed))
+			Imm: immBurst, HasImm: true}, fabric.Count(&sent))
 		if err != nil {
 			return res, err
 		}
+		posted++
 	}
 	if err := ctr[immAck].Wait(ctx, 1); err != nil {
 		return res, err
 	}
 	res.GBps = float64(probeBurst*n) / time.Since(start).Seconds() / 1e9
-	return res, failed.Err()
+	return res, settle(ctx, &sent, posted)
+}
+
+// settle waits for n transfers counted by c and returns the first error.
+func settle(ctx context.Context, c *fabric.TransferCounter, n int64) error {
+	if err := c.Wait(ctx, n); err != nil {
+		return err
+	}
+	return c.Err()
 }
 
 // probeBurst is how many large writes one bandwidth sample posts at once.
@@ -112,14 +148,16 @@ const probeBurst = 8
 
 func (s *stage) probeTo(ctx context.Context, ctr map[uint32]*fabric.ImmCounter, back fabric.Descriptor, n, from int) error {
 	e := s.r.Engine
-	var failed fabric.TransferCounter
+	var sent fabric.TransferCounter
+	posted := int64(0)
 	for range s.c.ProbeIters + s.c.ProbeIters/10 + 1 {
 		if err := ctr[immPing].Wait(ctx, 1); err != nil {
 			return err
 		}
-		if err := e.SubmitImm(fabric.ImmWrite{Imm: immPong, Dst: back}, fabric.Count(&failed)); err != nil {
+		if err := e.SubmitImm(fabric.ImmWrite{Imm: immPong, Dst: back}, fabric.Count(&sent)); err != nil {
 			return err
 		}
+		posted++
 	}
 	// Every write of the burst is sharded over the NICs.
 	if err := ctr[immBurst].Wait(ctx, int64(probeBurst*s.nics)); err != nil {
@@ -133,10 +171,10 @@ func (s *stage) probeTo(ctx context.Context, ctr map[uint32]*fabric.ImmCounter, 
 			return job.Mismatch("probe burst from rank %d: byte %d is %#x, want %#x", from, i, got[i], want[i])
 		}
 	}
-	if err := e.SubmitImm(fabric.ImmWrite{Imm: immAck, Dst: back}, fabric.Count(&failed)); err != nil {
+	if err := e.SubmitImm(fabric.ImmWrite{Imm: immAck, Dst: back}, fabric.Count(&sent)); err != nil {
 		return err
 	}
-	return failed.Err()
+	return settle(ctx, &sent, posted+1)
 }
 
 // pattern fills b with bytes that depend on the pair and the position.

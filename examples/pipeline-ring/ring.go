@@ -98,7 +98,7 @@ type inbox struct {
 	counters []*fabric.ImmCounter
 	perMsg   int64 // immediates one message delivers
 	seq      int
-	credits  fabric.TransferCounter
+	credits  fabric.TransferCounter // the credits sent back
 }
 
 // newInbox opens the ring from sender (whose inbox region is from, where
@@ -124,6 +124,14 @@ func (in *inbox) recv(ctx context.Context) ([]byte, error) {
 	}
 	off := in.ring.slotOffset(slot)
 	return in.mem[off : off+in.ring.slotBytes], nil
+}
+
+// drain waits until every credit sent has completed.
+func (in *inbox) drain(ctx context.Context) error {
+	if err := in.credits.Wait(ctx, int64(in.seq)); err != nil {
+		return err
+	}
+	return in.credits.Err()
 }
 
 // release hands the slot of the message recv returned back to the sender.

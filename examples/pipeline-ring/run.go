@@ -53,6 +53,9 @@ func runRank(ctx context.Context, r *job.Rank, c config) error {
 	if err != nil {
 		return err
 	}
+	if err := s.warm(ctx); err != nil {
+		return err
+	}
 	var out outcome
 	if c.Probe {
 		if out.Probe, err = s.probe(ctx); err != nil {
@@ -97,6 +100,9 @@ func runRank(ctx context.Context, r *job.Rank, c config) error {
 				return fmt.Errorf("decode %s: %w", mode, err)
 			}
 			out.Decode = append(out.Decode, d)
+		}
+		if err := p.drain(ctx); err != nil {
+			return err
 		}
 	}
 	out.First = s.tokens

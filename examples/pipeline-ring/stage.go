@@ -59,6 +59,19 @@ func (s *stage) workSlot(ctx context.Context, i int) ([]byte, error) {
 	return s.work.Bytes()[i*n : (i+1)*n], nil
 }
 
+// drain waits until every send from a work slot has completed.
+func (s *stage) drain(ctx context.Context) error {
+	for i, busy := range s.busy {
+		if busy {
+			if err := s.sent[i].Wait(ctx); err != nil {
+				return err
+			}
+			s.busy[i] = false
+		}
+	}
+	return nil
+}
+
 // sendFrom sends n bytes of work slot i on o and marks the slot busy until
 // the send has read it.
 func (s *stage) sendFrom(ctx context.Context, o *outbox, i, n int) error {

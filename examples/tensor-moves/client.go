@@ -34,6 +34,7 @@ type opStat struct {
 type client struct {
 	id      int
 	c       config
+	n       int // ops to run
 	workers int
 	rng     *rand.Rand
 	snd     *sender
@@ -46,13 +47,13 @@ type client struct {
 
 // runClients runs every client of one phase concurrently and returns their
 // ops. Replies come to one mailbox; route sends each to its client.
-func runClients(ctx context.Context, r *job.Rank, c config, t *topology, route *router) ([]opStat, error) {
+func runClients(ctx context.Context, r *job.Rank, c config, ops int, t *topology, route *router) ([]opStat, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, c.Clients)
 	cls := make([]*client, c.Clients)
 	for i := range cls {
 		// The same seed in every phase: relay and direct run the same ops.
-		cls[i] = &client{id: i, c: c, workers: t.workers, rng: rand.New(rand.NewPCG(c.Seed, uint64(i))),
+		cls[i] = &client{id: i, c: c, n: ops, workers: t.workers, rng: rand.New(rand.NewPCG(c.Seed, uint64(i))),
 			snd: &sender{r: r}, replies: route.channel(i)}
 		wg.Go(func() { errs[i] = cls[i].run(ctx, t) })
 	}
@@ -68,7 +69,7 @@ func runClients(ctx context.Context, r *job.Rank, c config, t *topology, route *
 }
 
 func (cl *client) run(ctx context.Context, t *topology) error {
-	for range cl.c.Ops {
+	for range cl.n {
 		if err := cl.step(ctx, t); err != nil {
 			return err
 		}
@@ -79,7 +80,7 @@ func (cl *client) run(ctx context.Context, t *topology) error {
 			return err
 		}
 	}
-	return nil
+	return cl.snd.drain(ctx)
 }
 
 // call sends one request and waits for its reply.

@@ -54,6 +54,7 @@ type config struct {
 	Ops     int      `json:"ops_per_client"`
 	Sizes   []int    `json:"sizes"`
 	Modes   []string `json:"modes"`
+	Warmup  int      `json:"warmup_ops"` // untimed ops per client in each mode first
 	MaxLive int      `json:"max_live"`
 	Arena   int      `json:"arena_bytes"`
 	Seed    uint64   `json:"seed"`
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&c.Ops, "ops", 60, "ops per client and mode")
 	fs.StringVar(&sizes, "sizes", "16K,256K,2M", "tensor sizes, comma list (K, M suffixes)")
 	fs.StringVar(&mode, "mode", "both", "how tensors move: relay (through the dispatcher), direct (worker to worker) or both")
+	fs.IntVar(&c.Warmup, "warmup", 5, "untimed ops per client in each mode first (connection setup)")
 	fs.IntVar(&c.MaxLive, "max-live", 6, "tensors a client keeps at most")
 	fs.StringVar(&arenaSize, "arena", "64M", "each worker's registered arena")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the clients' streams")
@@ -108,7 +110,7 @@ func (c *config) finish(sizes, mode, arenaSize string) error {
 	switch {
 	case c.Workers < 1 || c.Workers > 62:
 		return fmt.Errorf("%w: -workers %d: want 1 to 62", job.ErrUsage, c.Workers)
-	case c.Clients < 1 || c.Clients > 255 || c.Ops < 1 || c.MaxLive < 2:
+	case c.Clients < 1 || c.Clients > 255 || c.Ops < 1 || c.Warmup < 0 || c.MaxLive < 2:
 		return fmt.Errorf("%w: want 1 to 255 clients, at least one op and -max-live 2", job.ErrUsage)
 	case slices.Max(c.Sizes) > c.Arena/4:
 		return fmt.Errorf("%w: a %s tensor in a %s arena: raise -arena", job.ErrUsage, job.Size(int64(slices.Max(c.Sizes))), arenaSize)
@@ -186,7 +188,24 @@ func runRank(ctx context.Context, r *job.Rank, c config) error {
 		}()
 		defer func() { cancel(nil); <-routed }()
 	}
+	// A short untimed phase in each mode first connects every pair that
+	// will talk (on tcp the first message to a new peer waits for the
+	// connection).
+	type phase struct {
+		mode string
+		ops  int
+	}
+	var phases []phase
+	if c.Warmup > 0 {
+		for _, mode := range c.Modes {
+			phases = append(phases, phase{mode, c.Warmup})
+		}
+	}
 	for _, mode := range c.Modes {
+		phases = append(phases, phase{mode, c.Ops})
+	}
+	for i, ph := range phases {
+		mode, timed := ph.mode, i >= len(phases)-len(c.Modes)
 		if err := r.Barrier(ctx); err != nil {
 			return err
 		}
@@ -197,26 +216,33 @@ func runRank(ctx context.Context, r *job.Rank, c config) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", mode, err)
 			}
-			out.Dispatch = append(out.Dispatch, st)
+			if timed {
+				out.Dispatch = append(out.Dispatch, st)
+			}
 		case r.ID <= c.Workers:
 			if err := workerLoop(ctx, r, mb, snd, t, region); err != nil {
 				return fmt.Errorf("%s: %w", mode, err)
 			}
 		default:
 			start := time.Now()
-			ops, err := runClients(ctx, r, c, t, route)
+			ops, err := runClients(ctx, r, c, ph.ops, t, route)
 			if err != nil {
 				if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, ctx.Err()) {
 					err = cause
 				}
 				return fmt.Errorf("%s: %w", mode, err)
 			}
-			out.Wall = append(out.Wall, time.Since(start))
-			out.Ops = append(out.Ops, ops)
+			if timed {
+				out.Wall = append(out.Wall, time.Since(start))
+				out.Ops = append(out.Ops, ops)
+			}
 			if err := snd.send(ctx, 0, msg{Kind: reqPhaseEnd}); err != nil {
 				return err
 			}
 		}
+	}
+	if err := snd.drain(ctx); err != nil {
+		return err
 	}
 	return report(ctx, r, c, out)
 }

@@ -9,10 +9,12 @@ import (
 	"github.com/ferryrdma/ferry/examples/internal/job"
 )
 
-// opGroup is one kind and size of op in one mode.
+// opGroup is one kind and size of op in one mode. Sizes are bucketed: an
+// op of b bytes counts under the smallest -sizes entry at least b (results
+// of reductions and shards are smaller than what was created).
 type opGroup struct {
 	Kind  string      `json:"kind"`
-	Bytes int         `json:"bytes"`
+	Bytes int         `json:"bytes_at_most"`
 	Mode  string      `json:"mode"`
 	Took  job.Summary `json:"latency"`
 }
@@ -36,7 +38,7 @@ type results struct {
 
 type speedup struct {
 	Kind  string  `json:"kind"`
-	Bytes int     `json:"bytes"`
+	Bytes int     `json:"bytes_at_most"`
 	X     float64 `json:"x"` // relay p50 / direct p50
 }
 
@@ -48,6 +50,7 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 	cl := all[c.Workers+1]
 	var res results
 	p50 := map[string]map[opKey]float64{}
+	count := map[string]map[opKey]int{}
 	for i, mode := range c.Modes {
 		ops := cl.Ops[i]
 		groups := map[opKey][]time.Duration{}
@@ -57,16 +60,16 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 			if o.Kind == "free" {
 				continue // bookkeeping only: no worker is involved
 			}
-			k := opKey{o.Kind, o.Bytes}
+			k := opKey{o.Kind, bucket(c.Sizes, o.Bytes)}
 			groups[k] = append(groups[k], o.Took)
 			perClient[o.Client] = append(perClient[o.Client], o.Took)
 			every = append(every, o.Took)
 		}
-		p50[mode] = map[opKey]float64{}
+		p50[mode], count[mode] = map[opKey]float64{}, map[opKey]int{}
 		for k, d := range groups {
 			g := opGroup{Kind: k.kind, Bytes: k.bytes, Mode: mode, Took: job.Summarize(d)}
 			res.Groups = append(res.Groups, g)
-			p50[mode][k] = g.Took.P50
+			p50[mode][k], count[mode][k] = g.Took.P50, g.Took.N
 		}
 		m := modeSummary{Mode: mode, Ops: len(every), Wall: cl.Wall[i].Seconds(), Took: job.Summarize(every), Dispatch: all[0].Dispatch[i]}
 		m.OpsPerS = float64(m.Ops) / m.Wall
@@ -88,10 +91,12 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 	})
 
 	w := r.Out
-	fmt.Fprintf(w, "%d workers, %d clients x %d ops per mode, sizes %v; latency of each op as its client saw it (ms, p50)\n",
+	fmt.Fprintf(w, "%d workers, %d clients x %d ops per mode, sizes %v; p50 latency of each op as its client saw it, and how many ran\n",
 		c.Workers, c.Clients, c.Ops, sizeList(c.Sizes))
 	headers := []string{"op", "size"}
-	headers = append(headers, c.Modes...)
+	for _, m := range c.Modes {
+		headers = append(headers, m+" ms", "n")
+	}
 	if len(c.Modes) == 2 {
 		headers = append(headers, "direct/relay speedup")
 	}
@@ -103,9 +108,9 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 			continue
 		}
 		seen[k] = true
-		row := []string{g.Kind, job.Size(int64(g.Bytes))}
+		row := []string{g.Kind, "<= " + job.Size(int64(g.Bytes))}
 		for _, mode := range c.Modes {
-			row = append(row, cell(p50[mode], k))
+			row = append(row, cell(p50[mode], k), fmt.Sprint(count[mode][k]))
 		}
 		if len(c.Modes) == 2 {
 			rel, okR := p50["relay"][k]
@@ -136,6 +141,17 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 	t.Flush()
 	fmt.Fprintln(w, "fairness: Jain's index of the clients' throughputs (1 = equal); every result checksummed against the client's copy")
 	return r.Emit(program, c, res)
+}
+
+// bucket is the smallest configured size of at least n bytes.
+func bucket(sizes []int, n int) int {
+	best := slices.Max(sizes)
+	for _, s := range sizes {
+		if s >= n && s < best {
+			best = s
+		}
+	}
+	return best
 }
 
 func order(kind string) int {

@@ -133,7 +133,17 @@ func (mb *mailbox) next(ctx context.Context) (msg, error) {
 type sender struct {
 	r     *job.Rank
 	bytes int64
+	n     int64
 	sent  fabric.TransferCounter
+}
+
+// drain waits until every message sent has completed, so no send is in
+// flight when the engines close.
+func (s *sender) drain(ctx context.Context) error {
+	if err := s.sent.Wait(ctx, s.n); err != nil {
+		return err
+	}
+	return s.sent.Err()
 }
 
 func (s *sender) send(ctx context.Context, to int, m msg) error {
@@ -142,6 +152,10 @@ func (s *sender) send(ctx context.Context, to int, m msg) error {
 	}
 	m.From = uint32(s.r.ID)
 	b := m.encode()
+	if err := s.r.Engine.Send(ctx, s.r.Peers[to], b, fabric.Count(&s.sent)); err != nil {
+		return err
+	}
 	s.bytes += int64(len(b))
-	return s.r.Engine.Send(ctx, s.r.Peers[to], b, fabric.Count(&s.sent))
+	s.n++
+	return nil
 }
