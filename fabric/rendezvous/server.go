@@ -303,6 +303,13 @@ func (s *server) expire(gen uint64) {
 		s.mu.Unlock()
 		return
 	}
+	s.expireLocked()
+	s.mu.Unlock()
+}
+
+// expireLocked fails the round in progress with a timeout naming the
+// ranks it still waits for.
+func (s *server) expireLocked() {
 	var missing []uint32
 	for r := range s.world {
 		_, connected := s.conns[r]
@@ -317,7 +324,6 @@ func (s *server) expire(gen uint64) {
 	}
 	s.failLocked(errMsg{code: codeTimeout, missing: missing,
 		msg: fmt.Sprintf("%s: deadline passed waiting for rank(s) %v", what, missing)})
-	s.mu.Unlock()
 }
 
 // notJoined lists the ranks that have not joined yet.
@@ -401,10 +407,18 @@ func (s *server) lost(sc *sconn, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.conns, sc.rank)
 	if s.closed {
+		delete(s.conns, sc.rank)
 		return
 	}
+	if s.failed == nil && !s.deadline.IsZero() && !time.Now().Before(s.deadline) && !errors.Is(err, ErrProtocol) && !errors.Is(err, ErrTooLarge) {
+		// The round's deadline has passed and its timer (late on a loaded
+		// machine) has not fired yet: a rank that hangs up now gave up
+		// waiting. Report the timeout and the ranks it waited for, as
+		// the timer would have, rather than this rank's departure.
+		s.expireLocked()
+	}
+	delete(s.conns, sc.rank)
 	code := codePeerLost
 	if errors.Is(err, ErrProtocol) || errors.Is(err, ErrTooLarge) {
 		code = codeOf(err)
