@@ -270,7 +270,9 @@ int ferry_host_free(void *ptr);
 #ifndef FERRY_NO_PROTOTYPES
 /* Registers [addr, addr+len) of host memory with every NIC of the engine's
  * host group. The memory must stay valid until the region is unregistered
- * or the engine closed. */
+ * or the engine closed. Over "ipc", memory registered with
+ * FERRY_ACCESS_REMOTE_WRITE must come from ferry_host_alloc (peers map it);
+ * other memory gives FERRY_E_NOT_SUPPORTED. */
 int ferry_register(ferry_engine_t e, void *addr, uint64_t len, int32_t access,
                    ferry_region_t *out);
 

@@ -3,7 +3,6 @@ package ipc
 import (
 	"errors"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,12 +100,13 @@ func (m *mapping) acquire() bool {
 
 func (m *mapping) release() { m.users.Add(-1) }
 
-// retire keeps every later copy out of m, waits for the ones running, and
-// unmaps it.
+// retire keeps every later copy out of m, waits for the ones running (a
+// large one takes milliseconds: the wait sleeps rather than spin on a core
+// the copy could use), and unmaps it.
 func (m *mapping) retire() {
 	m.revoked.Store(true)
-	for m.users.Load() != 0 {
-		runtime.Gosched()
+	for pause := time.Microsecond; m.users.Load() != 0; pause = min(2*pause, 100*time.Microsecond) {
+		time.Sleep(pause)
 	}
 	unmap(m.mem)
 	m.mem = nil
