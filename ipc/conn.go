@@ -242,13 +242,15 @@ func (d *Domain) runOutgoing(p *outPeer) {
 	defer d.wg.Done()
 	defer func() {
 		p.c.close()
+		// Dead before the mappings are revoked: a copier that finds one
+		// revoked then also finds the peer dead, and reports that.
+		p.state.Store(peerDead)
 		p.mu.Lock()
 		for k, m := range p.installed {
 			m.retire()
 			delete(p.installed, k)
 		}
 		p.mu.Unlock()
-		p.state.Store(peerDead)
 		p.news.Store(true)
 		d.changed.Store(true)
 	}()

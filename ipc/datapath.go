@@ -97,7 +97,7 @@ func (d *Domain) exec(p *outPeer, op *fabric.WriteOp) bool {
 		if d.cur != m {
 			d.release()
 			if !m.acquire() {
-				d.complete(op, errnoAccess)
+				d.complete(op, revokedErrno(p))
 				return true
 			}
 			d.cur = m
@@ -119,6 +119,15 @@ func (d *Domain) exec(p *outPeer, op *fabric.WriteOp) bool {
 	}
 	d.complete(op, 0)
 	return true
+}
+
+// revokedErrno tells why a mapping was revoked: the target unregistered
+// the region, or it is gone.
+func revokedErrno(p *outPeer) int32 {
+	if p.state.Load() == peerDead {
+		return errnoPeerGone
+	}
+	return errnoAccess
 }
 
 // requestMap asks the target for a region's file, once; the answer comes

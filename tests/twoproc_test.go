@@ -28,9 +28,10 @@ import (
 const roleEnv = "FERRY_TEST_ROLE"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "server" {
-		if err := runServer(); err != nil {
-			fmt.Fprintln(os.Stderr, "server:", err)
+	roles := map[string]func() error{"server": runServer, "ipc-target": runIPCTarget}
+	if run := roles[os.Getenv(roleEnv)]; run != nil {
+		if err := run(); err != nil {
+			fmt.Fprintln(os.Stderr, os.Getenv(roleEnv)+":", err)
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -1,0 +1,109 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/ipc"
+)
+
+// runIPCTarget opens an ipc engine with a remote-writable buffer, prints
+// its descriptor, counts what arrives, and waits to be killed.
+func runIPCTarget() error {
+	e, err := fabric.Open(context.Background(), fabric.Config{Transport: "ipc", NICs: 2})
+	if err != nil {
+		return err
+	}
+	buf, err := fabric.AllocHost(8 << 20)
+	if err != nil {
+		return err
+	}
+	r, err := e.RegisterHost(buf, fabric.AccessRemoteWrite)
+	if err != nil {
+		return err
+	}
+	d, err := r.Descriptor()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("DESC %s\n", d)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+	return nil
+}
+
+// TestIPCTargetKilled: an engine flooding an ipc target that is SIGKILLed
+// sees its transfers end (each exactly once, the failed ones with
+// ipc.ErrPeerGone), new ones fail the same way, nothing hangs, and closing
+// the engine releases every mapping of the dead process.
+func TestIPCTargetKilled(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), roleEnv+"=ipc-target")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	require.True(t, sc.Scan(), "the target said nothing")
+	desc, err := fabric.ParseDescriptor(strings.TrimPrefix(sc.Text(), "DESC "))
+	require.NoError(t, err, "target said %q", sc.Text())
+
+	e, err := fabric.Open(context.Background(), fabric.Config{Transport: "ipc", NICs: 2})
+	require.NoError(t, err)
+	src, err := fabric.AllocHost(8 << 20)
+	require.NoError(t, err)
+	defer src.Free()
+	sr, err := e.RegisterHost(src, fabric.AccessLocal)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	first := fabric.NewTransfer()
+	require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: sr, Length: 8 << 20, Dst: desc, Imm: 1, HasImm: true}, fabric.Notify(first)))
+	require.NoError(t, first.Wait(ctx), "the target is alive")
+	require.Equal(t, int64(4), ipc.LiveMappings(), "two connection pages and two region mappings")
+
+	idx := make([]uint32, 1000)
+	for i := range idx {
+		idx[i] = uint32(i)
+	}
+	tc := new(fabric.TransferCounter)
+	const floods = 200
+	for k := 0; k < floods; k++ {
+		if k == floods/4 {
+			require.NoError(t, cmd.Process.Kill())
+		}
+		require.NoError(t, e.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, SrcStride: 4096, Dst: desc,
+			DstPages: idx, DstStride: 4096, Length: 4096, Imm: 2, HasImm: true}, fabric.Count(tc)))
+	}
+	require.NoError(t, tc.Wait(ctx, floods), "every transfer ends")
+	_ = cmd.Wait()
+	late := fabric.NewTransfer()
+	require.NoError(t, e.SubmitImm(fabric.ImmWrite{Imm: 3, Dst: desc}, fabric.Notify(late)))
+	err = late.Wait(ctx)
+	require.ErrorIs(t, err, ipc.ErrPeerGone, "a write to a dead target")
+	require.ErrorIs(t, err, fabric.ErrProvider)
+	if tc.Errors() > 0 {
+		require.True(t, errors.Is(tc.Err(), ipc.ErrPeerGone), "first failure: %v", tc.Err())
+	}
+	t.Logf("%d of %d floods failed after the kill", tc.Errors(), floods)
+
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	require.NoError(t, e.Close(cctx))
+	require.Zero(t, ipc.LiveMappings(), "mappings of the dead target")
+	require.Zero(t, ipc.LiveRegistrations())
+}
