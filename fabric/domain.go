@@ -193,6 +193,22 @@ type RdmaDomain interface {
 	Close() error
 }
 
+// Sleeper is an optional interface of domains whose peers can wake a
+// sleeping worker: shared-memory providers, where nothing else would (a
+// peer's write lands without any event the kernel knows of). Before an
+// adaptive worker sleeps it calls PrepareSleep on each such domain; after
+// it woke it calls Awake on each domain it prepared.
+type Sleeper interface {
+	// WakeFD is a descriptor that turns readable when a peer wants the
+	// worker; the worker waits on it while asleep and never reads it.
+	WakeFD() int
+	// PrepareSleep asks peers to wake the worker from now on. It returns
+	// false, leaving nothing armed, when work already waits.
+	PrepareSleep() bool
+	// Awake tells peers the worker polls again and clears WakeFD.
+	Awake()
+}
+
 // Provider opens domains of one kind. Implementations register with
 // Register from an init function, as database/sql drivers do.
 type Provider interface {

@@ -12,7 +12,7 @@ import (
 // signal from any goroutine.
 type waker struct {
 	fd  int
-	fds [1]unix.PollFd // reused: sleeping must not allocate
+	fds []unix.PollFd // ours first, then the sleeping domains'; reused: sleeping must not allocate
 	ts  unix.Timespec
 }
 
@@ -25,7 +25,14 @@ func (k *waker) open() error {
 		return fmt.Errorf("worker wake eventfd: %w", err)
 	}
 	k.fd = fd
+	k.fds = []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	return nil
+}
+
+// watch adds a domain's wake descriptor (see Sleeper) to what sleep waits
+// on when asked to.
+func (k *waker) watch(fd int) {
+	k.fds = append(k.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 }
 
 // tune lowers the calling thread's timer slack: the default 50 µs would
@@ -41,10 +48,15 @@ func (k *waker) close() {
 	}
 }
 
-func (k *waker) sleep(d time.Duration) {
-	k.fds[0] = unix.PollFd{Fd: int32(k.fd), Events: unix.POLLIN}
+// sleep waits up to d for a signal, and with domains for their wake
+// descriptors too (which their Awake clears).
+func (k *waker) sleep(d time.Duration, domains bool) {
+	fds := k.fds[:1]
+	if domains {
+		fds = k.fds
+	}
 	k.ts = unix.NsecToTimespec(d.Nanoseconds())
-	if n, _ := unix.Ppoll(k.fds[:], &k.ts, nil); n > 0 {
+	if n, _ := unix.Ppoll(fds, &k.ts, nil); n > 0 && k.fds[0].Revents != 0 {
 		var buf [8]byte
 		_, _ = unix.Read(k.fd, buf[:])
 	}

@@ -77,7 +77,8 @@ type worker struct {
 
 	sleeping atomic.Bool
 	wake     waker
-	busyPoll bool // an empty poll looked like provider progress work
+	sleepers []Sleeper // domains whose peers can wake the worker
+	busyPoll bool      // an empty poll looked like provider progress work
 }
 
 // domState is one domain and the worker's queues for it.
@@ -178,6 +179,10 @@ func (w *worker) open(opts DomainOptions) error {
 		}
 		ds.info.Index = info.Index
 		ds.stats.Name = ds.info.Name
+		if s, ok := d.(Sleeper); ok {
+			w.sleepers = append(w.sleepers, s)
+			w.wake.watch(s.WakeFD())
+		}
 		w.doms = append(w.doms, ds)
 	}
 	return nil
@@ -252,7 +257,9 @@ func (w *worker) loop() {
 // timeouts, and a submitter or control call that finds it asleep wakes it
 // at once. Sleeps stay at 10 µs while ops are in flight or while empty
 // polls look like provider progress work (see poll), and otherwise grow to
-// 1 ms, so an idle engine costs a few percent of a core.
+// 1 ms, so an idle engine costs a few percent of a core. Domains whose
+// peers can wake the worker (Sleeper, the ipc transport) are armed first,
+// so their immediates end a sleep at once instead of at its timeout.
 func (w *worker) idle(n int) {
 	switch {
 	case n < idleSpins:
@@ -266,10 +273,27 @@ func (w *worker) idle(n int) {
 		d = time.Duration(min(n-idleSleepFrom+1, 100)) * 10 * time.Microsecond
 	}
 	w.sleeping.Store(true)
-	if len(w.reqs) == 0 && len(w.ctl) == 0 {
-		w.wake.sleep(d)
+	if len(w.reqs) == 0 && len(w.ctl) == 0 && w.prepareSleep() {
+		w.wake.sleep(d, len(w.sleepers) > 0)
+		for _, s := range w.sleepers {
+			s.Awake()
+		}
 	}
 	w.sleeping.Store(false)
+}
+
+// prepareSleep arms the domains peers can wake (see Sleeper); false means
+// one of them has work already, and nothing is left armed.
+func (w *worker) prepareSleep() bool {
+	for i, s := range w.sleepers {
+		if !s.PrepareSleep() {
+			for _, o := range w.sleepers[:i] {
+				o.Awake()
+			}
+			return false
+		}
+	}
+	return true
 }
 
 // The adaptive idle phases, in passes with nothing done: spin, then
@@ -327,7 +351,7 @@ func (w *worker) drain() {
 	}
 	for w.opsInFlight() > 0 && time.Now().Before(w.deadline) {
 		if !w.poll() {
-			w.wake.sleep(20 * time.Microsecond)
+			w.wake.sleep(20*time.Microsecond, false)
 		}
 	}
 	// Whatever never completed is failed now, exactly once, and Close

@@ -43,12 +43,13 @@ const (
 // outPeer is a connection to a target. Its reader goroutine maps what the
 // target sends (connection page, regions) and unmaps what it revokes.
 type outPeer struct {
-	d     *Domain
-	ea    endpointAddr
-	c     *ctlConn
-	state atomic.Int32
-	page  *connPage // set by the reader before state becomes peerReady
-	news  atomic.Bool
+	d      *Domain
+	ea     endpointAddr
+	c      *ctlConn
+	state  atomic.Int32
+	page   *connPage // set by the reader before state becomes peerReady
+	wakeFD int       // the target's wake eventfd, set with page; the worker closes it
+	news   atomic.Bool
 
 	mu        sync.Mutex // the reader's mailbox
 	replies   []*mapping
@@ -69,6 +70,7 @@ func (p *outPeer) dropPage() {
 	if p.page != nil && !p.pageGone {
 		p.pageGone = true
 		unmap(p.page.mem)
+		_ = unix.Close(p.wakeFD)
 		p.prod.pg = nil
 	}
 }
@@ -158,16 +160,16 @@ func (d *Domain) runIncoming(c *inConn) {
 		}
 		d.mu.Unlock()
 		c.dead.Store(true)
-		d.changed.Store(true)
+		d.wakeWorker()
 	}()
 	hello := false
 	for {
-		m, fd, err := c.c.recv()
+		m, fds, err := c.c.recv()
 		if err != nil {
 			return
 		}
-		if fd >= 0 { // initiators never send files
-			_ = unix.Close(fd)
+		if len(fds) > 0 { // initiators never send files
+			closeAll(fds)
 			return
 		}
 		switch {
@@ -205,14 +207,14 @@ func (d *Domain) accept(c *inConn) bool {
 	c.page = viewPage(mem)
 	c.page.init()
 	c.cons.pg = c.page
-	if c.c.send(ctlMsg{kind: ctlHelloAck, a: connPageLen, b: immCap, c: msgCap}, fd) != nil {
+	if c.c.send(ctlMsg{kind: ctlHelloAck, a: connPageLen, b: immCap, c: msgCap}, fd, d.evfd) != nil {
 		c.dropPage()
 		return false
 	}
 	d.mu.Lock()
 	d.newConns = append(d.newConns, c)
 	d.mu.Unlock()
-	d.changed.Store(true)
+	d.wakeWorker()
 	return true
 }
 
@@ -224,7 +226,7 @@ func (d *Domain) serveMap(c *inConn, m ctlMsg) bool {
 	defer d.mu.Unlock()
 	r := d.regions[m.key]
 	if r == nil {
-		return c.c.send(ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, status: errnoAccess}, -1) == nil
+		return c.c.send(ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, status: errnoAccess}) == nil
 	}
 	start := pageDown(r.file.Offset)
 	end := pageUp(r.file.Offset + r.length)
@@ -252,51 +254,59 @@ func (d *Domain) runOutgoing(p *outPeer) {
 		}
 		p.mu.Unlock()
 		p.news.Store(true)
-		d.changed.Store(true)
+		d.wakeWorker()
 	}()
 	for {
-		m, fd, err := p.c.recv()
+		m, fds, err := p.c.recv()
 		if err != nil {
 			return
 		}
 		ok := true
 		switch {
-		case m.kind == ctlHelloAck && p.state.Load() == peerConnecting && fd >= 0:
-			ok = p.connected(m, fd)
-		case m.kind == ctlMapAck && p.state.Load() == peerReady:
+		case m.kind == ctlHelloAck && p.state.Load() == peerConnecting && len(fds) == 2:
+			ok = p.connected(m, fds[0], fds[1])
+			fds = fds[:1] // the wake eventfd is the peer's now
+		case m.kind == ctlMapAck && p.state.Load() == peerReady && len(fds) <= 1:
+			fd := -1
+			if len(fds) == 1 {
+				fd = fds[0]
+			}
 			p.mapped(m, fd)
-		case m.kind == ctlRevoke && fd < 0:
+		case m.kind == ctlRevoke && len(fds) == 0:
 			p.revoke(m.key)
-			ok = p.c.send(ctlMsg{kind: ctlRevokeAck, seq: m.seq, key: m.key}, -1) == nil
+			ok = p.c.send(ctlMsg{kind: ctlRevokeAck, seq: m.seq, key: m.key}) == nil
 		default:
 			ok = false
 		}
-		if fd >= 0 {
-			_ = unix.Close(fd)
-		}
+		closeAll(fds)
 		if !ok {
 			return
 		}
 	}
 }
 
-func (p *outPeer) connected(m ctlMsg, fd int) bool {
+// connected maps the connection page and keeps the target's wake
+// eventfd (closing it if the page is refused).
+func (p *outPeer) connected(m ctlMsg, fd, wake int) bool {
 	if m.a != connPageLen || m.b != immCap || m.c != msgCap {
+		_ = unix.Close(wake)
 		return false
 	}
 	mem, err := mapFile(fd, 0, connPageLen, connPageLen)
 	if err != nil {
+		_ = unix.Close(wake)
 		return false
 	}
 	pg := viewPage(mem)
 	if !pg.valid() {
 		unmap(mem)
+		_ = unix.Close(wake)
 		return false
 	}
-	p.page = pg
+	p.page, p.wakeFD = pg, wake
 	p.state.Store(peerReady)
 	p.news.Store(true)
-	p.d.changed.Store(true)
+	p.d.wakeWorker()
 	return true
 }
 
@@ -326,7 +336,7 @@ func (p *outPeer) mapped(m ctlMsg, fd int) {
 	p.replies = append(p.replies, mp)
 	p.mu.Unlock()
 	p.news.Store(true)
-	p.d.changed.Store(true)
+	p.d.wakeWorker()
 }
 
 func (p *outPeer) revoke(key uint64) {
@@ -340,6 +350,6 @@ func (p *outPeer) revoke(key uint64) {
 	p.mu.Unlock()
 	if m != nil {
 		p.news.Store(true)
-		p.d.changed.Store(true)
+		p.d.wakeWorker()
 	}
 }

@@ -19,7 +19,7 @@ import (
 //
 //	initiator                          target
 //	hello{pid}                    ->
-//	                              <-   helloAck{page sizes} + connection page memfd
+//	                              <-   helloAck{page sizes} + connection page memfd, wake eventfd
 //	mapReq{seq, key}              ->
 //	                              <-   mapAck{seq, key, status, file offset, lengths} + region memfd
 //	                              <-   revoke{seq, key}          (the target unregistered key)
@@ -39,7 +39,7 @@ const (
 
 const (
 	ctlLen     = 56
-	ctlVersion = 1
+	ctlVersion = 2
 	// ctlTimeout bounds a blocking control write and the wait for revoke
 	// acknowledgements from a live but unresponsive peer.
 	ctlTimeout = 5 * time.Second
@@ -108,13 +108,13 @@ func (c *ctlConn) checkPeer() (pid int, err error) {
 	return int(cred.Pid), nil
 }
 
-// send writes m (with fd when fd >= 0), waiting at most ctlTimeout.
-func (c *ctlConn) send(m ctlMsg, fd int) error {
+// send writes m with the files fds, waiting at most ctlTimeout.
+func (c *ctlConn) send(m ctlMsg, fds ...int) error {
 	var b [ctlLen]byte
 	m.encode(&b)
 	var oob []byte
-	if fd >= 0 {
-		oob = unix.UnixRights(fd)
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
 	}
 	_ = c.uc.SetWriteDeadline(time.Now().Add(ctlTimeout))
 	_, _, err := c.uc.WriteMsgUnix(b[:], oob, nil)
@@ -139,29 +139,25 @@ func (c *ctlConn) trySend(m ctlMsg) (sent bool, err error) {
 	return serr == nil, serr
 }
 
-// recv reads the next message and the file that came with it (-1 if
-// none). Any error means the connection is over: EOF when the peer closed
-// it or exited.
-func (c *ctlConn) recv() (ctlMsg, int, error) {
+// recv reads the next message and the files that came with it (at most
+// two; the caller closes them). Any error means the connection is over:
+// EOF when the peer closed it or exited.
+func (c *ctlConn) recv() (ctlMsg, []int, error) {
 	n, oobn, flags, _, err := c.uc.ReadMsgUnix(c.rb[:], c.oob)
 	fds := receivedFiles(c.oob[:oobn])
 	if err == nil && n == 0 {
 		err = errEOF
 	}
-	if err == nil && (n != ctlLen || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || len(fds) > 1) {
+	if err == nil && (n != ctlLen || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || len(fds) > 2) {
 		err = fmt.Errorf("control message of %d bytes, %d files, flags %#x: %w", n, len(fds), flags, errProtocol)
 	}
 	if err != nil {
 		closeAll(fds)
-		return ctlMsg{}, -1, err
+		return ctlMsg{}, nil, err
 	}
 	var m ctlMsg
 	m.decode(c.rb[:])
-	fd := -1
-	if len(fds) == 1 {
-		fd = fds[0]
-	}
-	return m, fd, nil
+	return m, fds, nil
 }
 
 func (c *ctlConn) close() { _ = c.uc.Close() }

@@ -26,6 +26,8 @@ type evQueue struct {
 
 func (q *evQueue) push(ev fabric.Event) { q.buf = append(q.buf, ev) }
 
+func (q *evQueue) pending() bool { return q.head < len(q.buf) }
+
 func (q *evQueue) drain(out []fabric.Event) int {
 	n := copy(out, q.buf[q.head:])
 	q.head += n
@@ -74,7 +76,7 @@ func (d *Domain) exec(p *outPeer, op *fabric.WriteOp) bool {
 		return true
 	}
 	if p.prod.pg == nil {
-		p.prod.pg = p.page
+		p.prod.pg, p.prod.wake = p.page, p.wakeFD
 	}
 	imm := op.Flags&fabric.WriteHasImm != 0
 	if imm && !p.prod.immRoom() {
@@ -189,7 +191,7 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 				ev.Errno = errnoPeerGone
 			default:
 				if p.prod.pg == nil {
-					p.prod.pg = p.page
+					p.prod.pg, p.prod.wake = p.page, p.wakeFD
 				}
 				if !p.prod.pushMsg(bytesAt(uintptr(op.Local), op.Length)) {
 					return i, nil

@@ -16,7 +16,9 @@
 // page of the connection, published with an atomic store after the
 // copy, so the target sees the bytes before the count. No thread of the
 // target moves bytes: its worker only drains immediates and messages.
-// Two-sided sends go through a second ring on the same page.
+// Two-sided sends go through a second ring on the same page. A target's
+// worker with nothing to do may sleep: the first initiator that publishes
+// into its rings wakes it through an eventfd (see fabric.Sleeper).
 //
 // # Names, trust and leaks
 //

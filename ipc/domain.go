@@ -28,6 +28,7 @@ type Domain struct {
 	ea   endpointAddr
 	addr fabric.Address
 	ln   *net.UnixListener
+	evfd int            // wake eventfd: peers and our goroutines signal a sleeping worker
 	wg   sync.WaitGroup // the accept loop and every connection reader
 
 	mu       sync.Mutex // guards the fields below, shared with the goroutines
@@ -71,8 +72,12 @@ func open(info fabric.DomainInfo) (*Domain, error) {
 	if d.addr, err = fabric.AddressFromRaw(d.ea.raw()); err != nil {
 		return nil, err
 	}
+	if d.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("ipc: wake eventfd: %w", err)
+	}
 	d.ln, err = net.ListenUnix("unixpacket", &net.UnixAddr{Name: d.ea.socketName(), Net: "unixpacket"})
 	if err != nil {
+		_ = unix.Close(d.evfd)
 		return nil, fmt.Errorf("ipc: listen on %s: %w", d.ea.socketName(), err)
 	}
 	d.job.calls = acquireHelpers()
@@ -168,7 +173,7 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 	seq := d.revokeSeq
 	for _, c := range conns {
 		if !c.dead.Load() {
-			if err := c.c.send(ctlMsg{kind: ctlRevoke, seq: seq, key: r.key}, -1); err != nil {
+			if err := c.c.send(ctlMsg{kind: ctlRevoke, seq: seq, key: r.key}); err != nil {
 				c.c.close() // its reader marks it dead
 			}
 		}
@@ -219,7 +224,7 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 		_, err = c.checkPeer()
 	}
 	if err == nil {
-		err = c.send(ctlMsg{kind: ctlHello, a: ctlVersion, b: uint64(d.ea.pid)}, -1)
+		err = c.send(ctlMsg{kind: ctlHello, a: ctlVersion, b: uint64(d.ea.pid)})
 	}
 	if err != nil {
 		_ = uc.Close()
@@ -285,6 +290,7 @@ func (d *Domain) Close() error {
 	}
 	liveRegs.Add(-int64(d.localRegs))
 	d.localRegs = 0
+	_ = unix.Close(d.evfd) // peers signal their own copies; no goroutine of ours is left
 	releaseHelpers()
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // A connection page is the shared memory of one initiator-to-target
@@ -23,7 +25,7 @@ const (
 	connPageLen = msgOff + msgCap
 
 	pageMagic   = 0x66697063 // "fipc"
-	pageVersion = 1
+	pageVersion = 2
 
 	msgHdr = 8 // message record header: the length (u64); records are 8-aligned
 )
@@ -43,6 +45,8 @@ type pageHeader struct {
 	_              [56]byte
 	msgHead        atomic.Uint64
 	_              [56]byte
+	sleeping       atomic.Uint32 // the consumer's worker sleeps: wake it after publishing
+	_              [60]byte
 }
 
 type connPage struct {
@@ -72,10 +76,24 @@ func (p *connPage) valid() bool {
 // producer is the initiator's side of a page; only its worker uses it.
 type producer struct {
 	pg              *connPage
+	wake            int    // the consumer's wake eventfd (our copy)
 	immTail, immSee uint64 // our tail, the consumer's head as last seen
 	msgTail, msgSee uint64
 	dirty           bool // immediates written but not yet published
 }
+
+// notify wakes the consumer's worker if it sleeps. It follows a tail
+// store: the consumer sets sleeping before it checks the tails one last
+// time, and both sides' operations are sequentially consistent, so either
+// it sees our entries or we see it asleep. Only one producer of those
+// that see it asleep pays for the system call.
+func (p *producer) notify() {
+	if s := &p.pg.hdr.sleeping; s.Load() != 0 && s.CompareAndSwap(1, 0) {
+		_, _ = unix.Write(p.wake, eventOne[:])
+	}
+}
+
+var eventOne = [8]byte{1}
 
 // immRoom reports whether one more immediate fits.
 func (p *producer) immRoom() bool {
@@ -98,6 +116,7 @@ func (p *producer) publish() {
 	if p.dirty {
 		p.dirty = false
 		p.pg.hdr.immTail.Store(p.immTail)
+		p.notify()
 	}
 }
 
@@ -118,6 +137,7 @@ func (p *producer) pushMsg(b []byte) bool {
 	ringCopyIn(p.pg.msg, (at+msgHdr)&(msgCap-1), b)
 	p.msgTail += need
 	p.pg.hdr.msgTail.Store(p.msgTail)
+	p.notify()
 	return true
 }
 
