@@ -97,7 +97,11 @@ func TestKernelGate(t *testing.T) {
 	reports, errs := compileAll(builds)
 	var b strings.Builder
 	fmt.Fprintf(&b, "kernel compile gate: NVRTC %d.%d, %d builds x %v\n", major, minor, len(builds), Archs)
-	fmt.Fprintf(&b, "%-20s %-26s %-6s %5s %7s %6s %6s %6s %8s\n", "BUILD", "KERNEL", "ARCH", "REGS", "BUDGET", "BOUND", "SPILL", "STACK", "SMEM")
+	bw := len("BUILD")
+	for _, bl := range builds {
+		bw = max(bw, len(bl.Name))
+	}
+	fmt.Fprintf(&b, "%-*s %-26s %-6s %5s %7s %6s %6s %6s %8s\n", bw, "BUILD", "KERNEL", "ARCH", "REGS", "BUDGET", "BOUND", "SPILL", "STACK", "SMEM")
 	var problems []string
 	for i, r := range reports {
 		if errs[i] != nil {
@@ -105,7 +109,7 @@ func TestKernelGate(t *testing.T) {
 			continue
 		}
 		for _, k := range r.Kernels {
-			fmt.Fprintf(&b, "%-20s %-26s %-6s %5d %7d %6d %6d %6d %8d\n", k.Build, k.Kernel, k.Arch, k.Registers,
+			fmt.Fprintf(&b, "%-*s %-26s %-6s %5d %7d %6d %6d %6d %8d\n", bw, k.Build, k.Kernel, k.Arch, k.Registers,
 				k.MaxRegisters, k.MaxThreads, k.SpillStores+k.SpillLoads, k.StackFrame, k.SharedBytes)
 		}
 		problems = append(problems, r.Problems()...)
