@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -72,7 +71,9 @@ func readConfig(in *C.ferry_config) (C.ferry_config, error) {
 	return cfg, nil
 }
 
-func logger(level C.int32_t) (*slog.Logger, error) {
+// logger maps a ferry_config log level to the engine's logger and its
+// LogLevel (the engine logs nothing below it).
+func logger(level C.int32_t) (*slog.Logger, slog.Level, error) {
 	var l slog.Level
 	switch level {
 	case C.FERRY_LOG_DEFAULT, C.FERRY_LOG_WARN:
@@ -84,11 +85,11 @@ func logger(level C.int32_t) (*slog.Logger, error) {
 	case C.FERRY_LOG_ERROR:
 		l = slog.LevelError
 	case C.FERRY_LOG_NONE:
-		return slog.New(slog.NewTextHandler(io.Discard, nil)), nil
+		return slog.New(slog.DiscardHandler), slog.LevelError + 1, nil
 	default:
-		return nil, errInvalid("engine open", "log level %d", int32(level))
+		return nil, 0, errInvalid("engine open", "log level %d", int32(level))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), l, nil
 }
 
 //export ferry_engine_open
@@ -101,7 +102,7 @@ func ferry_engine_open(in *C.ferry_config, timeoutMS C.int64_t, out *C.ferry_eng
 	if err != nil {
 		return fail(err)
 	}
-	log, err := logger(cfg.log_level)
+	log, level, err := logger(cfg.log_level)
 	if err != nil {
 		return fail(err)
 	}
@@ -130,6 +131,7 @@ func ferry_engine_open(in *C.ferry_config, timeoutMS C.int64_t, out *C.ferry_eng
 		SendBufferSize:   int(cfg.send_buffer_size),
 		HandshakeTimeout: time.Duration(cfg.handshake_timeout_ms) * time.Millisecond,
 		Logger:           log,
+		LogLevel:         level,
 	}
 	ctx, cancel, err := timeoutCtx("engine open", timeoutMS)
 	if err != nil {

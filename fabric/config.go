@@ -103,8 +103,13 @@ type Config struct {
 	// how often a lost peer is tried again. 0 means 500 ms; negative turns
 	// the periodic checks off (errors the provider reports still count).
 	LivenessInterval time.Duration
-	// Logger receives lifecycle and error logs (default slog.Default()).
+	// Logger's handler receives the engine's logs (default slog.Default()).
 	Logger *slog.Logger
+	// LogLevel is the least level the engine logs (default
+	// DefaultLogLevel, Warn): errors and warnings only. Set it to
+	// slog.LevelInfo for the open and close lines, slog.LevelDebug for the
+	// workers' start and stop too. Logger's handler may filter further.
+	LogLevel slog.Leveler
 	// CloseOnCallbackPanic makes a panicking user callback close the engine
 	// (every pending operation then fails with ErrClosed). By default the
 	// panic is logged and the dispatcher goes on.
@@ -144,6 +149,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.LogLevel == nil {
+		c.LogLevel = DefaultLogLevel
 	}
 	if len(c.Groups) == 0 && len(c.GPUs) == 0 {
 		c.Groups = []GroupSpec{{Device: HostDevice, NICs: c.NICs}}

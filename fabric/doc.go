@@ -69,4 +69,12 @@
 // provider call (it then says what it abandoned: ErrAbandoned). Memory
 // handed to a NIC is never Go heap memory: use AllocHost, C memory or GPU
 // memory.
+//
+// # Logs and metrics
+//
+// The engine logs through Config.Logger's handler (slog.Default's when
+// nil), warnings and errors only unless Config.LogLevel asks for more:
+// slog.LevelInfo adds the open and close lines, slog.LevelDebug the
+// workers' start and stop. Stats returns the counters; package
+// fabric/fabricmetrics exports them to Prometheus.
 package fabric

@@ -72,7 +72,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:      cfg,
-		log:      cfg.Logger,
+		log:      newEngineLogger(cfg.Logger, cfg.LogLevel),
 		choice:   choice,
 		byDev:    make(map[Device]*worker),
 		regions:  make(map[*MemoryRegion]struct{}),

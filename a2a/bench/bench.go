@@ -57,6 +57,9 @@ type Options struct {
 	// backends); nil: a host.ProcessNode.
 	Node   host.NodeMemory
 	Logger *slog.Logger // nil: discard the engine's logs
+	// LogLevel is the least level the engine logs (nil: fabric's default,
+	// warnings and errors).
+	LogLevel slog.Leveler
 	// OnEngine, when set, hears of the engine Run opens (bench-a2a
 	// --metrics exports its counters).
 	OnEngine func(*fabric.Engine)
@@ -136,7 +139,8 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
-		eng, err = fabric.Open(ctx, fabric.Config{Transport: spec.Transport, NICs: l.NICsPerGPU, Node: spec.Node, Logger: logger})
+		eng, err = fabric.Open(ctx, fabric.Config{Transport: spec.Transport, NICs: l.NICsPerGPU, Node: spec.Node,
+			Logger: logger, LogLevel: opt.LogLevel})
 		if err != nil {
 			return nil, err
 		}

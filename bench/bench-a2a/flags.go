@@ -85,7 +85,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the inputs and routings")
 	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
 	fs.StringVar(&o.json, "json", "", `write one JSON record per line to this file as the run goes ("-": standard output; the table then goes to standard error)`)
-	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error")
+	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error too, not only its warnings and errors")
 	fs.StringVar(&o.metrics, "metrics", "", "serve each rank's engine counters for Prometheus at http://ADDR/metrics, the port plus the local rank")
 	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
 

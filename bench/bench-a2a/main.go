@@ -106,9 +106,12 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 		return fmt.Errorf("join the job: %w", err)
 	}
 	defer func() { err = errors.Join(err, g.Close()) }()
-	opt := bench.Options{}
+	// The engine's warnings and errors go to stderr; --verbose adds its
+	// lifecycle.
+	opt := bench.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).
+		With("rank", g.Rank())}
 	if o.verbose {
-		opt.Logger = slog.New(slog.NewTextHandler(stderr, nil)).With("rank", g.Rank())
+		opt.LogLevel = slog.LevelDebug
 	}
 	if o.metrics != "" {
 		srv, err := serveMetrics(o, g.Rank(), stderr, &opt)

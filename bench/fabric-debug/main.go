@@ -77,13 +77,13 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.spec.Timeout, "timeout", 120*time.Second, "bound on each case")
 	fs.Uint64Var(&o.spec.Seed, "seed", 0x123, "seed of page indices and fill patterns")
 	fs.BoolVar(&o.raw, "raw", false, "post the same workloads straight on libfabric from one C loop, bypassing the engine (loopback only)")
-	fs.BoolVar(&o.verbose, "v", false, "log the engine's lifecycle")
+	fs.BoolVar(&o.verbose, "v", false, "log the engines' lifecycle too, not only their warnings and errors")
 	fs.StringVar(&o.metrics, "metrics", "", "serve the engines' counters for Prometheus at http://ADDR/metrics (ranks: port + local rank)")
 	return fs
 }
 
 // finish turns the parsed flags into the spec.
-func (o *options) finish() error {
+func (o *options) finish(stderr io.Writer) error {
 	var err error
 	s := &o.spec
 	s.Provider = o.provider
@@ -112,11 +112,12 @@ func (o *options) finish() error {
 		return err
 	}
 	s.Buffer = o.bufferMiB << 20
-	level := slog.LevelWarn
+	// The engines' warnings and errors go to stderr, beside the table;
+	// -v adds their lifecycle (open, close, workers).
+	s.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if o.verbose {
-		level = slog.LevelInfo
+		s.LogLevel = slog.LevelDebug
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	return nil
 }
 
@@ -200,7 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return exitUsage
 	}
-	if err := o.finish(); err != nil {
+	if err := o.finish(stderr); err != nil {
 		fmt.Fprintln(stderr, "fabric-debug:", err)
 		return exitUsage
 	}

@@ -61,7 +61,8 @@ func OpenSide(ctx context.Context, s Spec) (*Side, error) { return openSide(ctx,
 // openSide is OpenSide for a side playing role ("server", "client",
 // "rank"), which s.OnEngine hears about.
 func openSide(ctx context.Context, s Spec, role string) (*Side, error) {
-	e, err := fabric.Open(ctx, fabric.Config{Transport: s.Provider, Node: s.Node, NICs: s.NICs, Poll: s.Poll})
+	e, err := fabric.Open(ctx, fabric.Config{Transport: s.Provider, Node: s.Node, NICs: s.NICs, Poll: s.Poll,
+		Logger: s.Logger, LogLevel: s.LogLevel})
 	if err != nil {
 		return nil, err
 	}

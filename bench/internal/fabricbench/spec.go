@@ -3,6 +3,7 @@ package fabricbench
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,6 +82,10 @@ type Spec struct {
 	// Corrupt, when set, sees the received bytes of a verified case just
 	// before they are checked: tests use it to force a failure.
 	Corrupt func(dst []byte) `json:"-"`
+	// Logger and LogLevel are the engines' (fabric.Config): nil logs
+	// warnings and errors to slog.Default's handler.
+	Logger   *slog.Logger `json:"-"`
+	LogLevel slog.Leveler `json:"-"`
 	// OnEngine, when set, hears of every engine the run opens and its
 	// role ("server", "client", "rank"): fabric-debug --metrics exports
 	// their counters.

@@ -152,7 +152,8 @@ func runRank(ctx context.Context, o Options, cfg rendezvous.Config, body Body) (
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("rank", r.ID)
-	r.Engine, err = fabric.Open(ctx, fabric.Config{Transport: tr.name, Node: tr.node, NICs: o.NICs, Poll: poll, Logger: logger})
+	r.Engine, err = fabric.Open(ctx, fabric.Config{Transport: tr.name, Node: tr.node, NICs: o.NICs, Poll: poll,
+		Logger: logger, LogLevel: level})
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
