@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/internal/cudaemu"
 )
@@ -20,7 +22,7 @@ func emuBuild(t *testing.T, src cuda.Source) *cudaemu.Module {
 	defer cancel()
 	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{src}})
 	if errors.Is(err, cudaemu.ErrNotSupported) {
-		t.Skipf("CPU emulator not available here: %v", err)
+		testutil.Skip(t, "cudaemu", "CPU emulator not available here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 func BenchmarkGPUCopyDtoD(b *testing.B) {
@@ -77,7 +79,7 @@ func BenchmarkGPUFlagRoundTrip(b *testing.B) {
 func BenchmarkGPUNVRTC(b *testing.B) {
 	c := requireCUDA(b)
 	_, _, err := NVRTCVersion()
-	skipUnlessSupported(b, "nvrtc", err)
+	testutil.SkipIfNotSupported(b, "nvrtc", err)
 	src, err := KernelSource("flags.cu")
 	check(b, err)
 	b.Run("cold", func(b *testing.B) {

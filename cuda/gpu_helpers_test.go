@@ -2,37 +2,13 @@ package cuda
 
 import (
 	_ "embed"
-	"errors"
-	"os"
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 //go:embed testdata/test_kernels.cu
 var testKernelsCode string
-
-// required reports whether FERRY_TEST_REQUIRE names feature: then a
-// missing feature fails the test instead of skipping it (GPU CI).
-func required(feature string) bool {
-	return slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), feature)
-}
-
-// skipUnlessSupported skips (or, when required, fails) on an error that
-// wraps ErrNotSupported, and fails on any other error.
-func skipUnlessSupported(tb testing.TB, feature string, err error) {
-	tb.Helper()
-	if err == nil {
-		return
-	}
-	if !errors.Is(err, ErrNotSupported) {
-		tb.Fatalf("%s: %v", feature, err)
-	}
-	if required(feature) {
-		tb.Fatalf("FERRY_TEST_REQUIRE=%s but %s is not available: %v", os.Getenv("FERRY_TEST_REQUIRE"), feature, err)
-	}
-	tb.Skipf("%s not available here: %v", feature, err)
-}
 
 // requireCUDA returns device 0's primary context, or skips the test with
 // the reason when there is no usable driver or device. At cleanup the
@@ -40,9 +16,9 @@ func skipUnlessSupported(tb testing.TB, feature string, err error) {
 // memory, streams or modules.
 func requireCUDA(tb testing.TB) *Context {
 	tb.Helper()
-	skipUnlessSupported(tb, "cuda", Init())
+	testutil.SkipIfNotSupported(tb, "cuda", Init())
 	dev, err := GetDevice(0)
-	skipUnlessSupported(tb, "cuda", err)
+	testutil.SkipIfNotSupported(tb, "cuda", err)
 	c, err := dev.PrimaryContext()
 	if err != nil {
 		tb.Fatalf("primary context: %v", err)
@@ -59,7 +35,7 @@ func requireCUDA(tb testing.TB) *Context {
 func testModule(tb testing.TB, c *Context) *Module {
 	tb.Helper()
 	_, _, err := NVRTCVersion()
-	skipUnlessSupported(tb, "nvrtc", err)
+	testutil.SkipIfNotSupported(tb, "nvrtc", err)
 	m, _, err := c.CompileModule(Source{Name: "test_kernels.cu", Code: testKernelsCode}, CompileOptions{CacheDir: tb.TempDir()})
 	if err != nil {
 		tb.Fatalf("compile test kernels: %v", err)
@@ -71,7 +47,7 @@ func testModule(tb testing.TB, c *Context) *Module {
 func flagsModule(tb testing.TB, c *Context) *Module {
 	tb.Helper()
 	_, _, err := NVRTCVersion()
-	skipUnlessSupported(tb, "nvrtc", err)
+	testutil.SkipIfNotSupported(tb, "nvrtc", err)
 	src, err := KernelSource("flags.cu")
 	if err != nil {
 		tb.Fatal(err)

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 func TestGPUNVRTCCache(t *testing.T) {
 	c := requireCUDA(t)
 	major, minor, err := NVRTCVersion()
-	skipUnlessSupported(t, "nvrtc", err)
+	testutil.SkipIfNotSupported(t, "nvrtc", err)
 	dir := t.TempDir()
 	src, err := KernelSource("flags.cu")
 	check(t, err)
@@ -51,7 +53,7 @@ func TestGPUCooperativeLaunch(t *testing.T) {
 	c := requireCUDA(t)
 	info := try(c.Device().Info()).must(t)
 	if !info.Cooperative {
-		skipUnlessSupported(t, "cooperative launch", wrapNotSupported("cooperative launch"))
+		testutil.SkipIfNotSupported(t, "cooperative launch", wrapNotSupported("cooperative launch"))
 	}
 	mod := testModule(t, c)
 	k := try(mod.Function("ferry_test_grid_barrier")).must(t)

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // Tests in this file need a CUDA device; they skip with the reason
@@ -127,7 +129,7 @@ func TestGPUPointerAndDmabuf(t *testing.T) {
 		t.Fatalf("cuMemAlloc returned %#x, not page aligned", uint64(m.Ptr()))
 	}
 	fd, err := m.DmabufFD()
-	skipUnlessSupported(t, "dmabuf", err)
+	testutil.SkipIfNotSupported(t, "dmabuf", err)
 	if fd < 0 {
 		t.Fatalf("fd %d", fd)
 	}

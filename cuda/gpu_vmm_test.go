@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 const vmmChildEnv = "FERRY_TEST_VMM_CHILD"
@@ -22,7 +24,7 @@ func TestGPUVMMExportImport(t *testing.T) {
 	c := requireCUDA(t)
 	info := try(c.Device().Info()).must(t)
 	if !info.VMM || !info.PosixFDExport {
-		skipUnlessSupported(t, "vmm", wrapNotSupported("VMM with POSIX fd export"))
+		testutil.SkipIfNotSupported(t, "vmm", wrapNotSupported("VMM with POSIX fd export"))
 	}
 	m, err := c.AllocVMM(3<<20, VMMOptions{Exportable: true, GPUDirectRDMA: info.GPUDirectVMM})
 	check(t, err)

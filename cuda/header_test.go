@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 //go:embed testdata/header_api.cu
@@ -15,7 +17,7 @@ var headerAPICode string
 // sm_90 cubins, which is where inline PTX mistakes show.
 func TestDeviceHeaderCompiles(t *testing.T) {
 	major, minor, err := NVRTCVersion()
-	skipUnlessSupported(t, "nvrtc", err)
+	testutil.SkipIfNotSupported(t, "nvrtc", err)
 	src := Source{Name: "header_api.cu", Code: headerAPICode}
 	for _, arch := range []string{"sm_80", "sm_90"} {
 		res, err := CompileSource(src, arch, "-Xptxas=-v")

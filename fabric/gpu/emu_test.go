@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric/gpu"
 	"github.com/ferryrdma/ferry/internal/cudaemu"
@@ -19,7 +21,7 @@ func emuKernels(t *testing.T) *cudaemu.Module {
 	defer cancel()
 	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{gpu.KernelSource()}})
 	if errors.Is(err, cudaemu.ErrNotSupported) {
-		t.Skipf("CPU emulator not available here: %v", err)
+		testutil.Skip(t, "cudaemu", "CPU emulator not available here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

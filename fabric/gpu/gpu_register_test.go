@@ -3,11 +3,10 @@ package gpu
 import (
 	"context"
 	"errors"
-	"os"
-	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
@@ -23,13 +22,7 @@ func gpuContext(t *testing.T) *cuda.Context {
 		dev, err = cuda.GetDevice(0)
 	}
 	if err != nil {
-		if !errors.Is(err, fabric.ErrNotSupported) {
-			t.Fatal(err)
-		}
-		if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "cuda") {
-			t.Fatalf("FERRY_TEST_REQUIRE=cuda but cuda is not available: %v", err)
-		}
-		t.Skipf("cuda not available here: %v", err)
+		testutil.SkipIfNotSupported(t, "cuda", err)
 	}
 	c, err := dev.PrimaryContext()
 	if err != nil {

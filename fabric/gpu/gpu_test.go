@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/gpu"
@@ -35,7 +37,7 @@ func (r result[T]) must(t testing.TB) T {
 func loadKernels(t testing.TB, c *cuda.Context) *cuda.Module {
 	t.Helper()
 	_, _, err := cuda.NVRTCVersion()
-	skipUnlessSupported(t, "nvrtc", err)
+	testutil.SkipIfNotSupported(t, "nvrtc", err)
 	m := try(gpu.LoadKernels(c)).must(t)
 	t.Cleanup(func() { m.Close() })
 	return m

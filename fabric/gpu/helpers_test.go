@@ -1,19 +1,17 @@
 package gpu_test
 
 import (
-	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/cuda"
-	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/gpu"
 )
 
@@ -111,35 +109,13 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// required reports whether FERRY_TEST_REQUIRE names feature (GPU CI):
-// then a missing feature fails instead of skipping.
-func required(feature string) bool {
-	return slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), feature)
-}
-
-// skipUnlessSupported skips (or fails, when required) on an error wrapping
-// ErrNotSupported, and fails on any other error.
-func skipUnlessSupported(t testing.TB, feature string, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if !errors.Is(err, fabric.ErrNotSupported) {
-		t.Fatalf("%s: %v", feature, err)
-	}
-	if required(feature) {
-		t.Fatalf("FERRY_TEST_REQUIRE=%s but %s is not available: %v", os.Getenv("FERRY_TEST_REQUIRE"), feature, err)
-	}
-	t.Skipf("%s not available here: %v", feature, err)
-}
-
 // requireCUDA returns device 0's primary context or skips with the reason;
 // at cleanup the context must close cleanly (ErrBusy means a leak).
 func requireCUDA(t testing.TB) *cuda.Context {
 	t.Helper()
-	skipUnlessSupported(t, "cuda", cuda.Init())
+	testutil.SkipIfNotSupported(t, "cuda", cuda.Init())
 	dev, err := cuda.GetDevice(0)
-	skipUnlessSupported(t, "cuda", err)
+	testutil.SkipIfNotSupported(t, "cuda", err)
 	c, err := dev.PrimaryContext()
 	if err != nil {
 		t.Fatalf("primary context: %v", err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/cuda"
@@ -24,8 +26,8 @@ func openGPUEngine(t *testing.T, transport, node string) *fabric.Engine {
 	e, err := fabric.Open(context.Background(), fabric.Config{Transport: transport, Node: node, Logger: quiet,
 		Groups: []fabric.GroupSpec{{Device: fabric.HostDevice, NICs: 1}, {Device: fabric.CUDADevice(0), NICs: 2}}})
 	if err != nil {
-		if errors.Is(err, fabric.ErrNotSupported) && !required("libfabric") {
-			t.Skipf("transport %s not usable here: %v", transport, err)
+		if errors.Is(err, fabric.ErrNotSupported) {
+			testutil.Skip(t, "libfabric", "transport %s cannot run here: %v", transport, err)
 		}
 		t.Fatalf("open %s: %v", transport, err)
 	}
@@ -109,7 +111,7 @@ func TestRegisterHostMemoryWithRealDriver(t *testing.T) {
 		if !errors.Is(err, fabric.ErrNotSupported) {
 			t.Fatalf("without a driver: %v, want ErrNotSupported", err)
 		}
-		if required("cuda") {
+		if testutil.Required("cuda") {
 			t.Fatalf("FERRY_TEST_REQUIRE=cuda but there is no driver: %v", err)
 		}
 		t.Logf("no driver: %v", err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/internal/cudaemu"
 )
@@ -23,7 +25,7 @@ func emuModule(tb testing.TB, defines ...string) *cudaemu.Module {
 	defer cancel()
 	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{{Name: "emu_kernels.cu", Code: string(code)}}, Defines: defines})
 	if errors.Is(err, cudaemu.ErrNotSupported) {
-		tb.Skipf("emulator not available here: %v", err)
+		testutil.Skip(tb, "cudaemu", "emulator not available here: %v", err)
 	}
 	if err != nil {
 		tb.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/cuda"
 )
 
@@ -16,7 +18,7 @@ import (
 func TestHostHeaderCompiles(t *testing.T) {
 	gxx, err := exec.LookPath("g++")
 	if err != nil {
-		t.Skip("no g++ here: the emulator needs a C++20 compiler")
+		testutil.Skip(t, "cudaemu", "no g++ here: the emulator needs a C++20 compiler")
 	}
 	code, err := os.ReadFile("../../cuda/testdata/header_api.cu")
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // tsanSources are the files the ThreadSanitizer scenarios include, by
@@ -24,7 +26,7 @@ func buildTSan(t *testing.T, dir string, defines ...string) string {
 	t.Helper()
 	cxx, err := gxx()
 	if err != nil {
-		t.Skipf("ThreadSanitizer scenarios not built: %v", err)
+		testutil.Skip(t, "cudaemu", "ThreadSanitizer scenarios not built: %v", err)
 	}
 	if err := writeHeaders(dir); err != nil {
 		t.Fatal(err)

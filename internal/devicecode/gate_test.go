@@ -10,13 +10,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/ferryrdma/ferry/cuda"
 )
-
-// required reports whether FERRY_TEST_REQUIRE names feature.
-func required(feature string) bool {
-	return slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), feature)
-}
 
 // requireNVRTC skips the test (fails it when FERRY_TEST_REQUIRE names
 // nvrtc) when no NVRTC can be loaded.
@@ -29,10 +26,7 @@ func requireNVRTC(t *testing.T) (major, minor int) {
 	if !errors.Is(err, cuda.ErrNotSupported) {
 		t.Fatalf("nvrtc: %v", err)
 	}
-	if required("nvrtc") {
-		t.Fatalf("FERRY_TEST_REQUIRE=%s but NVRTC is not available: %v", os.Getenv("FERRY_TEST_REQUIRE"), err)
-	}
-	t.Skipf("kernel compile gate SKIPPED: no NVRTC here (scripts/deps-nvrtc.sh installs it on Debian 12): %v", err)
+	testutil.Skip(t, "nvrtc", "kernel compile gate SKIPPED: no NVRTC here (scripts/deps-nvrtc.sh installs it on Debian 12): %v", err)
 	return 0, 0
 }
 
