@@ -36,7 +36,7 @@
 // When a peer process exits or crashes, the kernel closes its end of the
 // control connection and the other side learns at once: the initiator
 // unmaps the target's regions and connection page, fails every write it
-// held for it and every later one with an error wrapping ErrPeerGone
+// held for it and every later one with an error wrapping fabric.ErrPeerLost
 // (and fabric.ErrProvider); the target delivers what the dead initiator
 // had published, then unmaps the connection page. Unregistering a region
 // revokes every peer's mapping and waits until each acknowledged, so no

@@ -217,7 +217,7 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: ea.socketName(), Net: "unixpacket"})
 	if err != nil {
 		return 0, fmt.Errorf("ipc: connect to %s: %v (the process exited or closed its engine, or runs in another network namespace): %w",
-			ea, err, ErrPeerGone)
+			ea, err, fabric.ErrPeerLost)
 	}
 	c, err := newCtlConn(uc)
 	if err == nil {

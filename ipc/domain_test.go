@@ -52,7 +52,7 @@ func TestWrites(t *testing.T) {
 		if errno != 0 {
 			err := a.d.DescribeError(ev)
 			require.ErrorIs(t, err, fabric.ErrProvider)
-			require.NotErrorIs(t, err, ipc.ErrPeerGone)
+			require.NotErrorIs(t, err, fabric.ErrPeerLost)
 		}
 	}
 	require.Equal(t, []uint32{77}, b.imms)
@@ -253,8 +253,8 @@ func TestBadInput(t *testing.T) {
 	addr := gone.Address()
 	require.NoError(t, gone.Close())
 	_, err = d.ResolvePeer(addr)
-	require.ErrorIs(t, err, ipc.ErrPeerGone, "a closed endpoint")
-	require.True(t, errors.Is(err, ipc.ErrPeerGone))
+	require.ErrorIs(t, err, fabric.ErrPeerLost, "a closed endpoint")
+	require.True(t, errors.Is(err, fabric.ErrPeerLost))
 	raw := addr.Raw()
 	raw[2] ^= 0xff // another host's boot id
 	far, err := fabric.AddressFromRaw(raw)

@@ -1,17 +1,10 @@
 package ipc
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
-
-// ErrPeerGone is wrapped by every error caused by a peer process that
-// exited, crashed or closed its domain: operations held for it fail with
-// it, and new operations to it complete with it. It is a provider error
-// too: errors.Is(err, fabric.ErrProvider) holds.
-var ErrPeerGone = errors.New("ipc peer gone")
 
 // Error numbers the domain puts in failed completions (Linux values).
 const (
@@ -41,21 +34,13 @@ func errnoText(errno int32) string {
 	return fmt.Sprintf("error %d", errno)
 }
 
+// describe turns a failed completion into a *fabric.ProviderError; one
+// caused by a peer that is gone also matches fabric.ErrPeerLost, so the
+// engine declares that peer lost.
 func describe(ev fabric.Event) error {
-	pe := &fabric.ProviderError{Provider: TransportName, Op: ev.Kind.String() + " completion",
-		Errno: int(ev.Errno), Msg: errnoText(ev.Errno)}
-	if ev.Errno == errnoPeerGone {
-		return &peerGoneError{pe}
-	}
-	return pe
+	return &fabric.ProviderError{Provider: TransportName, Op: ev.Kind.String() + " completion",
+		Errno: int(ev.Errno), Msg: errnoText(ev.Errno), PeerLost: ev.Errno == errnoPeerGone}
 }
-
-// peerGoneError is a ProviderError that also matches ErrPeerGone.
-type peerGoneError struct{ *fabric.ProviderError }
-
-func (e *peerGoneError) Unwrap() error { return e.ProviderError }
-
-func (e *peerGoneError) Is(target error) bool { return target == ErrPeerGone }
 
 // errClosed is returned by calls on a closed domain.
 var errClosed = fmt.Errorf("ipc domain closed: %w", fabric.ErrClosed)

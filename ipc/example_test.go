@@ -57,15 +57,15 @@ func Example() {
 	// target: <nil> hello over shared memory
 }
 
-// A write to a peer whose process is gone fails with ErrPeerGone.
-func ExampleErrPeerGone() {
+// A write to a peer whose process is gone fails with fabric.ErrPeerLost.
+func Example_peerLost() {
 	d, _ := ipc.Open()
 	defer d.Close()
 	gone, _ := ipc.Open()
 	addr := gone.Address()
 	_ = gone.Close()
 	_, err := d.ResolvePeer(addr)
-	fmt.Println(errors.Is(err, ipc.ErrPeerGone))
+	fmt.Println(errors.Is(err, fabric.ErrPeerLost))
 	// Output:
 	// true
 }

@@ -151,7 +151,7 @@ func startChild(t *testing.T, role string, env ...string) (*exec.Cmd, string) {
 }
 
 // TestTargetProcessDies: writes held for a target whose ring is full fail
-// with ErrPeerGone once it is killed, its mappings are released, and
+// with fabric.ErrPeerLost once it is killed, its mappings are released, and
 // later writes and connections to it fail the same way, without hanging.
 func TestTargetProcessDies(t *testing.T) {
 	cmd, line := startChild(t, "target")
@@ -175,6 +175,7 @@ func TestTargetProcessDies(t *testing.T) {
 	a.post(ops...)
 	pump(t, 20*time.Second, func() bool { return len(a.byCtx) == 1<<14 }, a)
 	require.Equal(t, base+2, ipc.LiveMappings(), "the target's page and region are mapped")
+	require.NoError(t, a.d.CheckPeer(peer), "alive")
 
 	require.NoError(t, cmd.Process.Kill())
 	pump(t, 20*time.Second, func() bool { return len(a.byCtx) == total }, a)
@@ -183,11 +184,12 @@ func TestTargetProcessDies(t *testing.T) {
 		if ev.Errno != 0 {
 			failed++
 			err := a.d.DescribeError(ev)
-			require.ErrorIs(t, err, ipc.ErrPeerGone)
+			require.ErrorIs(t, err, fabric.ErrPeerLost)
 			require.ErrorIs(t, err, fabric.ErrProvider)
 		}
 	}
 	require.Equal(t, 300, failed, "every held write failed, once")
+	require.ErrorIs(t, a.d.CheckPeer(peer), fabric.ErrPeerLost)
 	// The reader goroutine unmaps the regions and the worker the page as
 	// soon as they see the connection end, not necessarily before the
 	// writes failed.
@@ -195,7 +197,7 @@ func TestTargetProcessDies(t *testing.T) {
 
 	a.post(fabric.WriteOp{Local: a.addr(0), Length: 8, RemoteKey: key, Peer: peer, Context: total})
 	pump(t, 5*time.Second, func() bool { return len(a.byCtx) == total+1 }, a)
-	require.ErrorIs(t, a.d.DescribeError(a.byCtx[total]), ipc.ErrPeerGone)
+	require.ErrorIs(t, a.d.DescribeError(a.byCtx[total]), fabric.ErrPeerLost)
 	// Once the process is reaped its listening socket is gone too (its
 	// descriptors close one by one as it exits, so not necessarily before
 	// the connection's).
@@ -204,7 +206,7 @@ func TestTargetProcessDies(t *testing.T) {
 	require.NoError(t, err)
 	defer d2.Close()
 	_, err = d2.ResolvePeer(addr)
-	require.ErrorIs(t, err, ipc.ErrPeerGone)
+	require.ErrorIs(t, err, fabric.ErrPeerLost)
 }
 
 // TestInitiatorProcessDies: a target that polls only after its initiator

@@ -44,7 +44,7 @@ func runIPCTarget() error {
 
 // TestIPCTargetKilled: an engine flooding an ipc target that is SIGKILLed
 // sees its transfers end (each exactly once, the failed ones with
-// ipc.ErrPeerGone), new ones fail the same way, nothing hangs, and closing
+// fabric.ErrPeerLost), new ones fail the same way, nothing hangs, and closing
 // the engine releases every mapping of the dead process.
 func TestIPCTargetKilled(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -94,12 +94,15 @@ func TestIPCTargetKilled(t *testing.T) {
 	late := fabric.NewTransfer()
 	require.NoError(t, e.SubmitImm(fabric.ImmWrite{Imm: 3, Dst: desc}, fabric.Notify(late)))
 	err = late.Wait(ctx)
-	require.ErrorIs(t, err, ipc.ErrPeerGone, "a write to a dead target")
+	require.ErrorIs(t, err, fabric.ErrPeerLost, "a write to a dead target")
 	require.ErrorIs(t, err, fabric.ErrProvider)
 	if tc.Errors() > 0 {
-		require.True(t, errors.Is(tc.Err(), ipc.ErrPeerGone), "first failure: %v", tc.Err())
+		require.True(t, errors.Is(tc.Err(), fabric.ErrPeerLost), "first failure: %v", tc.Err())
 	}
 	t.Logf("%d of %d floods failed after the kill", tc.Errors(), floods)
+	for _, k := range desc.NICs {
+		require.ErrorIs(t, e.PeerStatus(k.Addr), fabric.ErrPeerLost, "the engine declared the target lost")
+	}
 
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ccancel()
