@@ -32,6 +32,7 @@ const (
 	codePeerLost       = -18
 	codeQueueFull      = -19
 	codeAbandoned      = -20
+	codeNoMemory       = -21
 	codeInternal       = -99
 )
 
@@ -61,6 +62,7 @@ var codes = []struct {
 	{fabric.ErrAbandoned, codeAbandoned},
 	{fabric.ErrPeerLost, codePeerLost},
 	{fabric.ErrQueueFull, codeQueueFull},
+	{fabric.ErrNoMemory, codeNoMemory},
 	{fabric.ErrTimeout, codeTimeout},
 	{context.DeadlineExceeded, codeTimeout},
 	{fabric.ErrProvider, codeProvider},

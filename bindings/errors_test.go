@@ -36,7 +36,8 @@ func TestCodesMatchHeader(t *testing.T) {
 		"FERRY_E_TOO_LARGE": codeTooLarge, "FERRY_E_REMOVED": codeRemoved,
 		"FERRY_E_BAD_HANDLE": codeBadHandle, "FERRY_E_BUFFER_TOO_SMALL": codeBufferTooSmall,
 		"FERRY_E_RENDEZVOUS": codeRendezvous, "FERRY_E_PEER_LOST": codePeerLost,
-		"FERRY_E_QUEUE_FULL": codeQueueFull, "FERRY_E_ABANDONED": codeAbandoned, "FERRY_E_INTERNAL": codeInternal,
+		"FERRY_E_QUEUE_FULL": codeQueueFull, "FERRY_E_ABANDONED": codeAbandoned,
+		"FERRY_E_NO_MEMORY": codeNoMemory, "FERRY_E_INTERNAL": codeInternal,
 	}
 	require.Equal(t, want, got)
 }

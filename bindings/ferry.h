@@ -106,7 +106,8 @@ extern "C" {
 #define FERRY_E_PEER_LOST (-18)       /* a peer or rank died, closed, or its connection is gone */
 #define FERRY_E_QUEUE_FULL (-19)      /* back-pressure: the worker's queue stayed full until the deadline */
 #define FERRY_E_ABANDONED (-20)       /* close gave up on a stuck worker: do not free its memory */
-#define FERRY_E_INTERNAL (-99)        /* anything else (out of memory, a bug): see the message */
+#define FERRY_E_NO_MEMORY (-21)       /* the system refused memory (mmap, memfd, a limit) */
+#define FERRY_E_INTERNAL (-99)        /* anything else (a bug): see the message */
 
 #ifndef FERRY_NO_PROTOTYPES
 /* Returns a static, human-readable name for a code ("FERRY_E_CLOSED").

@@ -58,6 +58,7 @@ const char *ferry_strerror(int code) {
 	case FERRY_E_PEER_LOST: return "FERRY_E_PEER_LOST";
 	case FERRY_E_QUEUE_FULL: return "FERRY_E_QUEUE_FULL";
 	case FERRY_E_ABANDONED: return "FERRY_E_ABANDONED";
+	case FERRY_E_NO_MEMORY: return "FERRY_E_NO_MEMORY";
 	case FERRY_E_INTERNAL: return "FERRY_E_INTERNAL";
 	}
 	return "FERRY_E_UNKNOWN_CODE";

@@ -51,7 +51,7 @@ func (d *Domain) CheckPeer(p fabric.PeerID) error {
 	if !ok || !validShmName(name) {
 		return nil
 	}
-	if why := shmPeerGone(name); why != "" {
+	if why := shmPeerGone(shmDir, name); why != "" {
 		return fmt.Errorf("shm peer %s: %s: %w", name, why, fabric.ErrPeerLost)
 	}
 	return nil
@@ -70,9 +70,10 @@ func validShmName(n string) bool {
 	return n != "" && !strings.ContainsAny(n, "/") && n != "." && n != ".."
 }
 
-// shmPeerGone says why the endpoint named name is gone, or "".
-func shmPeerGone(name string) string {
-	f, err := os.Open(shmDir + name)
+// shmPeerGone says why the endpoint named name (its region file in dir)
+// is gone, or "".
+func shmPeerGone(dir, name string) string {
+	f, err := os.Open(dir + name)
 	if errors.Is(err, os.ErrNotExist) {
 		return "its region file is gone (endpoint closed)"
 	}
@@ -146,25 +147,28 @@ func (d *Domain) unlockShmRegion() {
 
 var reapOnce sync.Once
 
-// reapShmFiles removes the region files of ferry shm endpoints whose
-// process has exited without closing them (SIGKILL, os.Exit): libfabric
-// leaves them, 16 MiB each, for ever. It runs once per process, before its
-// first shm endpoint opens, and removes only files whose pid is gone and
-// whose lock nobody holds.
-func reapShmFiles() {
-	reapOnce.Do(func() {
-		ents, err := os.ReadDir(shmDir)
-		if err != nil {
-			return
+// reapShmFiles removes, once per process and before its first shm
+// endpoint opens, the region files of ferry shm endpoints whose process
+// exited without closing them (SIGKILL, os.Exit): libfabric leaves them,
+// 16 MiB each, for ever.
+func reapShmFiles() { reapOnce.Do(func() { reapDeadShm(shmDir) }) }
+
+// reapDeadShm removes the ferry-* region files in dir whose pid is gone and
+// whose lock nobody holds, and returns their names.
+func reapDeadShm(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, "ferry-") {
+			continue
 		}
-		for _, e := range ents {
-			name := e.Name()
-			if !e.Type().IsRegular() || !strings.HasPrefix(name, "ferry-") {
-				continue
-			}
-			if shmPeerGone(name) != "" {
-				_ = os.Remove(shmDir + name)
-			}
+		if shmPeerGone(dir, name) != "" && os.Remove(dir+name) == nil {
+			removed = append(removed, name)
 		}
-	})
+	}
+	return removed
 }

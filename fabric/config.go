@@ -119,6 +119,41 @@ type Config struct {
 // DefaultRequestTimeout is Config.RequestTimeout's default.
 const DefaultRequestTimeout = 30 * time.Second
 
+// MaxSendBufferBytes bounds SendBuffers x SendBufferSize: the pool is
+// mapped and registered as one region the first time Send is called.
+const MaxSendBufferBytes = 1 << 30
+
+// validate refuses settings that would otherwise be silently replaced by
+// defaults or fail long after Open: negative counts, sizes and timeouts,
+// and a send-buffer pool too large to map.
+func (c *Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("engine config: "+format+": %w", append(args, ErrInvalidArgument)...)
+	}
+	switch {
+	case c.NICs < 0:
+		return bad("NICs %d", c.NICs)
+	case c.QueueDepth < 0:
+		return bad("QueueDepth %d", c.QueueDepth)
+	case c.MaxPending < 0:
+		return bad("MaxPending %d", c.MaxPending)
+	case c.SendBuffers < 0 || c.SendBufferSize < 0:
+		return bad("%d send buffers of %d bytes", c.SendBuffers, c.SendBufferSize)
+	case c.HandshakeTimeout < 0:
+		return bad("HandshakeTimeout %v", c.HandshakeTimeout)
+	}
+	for i, g := range c.Groups {
+		if g.NICs < 0 {
+			return bad("group %d (%s): NICs %d", i, g.Device, g.NICs)
+		}
+	}
+	n, size := max(c.SendBuffers, 1), max(c.SendBufferSize, 1)
+	if n > MaxSendBufferBytes/size {
+		return bad("%d send buffers of %d bytes: more than %d bytes in all", c.SendBuffers, c.SendBufferSize, MaxSendBufferBytes)
+	}
+	return nil
+}
+
 func (c *Config) withDefaults() {
 	if c.Transport == "" {
 		c.Transport = TransportAuto

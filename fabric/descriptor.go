@@ -43,7 +43,16 @@ type RemoteKey struct {
 // its binary or text form.
 //
 // Writers check every remote range against Length before posting, because
-// some providers (tcp) do not.
+// some providers (tcp) do not. A descriptor is otherwise trusted: one with a
+// wrong key or a length larger than its region (forged, or stale: its region
+// was unregistered) cannot be told apart by the writer, and on tcp and shm
+// the write can complete successfully while nothing lands and no immediate
+// reaches the target, whose wait then ends only by its own timeout. The
+// engine refuses what it can see: descriptors no registration produces (no
+// NICs, an unknown address mode, an empty address, a wrapping range) at
+// submit, and, for descriptors naming an endpoint of this very process, a
+// key that is not a live registration there (ErrUnknownRegion) or a range
+// outside it (ErrOutOfBounds) when the write is accepted.
 type Descriptor struct {
 	Base   uint64
 	Length uint64

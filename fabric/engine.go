@@ -64,6 +64,9 @@ var domainInstance atomic.Int64
 // Open starts an engine: it chooses the transport, starts one worker per
 // group (each pins itself, then opens its domains) and the dispatcher.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("open engine: %w", err)
+	}
 	cfg.withDefaults()
 	opts := DomainOptions{Node: cfg.Node, QueueDepth: cfg.QueueDepth, HandshakeTimeout: cfg.HandshakeTimeout}
 	choice, err := ChooseTransport(cfg.Transport, opts)

@@ -53,6 +53,9 @@ var (
 	// ErrQueueFull means a worker's request queue stayed full until the
 	// request's deadline: the engine is applying back-pressure.
 	ErrQueueFull = errors.New("queue full")
+	// ErrNoMemory means the system refused memory: mmap, memfd_create or
+	// a size limit (the errno is wrapped too).
+	ErrNoMemory = errors.New("out of memory")
 	// ErrAbandoned is returned by a Close that gave up on a worker stuck in
 	// a provider call: that worker's domains stay open, and the memory
 	// registered with them must not be freed.

@@ -29,11 +29,11 @@ func allocHostFile(size int) (*HostBuffer, error) {
 		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("memfd_create: %w", err)
+		return nil, fmt.Errorf("memfd_create: %w", memErr(err))
 	}
 	fail := func(op string, err error) (*HostBuffer, error) {
 		_ = unix.Close(fd)
-		return nil, fmt.Errorf("host memory of %d bytes: %s: %w", size, op, err)
+		return nil, fmt.Errorf("host memory of %d bytes: %s: %w", size, op, memErr(err))
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return fail("ftruncate", err)
@@ -161,7 +161,7 @@ func MapHostFile(fd int, size int) (*HostBuffer, error) {
 	b, err := unix.Mmap(dup, 0, (size+ps-1)/ps*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		_ = unix.Close(dup)
-		return nil, fmt.Errorf("map host file %d: mmap %d bytes: %w", fd, size, err)
+		return nil, fmt.Errorf("map host file %d: mmap %d bytes: %w", fd, size, memErr(err))
 	}
 	h := &HostBuffer{b: b[:size:size], file: dup}
 	hostFiles.add(h)

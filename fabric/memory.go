@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -40,7 +41,7 @@ func AllocHost(n int) (*HostBuffer, error) {
 	if h == nil {
 		b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 		if err != nil {
-			return nil, fmt.Errorf("mmap %d bytes: %w", size, err)
+			return nil, fmt.Errorf("mmap %d bytes: %w", size, memErr(err))
 		}
 		h = &HostBuffer{b: b, file: -1}
 	}
@@ -147,4 +148,15 @@ func (r *MemoryRegion) usableFor(e *Engine) bool {
 // bytesAt views n bytes of non-Go memory at addr.
 func bytesAt(addr uintptr, n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), addr)), n)
+}
+
+// memErr gives a failed memory call (mmap, memfd_create, ftruncate) its
+// category, keeping the errno: sizes the kernel refuses are
+// ErrInvalidArgument, everything else (ENOMEM, a locked-memory or file
+// limit) ErrNoMemory.
+func memErr(err error) error {
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EFBIG) || errors.Is(err, unix.EOVERFLOW) {
+		return fmt.Errorf("%w (%w)", err, ErrInvalidArgument)
+	}
+	return fmt.Errorf("%w (%w)", err, ErrNoMemory)
 }

@@ -37,6 +37,7 @@ type peerState struct {
 	used    int64      // nanotime of the last op accepted for it
 	watched int        // Engine.WatchPeer count
 	probing bool       // a heartbeat is with the provider
+	local   bool       // an endpoint of this process: descriptors are checked
 }
 
 // recentPeer is how long after its last op a peer is still checked.
@@ -52,7 +53,7 @@ func (ds *domState) resolve(addr Address) (*peerState, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &peerState{addr: addr, id: id, idx: uint32(len(ds.peerList))}
+	p := &peerState{addr: addr, id: id, idx: uint32(len(ds.peerList)), local: isLocalEndpoint(addr)}
 	ds.peers[addr] = p
 	ds.peerList = append(ds.peerList, p)
 	ds.byID[id] = p

@@ -64,6 +64,7 @@ func (w *worker) register(r *MemoryRegion) error {
 		for i, ds := range w.doms {
 			r.desc.NICs[i] = RemoteKey{Addr: ds.addr, Key: r.keys[i].Remote, Mode: r.keys[i].Mode}
 		}
+		addLocalRegion(r)
 	}
 	w.regions[r] = struct{}{}
 	return nil
@@ -117,6 +118,7 @@ func (w *worker) unregisterNow(r *MemoryRegion) error {
 		return nil
 	}
 	delete(w.regions, r)
+	removeLocalRegion(r)
 	r.state.Store(regDead)
 	var errs []error
 	for i, ds := range w.doms {

@@ -177,12 +177,28 @@ func checkRoute(op string, r Routing, nics int) error {
 	return nil
 }
 
+// checkDesc refuses descriptors no registration could have produced: what
+// the binary form's decoder refuses (no NICs, an address mode other than
+// virtual or offset, an empty address) and ranges that wrap. Keys cannot
+// be checked here (see Descriptor).
 func checkDesc(op string, d *Descriptor, nics int) error {
 	if len(d.NICs) == 0 {
 		return reqErr(op, ErrInvalidArgument, "empty destination descriptor")
 	}
 	if len(d.NICs) != nics {
 		return reqErr(op, ErrNICMismatch, "descriptor has %d nics, the local group %d", len(d.NICs), nics)
+	}
+	for i := range d.NICs {
+		k := &d.NICs[i]
+		if k.Mode != AddrVirtual && k.Mode != AddrOffset {
+			return reqErr(op, ErrInvalidArgument, "descriptor nic %d: address mode %d", i, k.Mode)
+		}
+		if k.Addr.IsZero() {
+			return reqErr(op, ErrInvalidArgument, "descriptor nic %d: empty address", i)
+		}
+	}
+	if d.Base+d.Length < d.Base {
+		return reqErr(op, ErrInvalidArgument, "descriptor [%#x, +%d) wraps", d.Base, d.Length)
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ type worker struct {
 	ctxWatched int
 	// nextLiveness is when the periodic peer checks run next.
 	nextLiveness int64
+	lostLater    []lostPeer
 
 	groups map[uint32]*peerGroupState
 	recvs  []recvSlot
@@ -184,6 +185,7 @@ func (w *worker) open(opts DomainOptions) error {
 			w.wake.watch(s.WakeFD())
 		}
 		w.doms = append(w.doms, ds)
+		addLocalEndpoint(ds.addr)
 	}
 	return nil
 }
@@ -194,6 +196,7 @@ func (w *worker) closeDomains() error {
 		w.unregisterNow(r)
 	}
 	for _, ds := range w.doms {
+		removeLocalEndpoint(ds.addr)
 		if err := ds.d.Close(); err != nil {
 			errs = append(errs, err)
 		}
@@ -231,6 +234,9 @@ func (w *worker) loop() {
 		}
 		if w.progress() {
 			did = true
+		}
+		if len(w.lostLater) > 0 {
+			w.declareLostLater()
 		}
 		w.flush()
 		if did {

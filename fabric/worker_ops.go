@@ -242,6 +242,11 @@ func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	if err := w.usable(p); err != nil {
 		return err
 	}
+	if p.local {
+		if err := w.checkLocal(ds, p, c.kind.String(), rk, dst); err != nil {
+			return err
+		}
+	}
 	c.rbase = 0
 	if rk.Mode != AddrOffset {
 		c.rbase = dst.Base
@@ -461,8 +466,8 @@ func (w *worker) fill(c *opCtx, out []WriteOp) int {
 			p, err := ds.resolve(rk.Addr)
 			if err != nil {
 				err = fmt.Errorf("barrier: resolve peer %s: %w", rk.Addr, err)
-			} else {
-				err = w.usable(p)
+			} else if err = w.usable(p); err == nil && p.local {
+				err = w.checkLocal(ds, p, "barrier", rk, dst)
 			}
 			if err != nil {
 				w.failXfer(c.xfer, err)
@@ -489,6 +494,9 @@ func (w *worker) fill(c *opCtx, out []WriteOp) int {
 			}
 			if err == nil {
 				err = w.usable(p)
+			}
+			if err == nil && p.local {
+				err = w.checkLocal(ds, p, "scatter", rk, &t.Dst)
 			}
 			if err != nil {
 				w.failXfer(c.xfer, err)

@@ -143,6 +143,10 @@ int ferry_raw_loop(struct ferry_ep *init, struct ferry_ep *target,
 #define FERRY_HAVE_DMABUF 0
 #endif
 
+/* signals.c */
+int ferry_signals_reset_mask(void);
+void ferry_fault_for_test(void);
+
 /* Layout of the shared structs, for the Go side's checks. */
 void ferry_layout(uint64_t *out, int max);
 

@@ -1,0 +1,119 @@
+//go:build cgo
+
+package efa
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// deadPID returns the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// TestReapDeadShm: region files of ferry endpoints whose process is gone
+// and whose lock is free are removed; a live pid's, a locked one's (a
+// process in another pid namespace) and other programs' files stay.
+func TestReapDeadShm(t *testing.T) {
+	dir := t.TempDir() + "/"
+	dead := deadPID(t)
+	names := map[string]bool{ // name -> reaped
+		"ferry-" + strconv.Itoa(dead) + "-00c0ffee-1-1":        true,
+		"ferry-" + strconv.Itoa(os.Getpid()) + "-0badf00d-1-1": false,
+		"ferry-" + strconv.Itoa(dead) + "-0000beef-2-7":        false, // locked below
+		"ferry-notapid-1-1":           false,
+		"other-" + strconv.Itoa(dead): false,
+	}
+	for n := range names {
+		if err := os.WriteFile(dir+n, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := os.Open(dir + "ferry-" + strconv.Itoa(dead) + "-0000beef-2-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	got := reapDeadShm(dir)
+	var want []string
+	for n, reaped := range names {
+		if reaped {
+			want = append(want, n)
+		}
+		_, err := os.Stat(dir + n)
+		if exists := err == nil; exists == reaped {
+			t.Errorf("%s: exists %v after reaping, want %v", n, exists, !reaped)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("reaped %v, want %v", got, want)
+	}
+}
+
+// TestCheckPeerShm: a live shm peer passes the check; one whose process
+// is gone, and one whose region file is gone, are lost.
+func TestCheckPeerShm(t *testing.T) {
+	a := openTest(t, testTransport{name: "shm"})
+	b := openTest(t, testTransport{name: "shm"})
+	live, err := a.ResolvePeer(b.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckPeer(live); err != nil {
+		t.Fatalf("live peer: %v", err)
+	}
+	if b.shmLock == nil {
+		t.Fatal("an open shm endpoint holds no lock on its region file")
+	}
+	// A region file left by a process that was killed.
+	name := "ferry-" + strconv.Itoa(deadPID(t)) + "-dead0001-1-1"
+	if err := os.WriteFile(filepath.Join("/dev/shm", name), []byte("region"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(filepath.Join("/dev/shm", name))
+	addr, err := fabric.AddressFromRaw(append([]byte(name), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := a.ResolvePeer(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.CheckPeer(dead)
+	if !errors.Is(err, fabric.ErrPeerLost) {
+		t.Fatalf("peer of a dead process: %v", err)
+	}
+	t.Log(err)
+	if err := os.Remove(filepath.Join("/dev/shm", name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckPeer(dead); !errors.Is(err, fabric.ErrPeerLost) {
+		t.Fatalf("peer whose region file is gone: %v", err)
+	}
+	// tcp has no such check but a heartbeat.
+	tc := openTest(t, testTransport{name: "tcp;ofi_rxm", node: "127.0.0.1"})
+	if _, ok := tc.ProbeOp(0); !ok {
+		t.Error("tcp has no heartbeat")
+	}
+	if _, ok := a.ProbeOp(live); ok {
+		t.Error("shm offers a heartbeat it does not need")
+	}
+}

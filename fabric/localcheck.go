@@ -1,0 +1,88 @@
+package fabric
+
+import (
+	"errors"
+	"sync"
+)
+
+// errLocalClosed is why a peer that was an endpoint of this process is
+// lost: it has been closed.
+var errLocalClosed = errors.New("the endpoint, in this process, has been closed")
+
+// Descriptors are trusted: a forged or stale one can complete successfully
+// on tcp and shm while nothing lands at the target (see Descriptor). The
+// engine can check the ones that name this process's own memory: every
+// endpoint the process opens and every remotely writable region it
+// registers is listed here, and a write whose target endpoint is local is
+// checked against the list when it is accepted. That costs one boolean on
+// the path of writes to other processes, and one lock-free lookup for a
+// write to this process (tests, loopback pipelines).
+
+var local struct {
+	addrs   sync.Map // Address -> struct{}: endpoints open in this process
+	regions sync.Map // localKey -> localSpan: remotely writable registrations
+}
+
+type localKey struct {
+	addr Address
+	key  uint64
+}
+
+type localSpan struct{ base, len uint64 }
+
+func addLocalEndpoint(a Address)    { local.addrs.Store(a, struct{}{}) }
+func removeLocalEndpoint(a Address) { local.addrs.Delete(a) }
+
+func isLocalEndpoint(a Address) bool {
+	_, ok := local.addrs.Load(a)
+	return ok
+}
+
+func addLocalRegion(r *MemoryRegion) {
+	for _, k := range r.desc.NICs {
+		local.regions.Store(localKey{k.Addr, k.Key}, localSpan{uint64(r.span.Addr), r.span.Len})
+	}
+}
+
+func removeLocalRegion(r *MemoryRegion) {
+	for _, k := range r.desc.NICs {
+		local.regions.Delete(localKey{k.Addr, k.Key})
+	}
+}
+
+// checkLocal checks a descriptor that names an endpoint of this process
+// (p.local): the endpoint must still be open (else p is gone for good), its
+// key a live registration there, and its range inside that registration.
+func (w *worker) checkLocal(ds *domState, p *peerState, op string, k *RemoteKey, d *Descriptor) error {
+	v, ok := local.regions.Load(localKey{k.Addr, k.Key})
+	if !ok && !isLocalEndpoint(k.Addr) {
+		// Declared lost after this pass: the context being built must
+		// not be failed under the code building it.
+		w.lostLater = append(w.lostLater, lostPeer{ds, p})
+		return &PeerError{Peer: p.addr, Cause: errLocalClosed}
+	}
+	if !ok {
+		return reqErr(op, ErrUnknownRegion, "stale or forged descriptor: no live region of this process has key %#x on %s", k.Key, k.Addr)
+	}
+	s := v.(localSpan)
+	if d.Base < s.base || d.Length > s.len || d.Base-s.base > s.len-d.Length {
+		return reqErr(op, ErrOutOfBounds, "forged descriptor: [%#x, +%d) is not inside the region [%#x, +%d) key %#x names",
+			d.Base, d.Length, s.base, s.len, k.Key)
+	}
+	return nil
+}
+
+// lostPeer is a peer found gone while a request was being built.
+type lostPeer struct {
+	ds *domState
+	p  *peerState
+}
+
+// declareLostLater declares the peers found gone during this pass lost.
+func (w *worker) declareLostLater() {
+	for _, l := range w.lostLater {
+		w.peerLost(l.ds, l.p, errLocalClosed, true)
+	}
+	clear(w.lostLater)
+	w.lostLater = w.lostLater[:0]
+}
