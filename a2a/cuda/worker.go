@@ -168,19 +168,23 @@ func checkSegments(l *a2a.Layout, seg []uint32) error {
 
 // writePlan puts the receive plan where the kernels read it.
 func (b *Backend) writePlan(rp *a2a.RecvPlan) error {
-	ml := &b.ml
+	return encodePlan(words(b.meta), &b.l, &b.ml, rp)
+}
+
+// encodePlan lays rp out as the kernels read it (metaLayout); the header,
+// written last, says how many runs and copies follow.
+func encodePlan(mw []uint32, l *a2a.Layout, ml *metaLayout, rp *a2a.RecvPlan) error {
 	if len(rp.Runs) > ml.maxRuns {
 		return fmt.Errorf("a2a cuda: %d receive runs, room for %d: %w", len(rp.Runs), ml.maxRuns, ErrKernel)
 	}
-	mw := words(b.meta)
-	L := b.l.LocalExperts
+	L := l.LocalExperts
 	for i := 0; i < L; i++ {
 		mw[ml.tokens+i] = uint32(rp.TokensPerExpert[i])
 	}
 	for i := 0; i <= L; i++ {
 		mw[ml.offsets+i] = uint32(rp.ExpertOffsets[i])
 	}
-	base := int32(b.l.Node(b.l.Rank) * b.l.NVLinkSize)
+	base := int32(l.Node(l.Rank) * l.NVLinkSize)
 	var start uint32
 	for i := range rp.Runs {
 		r := &rp.Runs[i]

@@ -27,3 +27,13 @@ func hostHeaders() (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// WriteHeaders puts ferry_device.h and the emulator's host headers
+// (fd_emu_device.h, fd_emu_runtime.h) in dir, for a C++ program that
+// links kernels with the runtime itself: the ThreadSanitizer scenarios of
+// other packages' kernels, which cannot run inside a Go process.
+func WriteHeaders(dir string) error { return writeHeaders(dir) }
+
+// Compiler returns the C++ compiler the emulator uses (FERRY_EMU_CXX, else
+// g++ from PATH), or an error wrapping ErrNotSupported.
+func Compiler() (string, error) { return gxx() }

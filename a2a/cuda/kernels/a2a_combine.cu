@@ -56,7 +56,11 @@ a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint6
 	a2a_arrive(st, &st->csend_blocks, a2a_ctrl(p, A2A_CSEND_DONE), iter);
 	if (!a2a_aborted(st)) a2a_send_copies(p, remote, copies, false, y, y_stride);
 	fd_grid_sync(&st->barrier);
-	if (blockIdx.x == 0 && threadIdx.x < p->node_size && !a2a_aborted(st)) {
+	// Block 0 reads the abort state before its thread 0 resets it
+	// (a2a_finish); past the last grid barrier no other block reads it.
+	const bool ok = blockIdx.x == 0 && !a2a_aborted(st);
+	__syncthreads();
+	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok) {
 		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + p->node_size + p->me;
 		fd_fence_sys();
 		fd_st_release_sys(slot, iter);

@@ -230,9 +230,13 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 		}
 	}
 	fd_grid_sync(&st->barrier);
+	// Block 0 reads the abort state before its thread 0 resets it
+	// (a2a_finish); past the last grid barrier no other block reads it.
+	const bool ok = blockIdx.x == 0 && !a2a_aborted(st);
+	__syncthreads();
 	// Every row of this rank for its node peers (and itself) is written:
 	// publish the epoch into each node rank's sync slot [me].
-	if (blockIdx.x == 0 && threadIdx.x < p->node_size && !a2a_aborted(st)) {
+	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok) {
 		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + p->me;
 		fd_fence_sys();
 		fd_st_release_sys(slot, iter);
