@@ -2,10 +2,11 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/internal/meet"
 )
 
 // LocalNode is a domain whose ranks live in one process (one GPU, or GPUs
@@ -14,21 +15,12 @@ import (
 type LocalNode struct {
 	dev    Device
 	mapped bool
-	size   int
-	mu     sync.Mutex
-	ready  chan struct{}
-	joined int
-	closed int
-	send   []uint64
-	recv   []uint64
-	mems   []Memory
-	own    [][2]Memory
+	m      *meet.Meeting[[2]Memory]
 }
 
 // NewLocalNode returns a domain of size members allocating on dev.
 func NewLocalNode(dev Device, size int) *LocalNode {
-	return &LocalNode{dev: dev, size: size, ready: make(chan struct{}), send: make([]uint64, size),
-		recv: make([]uint64, size), own: make([][2]Memory, size)}
+	return &LocalNode{dev: dev, m: meet.New[[2]Memory](size)}
 }
 
 // NewMappedLocalNode is NewLocalNode with the buffers in host memory
@@ -48,29 +40,26 @@ func (n *LocalNode) Member(i int) *LocalMember { return &LocalMember{n: n, i: i}
 
 // LocalMember is one rank's share of a LocalNode.
 type LocalMember struct {
-	n      *LocalNode
-	i      int
-	shared bool
-	closed bool
+	n         *LocalNode
+	i         int
+	send, rcv Memory
+	shared    bool
+	closed    bool
 }
 
 var _ NodeMemory = (*LocalMember)(nil)
 
 // Buffers returns this member's send and receive buffers once shared.
-func (m *LocalMember) Buffers() (send, recv Memory) {
-	m.n.mu.Lock()
-	defer m.n.mu.Unlock()
-	return m.n.own[m.i][0], m.n.own[m.i][1]
-}
+func (m *LocalMember) Buffers() (send, recv Memory) { return m.send, m.rcv }
 
 func (m *LocalMember) Share(ctx context.Context, sendBytes, recvBytes int) ([]uint64, []uint64, error) {
-	n := m.n
-	if m.shared || m.i < 0 || m.i >= n.size {
-		return nil, nil, fmt.Errorf("local node member %d of %d: share twice or out of range: %w", m.i, n.size, a2a.ErrInvalidArgument)
+	if m.shared || m.i < 0 || m.i >= m.n.m.Size() {
+		return nil, nil, fmt.Errorf("local node member %d of %d: share twice or out of range: %w", m.i, m.n.m.Size(), a2a.ErrInvalidArgument)
 	}
-	alloc := n.dev.Alloc
-	if n.mapped {
-		alloc = n.dev.AllocMapped
+	m.shared = true
+	alloc := m.n.dev.Alloc
+	if m.n.mapped {
+		alloc = m.n.dev.AllocMapped
 	}
 	s, err := alloc(sendBytes)
 	if err != nil {
@@ -81,22 +70,16 @@ func (m *LocalMember) Share(ctx context.Context, sendBytes, recvBytes int) ([]ui
 		_ = s.Free()
 		return nil, nil, err
 	}
-	m.shared = true
-	n.mu.Lock()
-	n.send[m.i], n.recv[m.i] = s.Addr(), r.Addr()
-	n.own[m.i] = [2]Memory{s, r}
-	n.mems = append(n.mems, s, r)
-	n.joined++
-	if n.joined == n.size {
-		close(n.ready)
+	m.send, m.rcv = s, r
+	all, err := m.n.m.Join(ctx, m.i, [2]Memory{s, r})
+	if err != nil {
+		return nil, nil, err
 	}
-	n.mu.Unlock()
-	select {
-	case <-n.ready:
-		return n.send, n.recv, nil
-	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("local node: waiting for %d peers: %w: %w", n.size, a2a.ErrTimeout, ctx.Err())
+	send, recv := make([]uint64, len(all)), make([]uint64, len(all))
+	for i, b := range all {
+		send[i], recv[i] = b[0].Addr(), b[1].Addr()
 	}
+	return send, recv, nil
 }
 
 // Close frees the domain's memory once every member closed.
@@ -105,19 +88,9 @@ func (m *LocalMember) Close() error {
 		return nil
 	}
 	m.closed = true
-	n := m.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.closed++
-	if n.closed < n.size {
-		return nil
+	var errs []error
+	for _, b := range m.n.m.Leave() {
+		errs = append(errs, b[0].Free(), b[1].Free())
 	}
-	var first error
-	for _, b := range n.mems {
-		if err := b.Free(); err != nil && first == nil {
-			first = err
-		}
-	}
-	n.mems = nil
-	return first
+	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/host"
+	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -21,7 +22,7 @@ func ExampleNew() {
 		Experts: 2, ExpertsPerToken: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	x := newExchange(2)
+	x := a2atest.NewExchange(2)                                           // in a job: a rendezvous.Group
 	node := []*host.LocalNode{host.NewLocalNode(1), host.NewLocalNode(1)} // one domain per rank
 	var wg sync.WaitGroup
 	counts := make([][]int32, 2)
@@ -37,7 +38,7 @@ func ExampleNew() {
 			defer e.Close(ctx)
 			c := cfg
 			c.Rank = r
-			b, err := host.New(ctx, c, host.Options{Engine: e, Exchange: member{x, r}, Node: node[r].Member(0)})
+			b, err := host.New(ctx, c, host.Options{Engine: e, Exchange: x.Member(r), Node: node[r].Member(0)})
 			if err != nil {
 				fmt.Println(err)
 				return

@@ -21,40 +21,6 @@ import (
 	_ "github.com/ferryrdma/ferry/ipc"
 )
 
-// exchange is a one-shot in-process all-gather.
-type exchange struct {
-	mu    sync.Mutex
-	data  [][]byte
-	n     int
-	ready chan struct{}
-}
-
-func newExchange(w int) *exchange {
-	return &exchange{data: make([][]byte, w), ready: make(chan struct{})}
-}
-
-type member struct {
-	x *exchange
-	r int
-}
-
-func (m member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
-	x := m.x
-	x.mu.Lock()
-	x.data[m.r] = data
-	x.n++
-	if x.n == len(x.data) {
-		close(x.ready)
-	}
-	x.mu.Unlock()
-	select {
-	case <-x.ready:
-		return x.data, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // world builds W ranks over transport, each with its own engine, and
 // closes everything at the end of the test.
 func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
@@ -64,7 +30,7 @@ func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 		t.Fatal(err)
 	}
 	W := cfg.WorldSize
-	x := newExchange(W)
+	x := a2atest.NewExchange(W)
 	nodes := make([]*host.LocalNode, l.Nodes)
 	for n := range nodes {
 		nodes[n] = host.NewLocalNode(l.NVLinkSize)
@@ -106,7 +72,7 @@ func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 			engines[r] = e
 			c := cfg
 			c.Rank = r
-			b, err := host.New(ctx, c, host.Options{Engine: e, Exchange: member{x, r},
+			b, err := host.New(ctx, c, host.Options{Engine: e, Exchange: x.Member(r),
 				Node: nodes[l.Node(r)].Member(r % l.NVLinkSize)})
 			if err != nil {
 				errs[r] = err
@@ -190,7 +156,7 @@ func TestHostNewRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	opt := host.Options{Engine: e, Exchange: member{newExchange(1), 0}, Node: host.NewLocalNode(1).Member(0)}
+	opt := host.Options{Engine: e, Exchange: a2atest.NewExchange(1).Member(0), Node: host.NewLocalNode(1).Member(0)}
 	if _, err := host.New(ctx, cfg, opt); !errors.Is(err, a2a.ErrInvalidArgument) {
 		t.Fatalf("nic mismatch: %v", err)
 	}

@@ -3,9 +3,9 @@ package host
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/internal/meet"
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -23,22 +23,15 @@ type NodeMemory interface {
 	Close() error
 }
 
-// LocalNode is a domain whose ranks live in one process: they share plain
-// mmap'd buffers. Safe for concurrent use by its members.
+// LocalNode is a domain whose ranks live in one process: they share
+// plain mmap'd buffers. Safe for concurrent use by its members.
 type LocalNode struct {
-	size   int
-	mu     sync.Mutex
-	ready  chan struct{}
-	joined int
-	closed int
-	send   [][]byte
-	recv   [][]byte
-	bufs   []*fabric.HostBuffer
+	m *meet.Meeting[[2]*fabric.HostBuffer]
 }
 
 // NewLocalNode returns a domain of size members.
 func NewLocalNode(size int) *LocalNode {
-	return &LocalNode{size: size, ready: make(chan struct{}), send: make([][]byte, size), recv: make([][]byte, size)}
+	return &LocalNode{m: meet.New[[2]*fabric.HostBuffer](size)}
 }
 
 // Member returns the NodeMemory of node-local rank i.
@@ -52,9 +45,8 @@ type localMember struct {
 }
 
 func (m *localMember) Share(ctx context.Context, sendBytes, recvBytes int) ([][]byte, [][]byte, error) {
-	n := m.n
-	if m.shared || m.i < 0 || m.i >= n.size {
-		return nil, nil, fmt.Errorf("local node member %d of %d: share twice or out of range: %w", m.i, n.size, a2a.ErrInvalidArgument)
+	if m.shared || m.i < 0 || m.i >= m.n.m.Size() {
+		return nil, nil, fmt.Errorf("local node member %d of %d: share twice or out of range: %w", m.i, m.n.m.Size(), a2a.ErrInvalidArgument)
 	}
 	s, err := fabric.AllocHost(sendBytes)
 	if err != nil {
@@ -66,20 +58,15 @@ func (m *localMember) Share(ctx context.Context, sendBytes, recvBytes int) ([][]
 		return nil, nil, err
 	}
 	m.shared = true
-	n.mu.Lock()
-	n.send[m.i], n.recv[m.i] = s.Bytes(), r.Bytes()
-	n.bufs = append(n.bufs, s, r)
-	n.joined++
-	if n.joined == n.size {
-		close(n.ready)
+	all, err := m.n.m.Join(ctx, m.i, [2]*fabric.HostBuffer{s, r})
+	if err != nil {
+		return nil, nil, err
 	}
-	n.mu.Unlock()
-	select {
-	case <-n.ready:
-		return n.send, n.recv, nil
-	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("local node: waiting for %d peers: %w: %w", n.size, a2a.ErrTimeout, ctx.Err())
+	send, recv := make([][]byte, len(all)), make([][]byte, len(all))
+	for i, b := range all {
+		send[i], recv[i] = b[0].Bytes(), b[1].Bytes()
 	}
+	return send, recv, nil
 }
 
 func (m *localMember) Close() error {
@@ -87,19 +74,13 @@ func (m *localMember) Close() error {
 		return nil
 	}
 	m.closed = true
-	n := m.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.closed++
-	if n.closed < n.size {
-		return nil
-	}
 	var first error
-	for _, b := range n.bufs {
-		if err := b.Free(); err != nil && first == nil {
-			first = err
+	for _, b := range m.n.m.Leave() {
+		for _, h := range b {
+			if err := h.Free(); err != nil && first == nil {
+				first = err
+			}
 		}
 	}
-	n.bufs = nil
 	return first
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/host"
+	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 )
 
 func openFDs(t *testing.T) int {
@@ -28,7 +29,7 @@ func TestProcessNodeShares(t *testing.T) {
 	before := openFDs(t)
 	cfg := a2a.Config{WorldSize: 2, NVLinkSize: 2, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16,
 		CombineType: a2a.BF16, Experts: 4, ExpertsPerToken: 2}
-	x := newExchange(2)
+	x := a2atest.NewExchange(2)
 	sends := make([][][]byte, 2)
 	recvs := make([][][]byte, 2)
 	nodes := make([]*host.ProcessNode, 2)
@@ -39,7 +40,7 @@ func TestProcessNodeShares(t *testing.T) {
 	for r := range 2 {
 		c := cfg
 		c.Rank = r
-		n, err := host.NewProcessNode(c, member{x, r})
+		n, err := host.NewProcessNode(c, x.Member(r))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/cuda"
 	"github.com/ferryrdma/ferry/a2a/cuda/emu"
+	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -26,7 +27,7 @@ func ExampleNewDevice() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dev := emu.NewDevice()
-	x := newExchange(2)
+	x := a2atest.NewExchange(2) // in a job: a rendezvous.Group
 	var wg sync.WaitGroup
 	counts := make([][]int32, 2)
 	for r := range 2 {
@@ -42,7 +43,7 @@ func ExampleNewDevice() {
 			c := cfg
 			c.Rank = r
 			node := cuda.NewLocalNode(dev, 1) // one rank per NVLink domain
-			b, err := cuda.New(ctx, c, cuda.Options{Engine: e, Exchange: member{x, r}, Device: dev, Node: node.Member(0)})
+			b, err := cuda.New(ctx, c, cuda.Options{Engine: e, Exchange: x.Member(r), Device: dev, Node: node.Member(0)})
 			if err != nil {
 				fmt.Println(err)
 				return

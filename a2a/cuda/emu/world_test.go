@@ -12,6 +12,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/cuda"
 	"github.com/ferryrdma/ferry/a2a/cuda/emu"
+	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
 	_ "github.com/ferryrdma/ferry/fabric/memfabric"
@@ -24,40 +25,6 @@ func requireGxx(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("g++"); err != nil {
 		testutil.Skip(t, "emulator", "no g++ here: the CUDA emulator builds kernels with a C++20 compiler")
-	}
-}
-
-// exchange is a one-shot in-process all-gather.
-type exchange struct {
-	mu    sync.Mutex
-	data  [][]byte
-	n     int
-	ready chan struct{}
-}
-
-func newExchange(w int) *exchange {
-	return &exchange{data: make([][]byte, w), ready: make(chan struct{})}
-}
-
-type member struct {
-	x *exchange
-	r int
-}
-
-func (m member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
-	x := m.x
-	x.mu.Lock()
-	x.data[m.r] = data
-	x.n++
-	if x.n == len(x.data) {
-		close(x.ready)
-	}
-	x.mu.Unlock()
-	select {
-	case <-x.ready:
-		return x.data, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 }
 
@@ -97,7 +64,7 @@ func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) 
 	}
 	W := cfg.WorldSize
 	dev := emu.NewDevice()
-	x := newExchange(W)
+	x := a2atest.NewExchange(W)
 	w := &world{ctxs: make([]*a2a.Context, W), backends: make([]*cuda.Backend, W), members: make([]*cuda.LocalMember, W), l: l}
 	nodes := make([]*cuda.LocalNode, l.Nodes)
 	for n := range nodes {
@@ -144,7 +111,7 @@ func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) 
 			c := cfg
 			c.Rank = r
 			o := opt
-			o.Engine, o.Exchange, o.Device, o.Node = e, member{x, r}, dev, w.members[r]
+			o.Engine, o.Exchange, o.Device, o.Node = e, x.Member(r), dev, w.members[r]
 			b, err := cuda.New(ctx, c, o)
 			if err != nil {
 				errs[r] = err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/cuda"
+	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -40,35 +41,6 @@ type rankIO struct {
 	x, scales, idx, w, outX, outS, tok, off, y, out, boundM cuda.Memory
 }
 
-type exchange struct {
-	mu    sync.Mutex
-	data  [][]byte
-	n     int
-	ready chan struct{}
-}
-
-type member struct {
-	x *exchange
-	r int
-}
-
-func (m member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
-	x := m.x
-	x.mu.Lock()
-	x.data[m.r] = data
-	x.n++
-	if x.n == len(x.data) {
-		close(x.ready)
-	}
-	x.mu.Unlock()
-	select {
-	case <-x.ready:
-		return x.data, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // NewWorld builds the ranks of cfg (one engine each) and their caller
 // memory; everything is released at the end of the test.
 func NewWorld(tb testing.TB, cfg a2a.Config, o Options) *World {
@@ -82,7 +54,7 @@ func NewWorld(tb testing.TB, cfg a2a.Config, o Options) *World {
 	}
 	W := cfg.WorldSize
 	w := &World{Cfg: cfg, L: l, Backends: make([]*cuda.Backend, W), dev: o.Device, io: make([]*rankIO, W)}
-	x := &exchange{data: make([][]byte, W), ready: make(chan struct{})}
+	x := a2atest.NewExchange(W)
 	nodes := make([]*cuda.LocalNode, l.Nodes)
 	for n := range nodes {
 		if o.Mapped {
@@ -146,7 +118,7 @@ func NewWorld(tb testing.TB, cfg a2a.Config, o Options) *World {
 			c := cfg
 			c.Rank = r
 			bo := o.Backend
-			bo.Engine, bo.Exchange, bo.Device = e, member{x, r}, o.Device
+			bo.Engine, bo.Exchange, bo.Device = e, x.Member(r), o.Device
 			bo.Node = nodes[l.Node(r)].Member(r % l.NVLinkSize)
 			w.Backends[r], errs[r] = cuda.New(ctx, c, bo)
 		}()
