@@ -69,71 +69,68 @@ a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint6
 }
 
 // a2a_decode widens element i of a 16-byte chunk (in words w) of type ct.
+// Callers index with constants (loops of fixed length), so the chunk stays
+// in registers; the masks keep dead indices in range.
 __device__ __forceinline__ float a2a_decode(const uint32_t *w, uint32_t i, uint32_t ct) {
-	if (ct == A2A_FP32) return __uint_as_float(w[i]);
-	const uint16_t h = (uint16_t)(w[i >> 1] >> (16u * (i & 1u)));
+	if (ct == A2A_FP32) return __uint_as_float(w[i & 3u]);
+	const uint16_t h = (uint16_t)(w[(i >> 1) & 3u] >> (16u * (i & 1u)));
 	return ct == A2A_BF16 ? fd_bf16_to_f32(h) : fd_f16_to_f32(h);
 }
 
 // a2a_encode rounds v into element i of a chunk of type ct.
 __device__ __forceinline__ void a2a_encode(uint32_t *w, uint32_t i, uint32_t ct, float v) {
 	if (ct == A2A_FP32) {
-		w[i] = __float_as_uint(v);
+		w[i & 3u] = __float_as_uint(v);
 		return;
 	}
 	const uint32_t h = ct == A2A_BF16 ? fd_f32_to_bf16(v) : fd_f32_to_f16(v);
-	const uint32_t sh = 16u * (i & 1u);
-	w[i >> 1] = (w[i >> 1] & ~(0xffffu << sh)) | (h << sh);
+	const uint32_t sh = 16u * (i & 1u), j = (i >> 1) & 3u;
+	w[j] = (w[j] & ~(0xffffu << sh)) | (h << sh);
 }
 
-// a2a_load_bytes / a2a_store_bytes move n bytes of caller memory of any
-// alignment into and out of a chunk.
-__device__ __forceinline__ void a2a_load_bytes(uint32_t *w, const uint8_t *src, uint32_t n) {
-	uint8_t *b = (uint8_t *)w;
-	for (uint32_t i = 0; i < n; ++i) b[i] = src[i];
-}
-
-__device__ __forceinline__ void a2a_store_bytes(uint8_t *dst, const uint32_t *w, uint32_t n) {
-	const uint8_t *b = (const uint8_t *)w;
-	for (uint32_t i = 0; i < n; ++i) dst[i] = b[i];
-}
-
-// a2a_reduce_chunk computes elements [first, first+ne) of token t (one
-// chunk of at most 16 bytes, starting at byte off of the row).
+// a2a_reduce_chunk computes the ne elements of one chunk of a token (at
+// most 16 bytes, at byte off of the row): the fp32 sum over the K rows in
+// slot order, rounded once into the output. Every loop has a fixed
+// length so that the chunk and the sums stay in registers.
 __device__ __forceinline__ void a2a_reduce_chunk(const a2a_params *p, uint8_t *const *rows, const float *w,
                                                  uint8_t *out, uint32_t off, uint32_t ne, bool accumulate) {
 	const uint32_t K = A2A_K(p), ct = A2A_CT(p), es = ct == A2A_FP32 ? 4u : 2u, nb = ne * es;
+	const bool full = nb == 16u, vec = full && a2a_al16(out + off);
 	uint32_t c[4] = {0u, 0u, 0u, 0u};
-	float acc[8];
+	float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 	if (accumulate) {
-		if (nb == 16u && a2a_al16(out + off)) {
+		if (vec) {
 			fd_v16 v = fd_ld16(out + off);
 			c[0] = v.x, c[1] = v.y, c[2] = v.z, c[3] = v.w;
 		} else {
-			a2a_load_bytes(c, out + off, nb);
+			for (uint32_t b = 0; b < 16u; ++b)
+				if (b < nb) c[b >> 2] |= (uint32_t)out[off + b] << (8u * (b & 3u));
 		}
-		for (uint32_t i = 0; i < ne; ++i) acc[i] = a2a_decode(c, i, ct);
-	} else {
-		for (uint32_t i = 0; i < ne; ++i) acc[i] = 0.0f;
+		for (uint32_t i = 0; i < 8u; ++i)
+			if (i < ne) acc[i] = a2a_decode(c, i, ct);
 	}
 	for (uint32_t k = 0; k < K; ++k) {
 		const uint8_t *src = rows[k] + off;
-		if (nb == 16u) {
+		if (full) {
 			fd_v16 v = fd_ld16_nc(src);
 			c[0] = v.x, c[1] = v.y, c[2] = v.z, c[3] = v.w;
 		} else {
-			for (uint32_t i = 0; i < (nb + 3u) / 4u; ++i) c[i] = ((const uint32_t *)src)[i];
+			for (uint32_t j = 0; j < 4u; ++j)
+				if (4u * j < nb) c[j] = ((const uint32_t *)src)[j];
 		}
 		const float wk = w[k];
-		for (uint32_t i = 0; i < ne; ++i) acc[i] = fd_mul_add_f32(acc[i], wk, a2a_decode(c, i, ct));
+		for (uint32_t i = 0; i < 8u; ++i)
+			if (i < ne) acc[i] = fd_mul_add_f32(acc[i], wk, a2a_decode(c, i, ct));
 	}
-	for (uint32_t i = 0; i < ne; ++i) a2a_encode(c, i, ct, acc[i]);
-	if (nb == 16u && a2a_al16(out + off)) {
+	for (uint32_t i = 0; i < 8u; ++i)
+		if (i < ne) a2a_encode(c, i, ct, acc[i]);
+	if (vec) {
 		fd_v16 v;
 		v.x = c[0], v.y = c[1], v.z = c[2], v.w = c[3];
 		fd_st16(out + off, v);
 	} else {
-		a2a_store_bytes(out + off, c, nb);
+		for (uint32_t b = 0; b < 16u; ++b)
+			if (b < nb) out[off + b] = (uint8_t)(c[b >> 2] >> (8u * (b & 3u)));
 	}
 }
 
