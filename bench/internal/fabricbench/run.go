@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -249,8 +251,10 @@ func (s *Side) submitter(c Case, l Layout, j Job, tc *fabric.TransferCounter) (t
 // waitDone waits for the counter to reach n. Spin mode only yields to
 // other goroutines, for the lowest latency; adaptive mode yields for a
 // short while, then sleeps in short steps so a waiting benchmark leaves
-// the cores to the workers (these machines have two). Both are bounded by
-// ctx.
+// the cores to the workers (these machines have two), precise to tens of
+// microseconds. Both are bounded by ctx.
+var waitStep = unix.NsecToTimespec(int64(10 * time.Microsecond))
+
 func waitDone(ctx context.Context, tc *fabric.TransferCounter, n int64, poll fabric.PollMode) error {
 	const yieldFor = 200 * time.Microsecond
 	var start time.Time
@@ -268,7 +272,10 @@ func waitDone(ctx context.Context, tc *fabric.TransferCounter, n int64, poll fab
 		if start.IsZero() {
 			start = time.Now()
 		} else if time.Since(start) > yieldFor {
-			time.Sleep(10 * time.Microsecond)
+			// Not time.Sleep: the runtime rounds sub-millisecond sleeps up
+			// to about a millisecond, which would add up to that much to
+			// the timed latency of a case (a tenth of a 64 MiB write).
+			_ = unix.Nanosleep(&waitStep, nil)
 		}
 	}
 	return nil
