@@ -130,7 +130,7 @@ func ChooseTransport(transport string, opts DomainOptions) (Choice, error) {
 			tried = append(tried, t+": "+err.Error())
 		}
 		return Choice{}, fmt.Errorf("auto found no RDMA device (%v); choose a transport explicitly, "+
-			"for example \"tcp;ofi_rxm\" or \"shm\" on machines without RDMA NICs: %w", tried, ErrNoTransport)
+			"for example \"tcp;ofi_rxm\" (between hosts), or \"ipc\" or \"shm\" (processes of one host) on machines without RDMA NICs: %w", tried, ErrNoTransport)
 	}
 	p, err := lookupTransport(transport)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ferryrdma/ferry/bench/internal/sysreport"
 	"github.com/ferryrdma/ferry/efa"
+	"github.com/ferryrdma/ferry/ipc"
 	"github.com/ferryrdma/ferry/verbs"
 )
 
@@ -19,6 +20,7 @@ func Info(w io.Writer, asJSON bool) error {
 		LibfabricVersion: efa.Version,
 		Transports:       efa.Transports,
 		VerbsDevices:     verbsDevices,
+		ProbeIPC:         ipc.Probe,
 	})
 	if err != nil {
 		return fmt.Errorf("collect report: %w", err)

@@ -223,6 +223,16 @@ func (r *Report) collectCapabilities(opts Options, gpus []GPU) {
 	default:
 		add("cma", No, "ptrace_scope %d %s: shm peers cannot read each other (set kernel.yama.ptrace_scope=0 or grant CAP_SYS_PTRACE)", r.PtraceScope, capNote)
 	}
+
+	// ferry's own shared-memory transport needs sealed memfds (and
+	// abstract unix sockets, which every Linux has), not CMA.
+	if opts.ProbeIPC != nil {
+		if err := opts.ProbeIPC(); err != nil {
+			add("ipc", No, "%v", err)
+		} else {
+			add("ipc", Yes, "sealed memfds work: --transport ipc joins processes of this host (same user, same network namespace)")
+		}
+	}
 }
 
 func (r *Report) collectWarnings(gpus []GPU) {

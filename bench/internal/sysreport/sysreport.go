@@ -76,6 +76,9 @@ type Options struct {
 	// process; nil means the real probe, which is right only with the real
 	// roots. It returns nil when CMA works.
 	ProbeCMA func() error
+	// ProbeIPC is ipc.Probe when the program links ferry's shared-memory
+	// transport; nil leaves the "ipc" capability out.
+	ProbeIPC func() error
 }
 
 // Libfabric is what the linked libfabric offers.

@@ -195,6 +195,23 @@ func TestCMAStates(t *testing.T) {
 	}
 }
 
+func TestIPCCapability(t *testing.T) {
+	tr, err := topotest.NoGPUNoNIC(t.TempDir())
+	require.NoError(t, err)
+	opts := fakeHost(t, tr, "6.1.0", "0", "", noCaps, "", false)
+	r, err := sysreport.Collect(opts)
+	require.NoError(t, err)
+	for _, c := range r.Capabilities {
+		assert.NotEqual(t, "ipc", c.Name, "not linked: not reported")
+	}
+	for probe, want := range map[error]sysreport.Status{nil: sysreport.Yes, unix.ENOSYS: sysreport.No} {
+		opts.ProbeIPC = func() error { return probe }
+		r, err := sysreport.Collect(opts)
+		require.NoError(t, err)
+		assert.Equal(t, want, r.Capability("ipc").Status, "probe %v", probe)
+	}
+}
+
 func TestInputErrorsAreReported(t *testing.T) {
 	tr, err := topotest.NoGPUNoNIC(t.TempDir())
 	require.NoError(t, err)
