@@ -25,6 +25,9 @@ type HostBuffer struct {
 // AllocHost maps n bytes (rounded up to the page size) of zeroed host
 // memory: a shared mapping of a new sealed memfd, or, where memfd_create
 // is refused, anonymous private memory (then Shareable reports false).
+// Being a shared mapping, the memory is shared with, not copied into, a
+// child the process forks. Each buffer holds one file descriptor until
+// Free.
 func AllocHost(n int) (*HostBuffer, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("alloc host memory of %d bytes: %w", n, ErrInvalidArgument)
