@@ -24,7 +24,7 @@ test: deps vet
 	$(GO) test $(TESTFLAGS) -count=1 -skip '^TestKernelGate$$' -timeout 20m $(PKGS)
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./ipc ./tests
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m -run TestConformance ./efa
-	CGO_ENABLED=0 $(GO) build ./fabric/...
+	CGO_ENABLED=0 $(GO) build ./fabric/... ./ipc
 
 vet:
 	$(GO) vet $(PKGS)
