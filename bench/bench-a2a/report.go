@@ -39,8 +39,8 @@ func newPrinter(jsonPath string, args []string, stdout, stderr io.Writer) (*prin
 	}
 	s.SetColumns(
 		report.Column{Head: "tokens", Width: 6}, report.Column{Head: "phase", Width: 8, Left: true},
-		report.Column{Head: "p50_us", Width: 10}, report.Column{Head: "p99_us", Width: 10},
-		report.Column{Head: "min_us", Width: 10}, report.Column{Head: "max_us", Width: 10},
+		report.Column{Head: "p50_us", Width: 9}, report.Column{Head: "p99_us", Width: 9},
+		report.Column{Head: "min_us", Width: 9}, report.Column{Head: "max_us", Width: 9},
 		report.Column{Head: "send_p50_us", Width: 11}, report.Column{Head: "recv_p50_us", Width: 11},
 		report.Column{Head: "GB/s", Width: 8}, report.Column{Head: "verified", Left: true})
 	return &printer{s: s, args: args}, nil

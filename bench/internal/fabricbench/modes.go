@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
@@ -23,12 +24,13 @@ func Loopback(ctx context.Context, spec Spec, sink Sink) (_ *Report, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("open server engine: %w", err)
 	}
-	defer closeSide(server, &err)
 	client, err := openSide(ctx, spec, "client")
 	if err != nil {
-		return nil, fmt.Errorf("open client engine: %w", err)
+		err = fmt.Errorf("open client engine: %w", err)
+		closeSide(server, &err)
+		return nil, err
 	}
-	defer closeSide(client, &err)
+	defer closeBoth(server, client, &err)
 
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
@@ -41,6 +43,18 @@ func Loopback(ctx context.Context, spec Spec, sink Sink) (_ *Report, err error) 
 	}
 	defer c.Close()
 	return c.run(ctx, spec, "loopback", sink)
+}
+
+// closeBoth closes two sides at once, each the other's peer: one closing
+// well before the other would look to the other's liveness checks like a
+// lost peer (a warning at every teardown).
+func closeBoth(a, b *Side, err *error) {
+	var ea, eb error
+	var wg sync.WaitGroup
+	wg.Go(func() { closeSide(a, &ea) })
+	wg.Go(func() { closeSide(b, &eb) })
+	wg.Wait()
+	*err = errors.Join(*err, ea, eb)
 }
 
 // closeSide closes s and adds its error to *err: a close that abandoned

@@ -60,10 +60,10 @@ func (p *Printer) Header(h Header) {
 		cols = append(cols, report.Column{Head: "pair", Width: 5, Left: true})
 	}
 	cols = append(cols,
-		report.Column{Head: "size", Width: 9}, report.Column{Head: "pages", Width: 5},
+		report.Column{Head: "size", Width: 8}, report.Column{Head: "pages", Width: 5},
 		report.Column{Head: "iters", Width: 5},
-		report.Column{Head: "p50_us", Width: 10}, report.Column{Head: "p99_us", Width: 10},
-		report.Column{Head: "min_us", Width: 10}, report.Column{Head: "max_us", Width: 10},
+		report.Column{Head: "p50_us", Width: 9}, report.Column{Head: "p99_us", Width: 9},
+		report.Column{Head: "min_us", Width: 9}, report.Column{Head: "max_us", Width: 9},
 		report.Column{Head: "Gbit/s", Width: 8}, report.Column{Head: "Mop/s", Width: 10})
 	if p.link {
 		cols = append(cols, report.Column{Head: "link_%", Width: 6})

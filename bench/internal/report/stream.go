@@ -22,6 +22,7 @@ type Stream struct {
 	file  *os.File  // the JSON file to close, if any
 	start time.Time
 	end   End
+	began bool // Begin was called: End has something to sum up
 	err   error
 }
 
@@ -76,6 +77,7 @@ func (s *Stream) record(kind string, v any) {
 
 // Begin writes the begin record; the tool prints its own table header.
 func (s *Stream) Begin(b Begin) {
+	s.began = true
 	if b.Time.IsZero() {
 		b.Time = s.start
 	}
@@ -98,12 +100,16 @@ func (s *Stream) Case(c Case) {
 }
 
 // End prints the summary line, writes the end record and returns it.
-// runErr is the run's error, if any.
+// runErr is the run's error, if any. A run that failed before Begin
+// prints and records nothing: its error says it all.
 func (s *Stream) End(runErr error) End {
 	e := s.end
 	e.Seconds = time.Since(s.start).Seconds()
 	if runErr != nil {
 		e.Error = runErr.Error()
+	}
+	if !s.began {
+		return e
 	}
 	verdict := "done"
 	if !e.OK() {

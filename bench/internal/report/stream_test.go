@@ -88,6 +88,17 @@ func TestStreamFileIsIncremental(t *testing.T) {
 	require.Error(t, err)
 }
 
+// A run that fails before it begins leaves the output empty.
+func TestStreamNotBegun(t *testing.T) {
+	var stdout bytes.Buffer
+	s, err := Open("-", &stdout, &stdout)
+	require.NoError(t, err)
+	end := s.End(errors.New("no RDMA device"))
+	require.NoError(t, s.Close())
+	require.False(t, end.OK())
+	require.Empty(t, stdout.String())
+}
+
 func TestVerdict(t *testing.T) {
 	require.Equal(t, VerdictYes, Measure{Checked: true, Verified: true}.Verdict())
 	require.Equal(t, VerdictFail, Measure{Checked: true}.Verdict())
