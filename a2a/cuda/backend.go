@@ -258,7 +258,7 @@ func (b *Backend) allocate(ctx context.Context) error {
 			l.Experts, l.MaxTokens, cells>>20, a2a.ErrInvalidConfig)
 	}
 	sizes := []int{paramsSize, stateSize, 3 * 8 * S, int(cells), int(cells), 4 * (l.Experts + 1),
-		4 * l.MaxTokens * l.ExpertsPerToken, 4*runWords*b.ml.maxRuns + 4*(b.ml.maxRuns+1)}
+		4 * l.MaxTokens * l.ExpertsPerToken, recordBytes(l)}
 	dm := make([]Memory, len(sizes))
 	for i, n := range sizes {
 		if dm[i], err = b.alloc(n, false); err != nil {

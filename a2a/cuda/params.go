@@ -62,6 +62,10 @@ func newMetaLayout(l *a2a.Layout) metaLayout {
 	return m
 }
 
+// recordBytes is the size of the per-copy receive records (16 bytes per
+// copy a rank can receive).
+func recordBytes(l *a2a.Layout) int { return 16 * (l.RecvRows + 1) }
+
 // addrs are the 64-bit fields of struct a2a_params, in order.
 type addrs struct {
 	send, recv, peerSend, peerRecv, peerSync, sync, table, ctrl, meta, dmeta, state, mask, prefix, offsets, pos uint64

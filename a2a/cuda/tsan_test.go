@@ -68,7 +68,7 @@ func tsanScenario(t *testing.T) []byte {
 	w.b.WriteString("A2AT")
 	w.u64(W, S, G, tsanIters, tsanGrid, tsanBlock, T, K, L, O, l.TokenBytes, l.Scales, l.CombineBytes, l.RowWords, E)
 	w.u64(int(l.SendBytes), int(l.RecvBytes)+syncBytes, int(l.RecvBytes), l.CountTableBytes, ctrlBytes, 4*ml.words,
-		paramsSize, stateSize, 3*8*S, 4*E*chunks, 4*E*chunks, 4*(E+1), 4*T*K, 4*runWords*ml.maxRuns+4*(ml.maxRuns+1))
+		paramsSize, stateSize, 3*8*S, 4*E*chunks, 4*E*chunks, 4*(E+1), 4*T*K, recordBytes(&l))
 	planners := make([]*a2a.Planner, W)
 	for r := range W {
 		c := cfg

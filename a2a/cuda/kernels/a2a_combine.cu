@@ -12,27 +12,27 @@
 // in the receive buffer of every replica of the copy's group (node).
 __device__ void a2a_send_copies(const a2a_params *p, uint32_t lo, uint32_t hi, bool remote, const uint8_t *y,
                                 uint64_t y_stride) {
-	const a2a_run *runs = a2a_runs(p);
-	const uint32_t *starts = a2a_starts(p);
-	const uint32_t nruns = ((const uint32_t *)p->meta)[A2A_META_RUNS];
+	const fd_v16 *rec = a2a_records(p);
 	const uint32_t lane = fd_lane_id(), wpb = blockDim.x >> 5, nw = gridDim.x * wpb;
 	const uint32_t D = p->replicas, n = p->combine_bytes;
 	uint8_t *dst[8];
-	for (uint32_t c = lo + blockIdx.x * wpb + (threadIdx.x >> 5); c < hi; c += nw) {
-		const uint32_t r = a2a_find_run(starts, nruns, c);
-		const a2a_run run = runs[r];
-		const uint32_t o = c - starts[r], row = (uint32_t)run.combine_row + o;
-		const uint8_t *src = y + ((uint64_t)(uint32_t)run.padded + o) * y_stride;
+	uint32_t c = lo + blockIdx.x * wpb + (threadIdx.x >> 5);
+	fd_v16 next;
+	if (c < hi) next = fd_ld16(rec + c);
+	for (; c < hi; c += nw) {
+		const fd_v16 r = next;
+		if (c + nw < hi) next = fd_ld16(rec + c + nw);
+		const uint8_t *src = y + (uint64_t)r.y * y_stride;
 		if (remote) {
-			dst[0] = a2a_row(p->send, p, row);
+			dst[0] = a2a_row(p->send, p, r.z);
 			a2a_copy(dst, 1, src, n, lane, 32);
 			continue;
 		}
 		// D destinations, in batches of up to 8 stores per load.
-		const uint32_t q0 = (uint32_t)run.group * D - p->base;
+		const uint32_t q0 = (r.w >> 12) * D - p->base;
 		for (uint32_t b = 0; b < D; b += 8) {
 			const uint32_t nd = D - b < 8u ? D - b : 8u;
-			for (uint32_t i = 0; i < nd; ++i) dst[i] = a2a_row(a2a_peer(p->peer_recv, q0 + b + i), p, row);
+			for (uint32_t i = 0; i < nd; ++i) dst[i] = a2a_row(a2a_peer(p->peer_recv, q0 + b + i), p, r.z);
 			a2a_copy(dst, nd, src, n, lane, 32);
 		}
 	}

@@ -86,7 +86,7 @@
 
 // Receive-plan metadata (host-mapped, written by the worker): a header,
 // tokens per local expert, padded expert offsets, then the runs and the
-// exclusive prefix of their counts.
+// exclusive prefix of their counts (where each run's copies start).
 #define A2A_META_RUNS 0
 #define A2A_META_REMOTE_RUNS 1
 #define A2A_META_COPIES 2
@@ -110,7 +110,7 @@ struct a2a_params {
 	uint64_t table;                            // count table, G rows of row_words (host-mapped)
 	uint64_t ctrl;                             // control block (host-mapped)
 	uint64_t meta;                             // receive plan (host-mapped)
-	uint64_t dmeta;                            // device copy of the runs and their starts
+	uint64_t dmeta;                            // per-copy receive records (fd_v16 each)
 	uint64_t state;                            // struct a2a_state
 	uint64_t mask, prefix;                     // [E][chunks] token bitmaps and their prefix counts
 	uint64_t offsets;                          // [E+1] exclusive prefix of the per-expert counts
@@ -307,23 +307,12 @@ __device__ __forceinline__ void a2a_copy_out(uint8_t *dst, const uint8_t *src, u
 	for (uint32_t b = done + i; b < n; b += step) dst[b] = src[b];
 }
 
-// a2a_find_run returns the run holding copy c: the last r in [0, n) with
-// starts[r] <= c (starts ascending, starts[0] = 0).
-__device__ __forceinline__ uint32_t a2a_find_run(const uint32_t *starts, uint32_t n, uint32_t c) {
-	uint32_t lo = 0, hi = n;
-	while (hi - lo > 1) {
-		uint32_t mid = (lo + hi) >> 1;
-		if (starts[mid] <= c) lo = mid;
-		else hi = mid;
-	}
-	return lo;
-}
-
-// a2a_runs returns the device copy of the runs; a2a_starts their starts.
-__device__ __forceinline__ const a2a_run *a2a_runs(const a2a_params *p) { return (const a2a_run *)p->dmeta; }
-__device__ __forceinline__ const uint32_t *a2a_starts(const a2a_params *p) {
-	return (const uint32_t *)(p->dmeta + (uint64_t)p->max_runs * sizeof(a2a_run));
-}
+// Per-copy receive records, expanded from the runs into device memory by
+// dispatch-recv (a2a_expand_plan) and read by it and by combine-send: one
+// 16-byte load per row instead of a search through the runs.
+//   x: source row, y: output (padded) row, z: combine row,
+//   w: kind | node-local source << 2 | group << 12
+__device__ __forceinline__ fd_v16 *a2a_records(const a2a_params *p) { return (fd_v16 *)p->dmeta; }
 
 // a2a_row returns row r of a transport buffer.
 __device__ __forceinline__ uint8_t *a2a_row(uint64_t buf, const a2a_params *p, uint32_t r) {

@@ -249,41 +249,52 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 	if (blockIdx.x == 0 && threadIdx.x == 0) a2a_finish(p, st, A2A_PHASE_DISPATCH_SEND, iter);
 }
 
-// a2a_load_plan copies the runs and their starts from the host-mapped
-// plan into device memory (every block a share), so the per-row lookups
-// hit device memory instead of crossing the bus.
-__device__ void a2a_load_plan(const a2a_params *p) {
+// a2a_expand_plan turns the worker's runs (host-mapped) into per-copy
+// records in device memory: a block per run (strided), a thread per copy.
+__device__ void a2a_expand_plan(const a2a_params *p) {
 	const uint32_t *meta = (const uint32_t *)p->meta;
 	const uint32_t runs = meta[A2A_META_RUNS];
-	const uint32_t *src_runs = meta + p->meta_runs, *src_starts = meta + p->meta_starts;
-	uint32_t *dst_runs = (uint32_t *)p->dmeta, *dst_starts = (uint32_t *)a2a_starts(p);
-	const uint32_t words = runs * (uint32_t)(sizeof(a2a_run) / 4);
-	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words + runs + 1u; i += gridDim.x * blockDim.x) {
-		if (i < words) dst_runs[i] = src_runs[i];
-		else dst_starts[i - words] = src_starts[i - words];
+	const a2a_run *src = (const a2a_run *)(meta + p->meta_runs);
+	const uint32_t *starts = meta + p->meta_starts;
+	fd_v16 *rec = a2a_records(p);
+	__shared__ a2a_run run;
+	__shared__ uint32_t start;
+	for (uint32_t r = blockIdx.x; r < runs; r += gridDim.x) {
+		if (threadIdx.x == 0) {
+			run = src[r];
+			start = starts[r];
+		}
+		__syncthreads();
+		const uint32_t tag = (uint32_t)run.kind | (uint32_t)run.source << 2 | (uint32_t)run.group << 12;
+		for (uint32_t o = threadIdx.x; o < (uint32_t)run.count; o += blockDim.x) {
+			fd_v16 v;
+			v.x = (uint32_t)run.src_row + o, v.y = (uint32_t)run.padded + o, v.z = (uint32_t)run.combine_row + o, v.w = tag;
+			fd_st16(rec + start + o, v);
+		}
+		__syncthreads();
 	}
 }
 
 // a2a_recv_copies copies dispatch copies [lo, hi) into the output, a warp
-// per row.
+// per row; each warp loads its next row's record before copying the
+// current one.
 __device__ void a2a_recv_copies(const a2a_params *p, uint32_t lo, uint32_t hi, uint8_t *out_x, uint64_t x_stride,
                                 float *out_scales, uint64_t s_tok, uint64_t s_elem) {
-	const a2a_run *runs = a2a_runs(p);
-	const uint32_t *starts = a2a_starts(p);
-	const uint32_t nruns = ((const uint32_t *)p->meta)[A2A_META_RUNS];
+	const fd_v16 *rec = a2a_records(p);
 	const uint32_t lane = fd_lane_id(), wpb = blockDim.x >> 5;
 	const uint32_t nw = gridDim.x * wpb, tb = A2A_TB(p), hs = A2A_HS(p), slot = (tb + 15u) & ~15u;
-	for (uint32_t c = lo + blockIdx.x * wpb + (threadIdx.x >> 5); c < hi; c += nw) {
-		const uint32_t r = a2a_find_run(starts, nruns, c);
-		const a2a_run run = runs[r];
-		const uint32_t o = c - starts[r];
+	uint32_t c = lo + blockIdx.x * wpb + (threadIdx.x >> 5);
+	fd_v16 next;
+	if (c < hi) next = fd_ld16(rec + c);
+	for (; c < hi; c += nw) {
+		const fd_v16 r = next;
+		if (c + nw < hi) next = fd_ld16(rec + c + nw);
 		uint64_t buf = p->recv;
-		if (run.kind == A2A_SRC_OWN_SEND) buf = p->send;
-		else if (run.kind == A2A_SRC_PEER_SEND) buf = a2a_peer(p->peer_send, (uint32_t)run.source);
-		const uint8_t *src = a2a_row(buf, p, (uint32_t)run.src_row + o);
-		const uint64_t row = (uint64_t)(uint32_t)run.padded + o;
-		a2a_copy_out(out_x + row * x_stride, src, tb, lane, 32);
-		for (uint32_t s = lane; s < hs; s += 32) out_scales[row * s_tok + s * s_elem] = ((const float *)(src + slot))[s];
+		if ((r.w & 3u) == A2A_SRC_OWN_SEND) buf = p->send;
+		else if ((r.w & 3u) == A2A_SRC_PEER_SEND) buf = a2a_peer(p->peer_send, (r.w >> 2) & 0x3ffu);
+		const uint8_t *src = a2a_row(buf, p, r.x);
+		a2a_copy_out(out_x + (uint64_t)r.y * x_stride, src, tb, lane, 32);
+		for (uint32_t s = lane; s < hs; s += 32) out_scales[(uint64_t)r.y * s_tok + s * s_elem] = ((const float *)(src + slot))[s];
 	}
 }
 
@@ -301,7 +312,7 @@ a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float 
 			ok = a2a_wait(st, (uint32_t *)p->sync + q, iter, timeout_ns, A2A_WAIT_NODE_DISPATCH, q);
 	}
 	__syncthreads();
-	if (!a2a_aborted(st)) a2a_load_plan(p);
+	if (!a2a_aborted(st)) a2a_expand_plan(p);
 	fd_grid_sync(&st->barrier);
 	const uint32_t *meta = (const uint32_t *)p->meta;
 	const uint32_t copies = meta[A2A_META_COPIES], remote = meta[A2A_META_REMOTE_COPIES];
