@@ -16,8 +16,10 @@
 //
 // Providers implement the RdmaDomain contract and register themselves, the
 // way database/sql drivers do: import github.com/ferryrdma/ferry/efa for
-// libfabric (efa, tcp;ofi_rxm, shm, ...) and github.com/ferryrdma/ferry/verbs
-// for libibverbs. The transport is always chosen explicitly or by "auto"
+// libfabric (efa, tcp;ofi_rxm, shm, ...), github.com/ferryrdma/ferry/verbs
+// for libibverbs and github.com/ferryrdma/ferry/ipc for shared memory
+// between processes of one host (or github.com/ferryrdma/ferry/providers
+// for all of them). The transport is always chosen explicitly or by "auto"
 // (EFA, then verbs, else an error): there is no silent TCP fallback.
 //
 // # Requests and the immediate-count contract
