@@ -81,7 +81,7 @@ func (p *outPeer) dropPage() {
 // (both sequentially consistent), so one of the two always sees the other.
 type mapping struct {
 	key     uint64
-	mem     []byte
+	seg     *segment
 	base    uintptr // the region's first byte
 	length  uint64
 	users   atomic.Int32
@@ -104,14 +104,14 @@ func (m *mapping) release() { m.users.Add(-1) }
 
 // retire keeps every later copy out of m, waits for the ones running (a
 // large one takes milliseconds: the wait sleeps rather than spin on a core
-// the copy could use), and unmaps it.
+// the copy could use), and lets go of its segment.
 func (m *mapping) retire() {
 	m.revoked.Store(true)
 	for pause := time.Microsecond; m.users.Load() != 0; pause = min(2*pause, 100*time.Microsecond) {
 		time.Sleep(pause)
 	}
-	unmap(m.mem)
-	m.mem = nil
+	m.seg.release()
+	m.seg = nil
 }
 
 func (d *Domain) runAccept() {
@@ -317,11 +317,11 @@ func (p *outPeer) mapped(m ctlMsg, fd int) {
 	if m.status == 0 {
 		if fd < 0 || m.c > m.b || m.d > m.b-m.c {
 			mp.errno = errnoProtocol
-		} else if mem, err := mapFile(fd, m.a, m.b, m.a+m.c+m.d); err != nil {
+		} else if seg, err := mapSegment(p.ea, fd, m.a, m.b, m.a+m.c+m.d); err != nil {
 			mp.errno = errnoNotSharing
 		} else {
-			mp.mem, mp.length = mem, m.d
-			mp.base = uintptr(unsafeAddr(mem)) + uintptr(m.c)
+			mp.seg, mp.length = seg, m.d
+			mp.base = uintptr(unsafeAddr(seg.mem)) + uintptr(m.c)
 		}
 	} else if mp.errno == 0 {
 		mp.errno = errnoAccess

@@ -268,3 +268,25 @@ func TestBadInput(t *testing.T) {
 	_, err = d.RegisterMemory(fabric.MemorySpan{Addr: 4096, Len: 1, Device: fabric.HostDevice}, fabric.AccessLocal)
 	require.ErrorIs(t, err, fabric.ErrClosed)
 }
+
+// TestSegmentsShared: endpoints of one process writing into the same
+// region map it once; the mapping goes with the last of them.
+func TestSegmentsShared(t *testing.T) {
+	a1, a2, b := openSide(t, 1<<20), openSide(t, 1<<20), openSide(t, 1<<20)
+	extra, err := fabric.AllocHost(1 << 20)
+	require.NoError(t, err)
+	defer extra.Free()
+	k, err := b.d.RegisterMemory(extra.Span(), fabric.AccessRemoteWrite)
+	require.NoError(t, err)
+	base := ipc.LiveMappings()
+	for _, a := range []*side{a1, a2} {
+		peer := a.resolve(b)
+		a.post(fabric.WriteOp{Local: a.addr(0), Length: 4096, Remote: 8192, RemoteKey: k.Remote, Peer: peer, Context: 1})
+		pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 }, a, b)
+		require.Zero(t, a.byCtx[1].Errno)
+	}
+	// Both ends of the two connections map their page in this process.
+	require.Equal(t, base+4+1, ipc.LiveMappings(), "four connection page mappings, one region mapping")
+	require.NoError(t, b.d.UnregisterMemory(k))
+	require.Equal(t, base+4, ipc.LiveMappings(), "the region's mapping went with its last user")
+}

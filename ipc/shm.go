@@ -76,7 +76,9 @@ func unmap(b []byte) {
 }
 
 // LiveMappings returns how many shared mappings the ipc domains of this
-// process hold (peers' regions and rings): zero once every domain closed.
+// process hold (connection pages, and peers' regions: one per range of a
+// peer's buffer, however many endpoints write into it): zero once every
+// domain closed.
 func LiveMappings() int64 { return liveMaps.Load() }
 
 var pageSize = uint64(unix.Getpagesize())
