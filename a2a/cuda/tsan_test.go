@@ -143,7 +143,7 @@ func tsanRun(t *testing.T, mutate func(string) string) (races int, clean bool, o
 		t.Skip("-short")
 	}
 	cxx, err := cudaemu.Compiler()
-	testutil.SkipIfNotSupported(t, "emulator", err)
+	testutil.SkipIfNotSupported(t, "cudaemu", err)
 	dir := t.TempDir()
 	if err := cudaemu.WriteHeaders(dir); err != nil {
 		t.Fatal(err)

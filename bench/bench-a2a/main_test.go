@@ -131,7 +131,7 @@ func TestCUDABackendNeedsDriver(t *testing.T) {
 func requireGxx(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("g++"); err != nil {
-		testutil.Skip(t, "emulator", "no g++ here: the CUDA emulator builds kernels with a C++20 compiler")
+		testutil.Skip(t, "cudaemu", "no g++ here: the CUDA emulator builds kernels with a C++20 compiler")
 	}
 }
 

@@ -173,11 +173,11 @@ func fullCases() []testCase {
 }
 
 // requireGxx skips when the CUDA emulator cannot build kernels here (no
-// C++ compiler), unless FERRY_TEST_REQUIRE lists "emulator".
+// C++ compiler), unless FERRY_TEST_REQUIRE lists "cudaemu".
 func requireGxx(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("g++"); err != nil {
-		testutil.Skip(t, "emulator", "no g++ here: the CUDA emulator builds kernels with a C++20 compiler")
+		testutil.Skip(t, "cudaemu", "no g++ here: the CUDA emulator builds kernels with a C++20 compiler")
 	}
 }
 

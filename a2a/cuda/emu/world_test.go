@@ -20,11 +20,11 @@ import (
 )
 
 // requireGxx skips when no C++ compiler can build the emulated kernels,
-// unless FERRY_TEST_REQUIRE lists "emulator".
+// unless FERRY_TEST_REQUIRE lists "cudaemu".
 func requireGxx(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("g++"); err != nil {
-		testutil.Skip(t, "emulator", "no g++ here: the CUDA emulator builds kernels with a C++20 compiler")
+		testutil.Skip(t, "cudaemu", "no g++ here: the CUDA emulator builds kernels with a C++20 compiler")
 	}
 }
 
