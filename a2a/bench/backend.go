@@ -36,7 +36,8 @@ func newBackend(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, e
 		}
 	}
 	me := cfg.Rank % l.NVLinkSize
-	copt := a2acuda.Options{Engine: eng, Exchange: g, Grid: spec.Grid, Block: spec.Block, Timeout: spec.Timeout}
+	copt := a2acuda.Options{Engine: eng, Exchange: g, Grid: spec.Grid, Block: spec.Block, Timeout: spec.Timeout,
+		Spin: spec.Spin}
 	switch spec.Backend {
 	case BackendHost:
 		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node})

@@ -29,6 +29,8 @@ type Spec struct {
 	// Grid and Block size the CUDA backends' launches (blocks, threads per
 	// block); 0 takes the device's default.
 	Grid, Block int
+	// Spin makes the CUDA backends' workers poll without sleeping.
+	Spin bool
 	// Transport is the fabric transport ("auto", "efa", "verbs",
 	// "tcp;ofi_rxm", "shm", "ipc", or "mem" for ranks in one process).
 	Transport string

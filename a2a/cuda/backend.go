@@ -37,6 +37,12 @@ type Options struct {
 	// has no deadline (default 30 s). With a deadline, kernels give up
 	// shortly before it.
 	Timeout time.Duration
+	// Spin makes the CPU worker poll the kernels' flags without ever
+	// sleeping (it still yields): the lowest latency, for hosts with a core
+	// to spare per rank. By default it backs off to sleeps of up to half a
+	// millisecond while nothing happens, which machines with few cores (and
+	// the emulator, whose kernels need those cores) want.
+	Spin bool
 }
 
 // DefaultTimeout is Options.Timeout's default.
@@ -56,6 +62,7 @@ type Backend struct {
 	grid    int
 	block   int
 	timeout time.Duration
+	spin    bool
 	ml      metaLayout
 
 	send, recv []uint64 // node ranks' transport buffers
@@ -96,7 +103,8 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if 8*l.NVLinkSize > syncBytes {
 		return nil, fmt.Errorf("a2a cuda backend: NVLinkSize %d above %d: %w", l.NVLinkSize, syncBytes/8, a2a.ErrInvalidConfig)
 	}
-	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout, ml: newMetaLayout(&l)}
+	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout, spin: opt.Spin,
+		ml: newMetaLayout(&l)}
 	if b.timeout <= 0 {
 		b.timeout = DefaultTimeout
 	}

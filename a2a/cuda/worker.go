@@ -211,8 +211,9 @@ func encodePlan(mw []uint32, l *a2a.Layout, ml *metaLayout, rp *a2a.RecvPlan) er
 func (b *Backend) raise(s int, it uint32) { b.ctrlWord(s, 0).Store(it) }
 
 // await waits until a kernel raised slot s to epoch it: spinning briefly,
-// then yielding, then sleeping up to pollMax (the cores may be shared with
-// the kernels themselves, on the emulator).
+// then yielding, then (unless Options.Spin) sleeping up to half a
+// millisecond at a time (the cores may be shared with the kernels
+// themselves, on the emulator).
 func (b *Backend) await(ctx context.Context, s int, it uint32) error {
 	w := b.ctrlWord(s, 0)
 	for i := 0; ; i++ {
@@ -221,8 +222,11 @@ func (b *Backend) await(ctx context.Context, s int, it uint32) error {
 		}
 		switch {
 		case i < 64:
-		case i < 256:
+		case i < 256 || b.spin:
 			runtime.Gosched()
+			if b.spin && i%4096 == 0 && ctx.Err() != nil {
+				return fmt.Errorf("a2a cuda worker: waiting for kernel flag %d epoch %d: %w: %w", s, it, a2a.ErrTimeout, ctx.Err())
+			}
 		default:
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("a2a cuda worker: waiting for kernel flag %d epoch %d: %w: %w", s, it, a2a.ErrTimeout, err)

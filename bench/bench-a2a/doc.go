@@ -35,7 +35,8 @@
 // emulator (a2a/cuda/emu): the same .cu sources built by g++, "device
 // memory" being host memory, any provider; its timings are the
 // emulator's, useful to compare with each other, not with a GPU.
-// --grid and --block size the CUDA backends' launches. --provider picks the fabric transport: "shm" (the default with
+// --grid and --block size the CUDA backends' launches; --spin makes their
+// CPU workers poll the kernels' flags without sleeping (a core per rank). --provider picks the fabric transport: "shm" (the default with
 // --spawn: every rank is on this machine), "tcp;ofi_rxm", "efa", "verbs",
 // or "auto" (the default otherwise: EFA, then verbs, never a silent TCP
 // fallback). --node pins libfabric to an address (127.0.0.1 with --spawn).
