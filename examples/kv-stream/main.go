@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&c.KVHeads, "kv-heads", 8, "KV heads")
 	fs.IntVar(&c.HeadDim, "head-dim", 128, "head dimension")
 	fs.IntVar(&c.DtypeBytes, "dtype-bytes", 2, "bytes per element (2: bf16)")
-	fs.DurationVar(&c.LayerTime, "layer-time", 2*time.Millisecond, "simulated prefill compute per layer")
+	fs.DurationVar(&c.LayerTime, "layer-time", 5*time.Millisecond, "simulated prefill compute per layer")
 	fs.Var(streamFlag{&c.Modes}, "stream", "write each layer's pages as soon as it is computed: true, false or both")
 	fs.IntVar(&c.Requests, "requests", 5, "timed requests per -stream mode")
 	fs.IntVar(&c.Warmup, "warmup", 1, "untimed requests first (connection setup)")
