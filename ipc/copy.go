@@ -12,9 +12,8 @@ import (
 // the bandwidth of one write scales with idle cores. Work is split into
 // chunks claimed from a counter, so a helper that is not scheduled (a busy
 // machine) costs nothing: the worker copies the chunks itself and waits
-// only for chunks a helper already started. Chunks stay at or above 1 MiB,
-// where Go's memmove switches to non-temporal stores on x86: a large write
-// is not read back by the writer, so it should not evict its caches.
+// only for chunks a helper already started. Large copies stream (see
+// copyBytes).
 const (
 	parallelMin = 4 << 20 // smaller copies run on the worker alone
 	copyChunk   = 2 << 20
@@ -33,6 +32,7 @@ type copyJob struct {
 	src    uintptr
 	n      uint64
 	chunks uint64
+	stream bool
 }
 
 type copyCall struct {
@@ -104,7 +104,7 @@ func (j *copyJob) work() {
 		}
 		off := k * copyChunk
 		n := min(copyChunk, j.n-off)
-		copy(bytesAt(j.dst+uintptr(off), n), bytesAt(j.src+uintptr(off), n))
+		copyBytes(j.dst+uintptr(off), j.src+uintptr(off), n, j.stream)
 		j.done.Add(1)
 	}
 }
@@ -112,12 +112,13 @@ func (j *copyJob) work() {
 // copyMem copies n bytes from src to dst, with helpers when it is large
 // and there are any. It returns when every byte is written.
 func (j *copyJob) copyMem(dst, src uintptr, n uint64) {
+	stream := haveStream && n >= streamMin
 	calls := j.calls
 	if n < parallelMin || calls == nil {
-		copy(bytesAt(dst, n), bytesAt(src, n))
+		copyBytes(dst, src, n, stream)
 		return
 	}
-	j.dst, j.src, j.n = dst, src, n
+	j.dst, j.src, j.n, j.stream = dst, src, n, stream
 	j.chunks = (n + copyChunk - 1) / copyChunk
 	j.next.Store(0)
 	j.done.Store(0)

@@ -62,3 +62,29 @@ func BenchmarkCopyMem(b *testing.B) {
 		}
 	}
 }
+
+// TestCopyBytesStream: the streaming copy is exact at every alignment of
+// destination and source, for sizes around its head, bulk and tail.
+func TestCopyBytesStream(t *testing.T) {
+	if !haveStream {
+		t.Skip("no streaming stores on this CPU: copyBytes is Go's copy")
+	}
+	const max = 1<<20 + 300
+	src, dst := mapped(t, max+64), mapped(t, max+64)
+	for i := range src {
+		src[i] = byte(i*31 + i>>9)
+	}
+	for _, n := range []int{0, 1, 127, 128, 255, 256, 257, 4096 + 77, 1<<20 + 13} {
+		for _, do := range []int{0, 1, 7, 31, 32, 33} {
+			for _, so := range []int{0, 3, 32} {
+				clear(dst)
+				copyBytes(uintptr(unsafeAddr(dst))+uintptr(do), uintptr(unsafeAddr(src))+uintptr(so), uint64(n), true)
+				require.True(t, bytes.Equal(src[so:so+n], dst[do:do+n]), "n %d, dst+%d, src+%d", n, do, so)
+				require.Zero(t, dst[do+n], "n %d, dst+%d: a byte past the end", n, do)
+				if do > 0 {
+					require.Zero(t, dst[do-1], "n %d, dst+%d: a byte before the start", n, do)
+				}
+			}
+		}
+	}
+}
