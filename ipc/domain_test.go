@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/internal/testutil"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -213,7 +215,7 @@ func TestNoLeaks(t *testing.T) {
 		require.NoError(t, a.Close(), "second Close")
 	}
 	cycle() // warm up lazily created runtime state
-	fds, goroutines, maps := openFDs(t), runtime.NumGoroutine(), ipcMaps(t)
+	fds, goroutines, maps := openFDs(t), testutil.SnapshotGoroutines(), ipcMaps(t)
 	for i := 0; i < 5; i++ {
 		cycle()
 	}
@@ -221,11 +223,7 @@ func TestNoLeaks(t *testing.T) {
 	require.Zero(t, ipc.LiveRegistrations())
 	require.Equal(t, fds, openFDs(t), "descriptors")
 	require.Equal(t, maps, ipcMaps(t), "connection page mappings")
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines")
+	goroutines.Check(t)
 }
 
 // TestBadInput: registrations and addresses ipc cannot serve are refused

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"golang.org/x/sys/unix"
 
@@ -39,21 +40,15 @@ func TestNoLeaks(t *testing.T) {
 		})
 	}
 	round() // the first round loads the provider library and opens its fds
-	fds, gs := openFDs(t), runtime.NumGoroutine()
+	fds, gs := openFDs(t), testutil.SnapshotGoroutines()
 	for range 3 {
 		round()
 	}
 	if got := openFDs(t); got != fds {
 		t.Fatalf("open fds %d -> %d", fds, got)
 	}
-	// A domain starts no goroutine; give finished subtests' a moment to exit.
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > gs && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := runtime.NumGoroutine(); got > gs {
-		t.Fatalf("goroutines %d -> %d", gs, got)
-	}
+	// A domain starts no goroutine.
+	gs.Check(t)
 }
 
 // TestDataPathAllocs: posting writes and polling completions allocate

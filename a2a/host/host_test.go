@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/host"
@@ -185,7 +186,7 @@ func TestHostNewRejects(t *testing.T) {
 // ErrTimeout instead of hanging, and closing everything leaves no
 // goroutine behind.
 func TestHostTimeoutAndNoLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
+	goroutines := testutil.SnapshotGoroutines()
 	t.Run("timeout", func(t *testing.T) {
 		cfg := a2a.Config{WorldSize: 2, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16, CombineType: a2a.BF16,
 			Experts: 4, ExpertsPerToken: 2}
@@ -199,11 +200,5 @@ func TestHostTimeoutAndNoLeaks(t *testing.T) {
 			t.Fatalf("dispatch without the peer: %v", err)
 		}
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("%d goroutines after closing, %d before", n, before)
-	}
+	goroutines.Check(t)
 }

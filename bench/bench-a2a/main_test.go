@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryrdma/ferry/fabric/fabrictest"
+
 	"github.com/ferryrdma/ferry/a2a/bench"
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
@@ -111,7 +113,7 @@ func TestCUDABackendNeedsDriver(t *testing.T) {
 	if _, err := cuda.DeviceCount(); err == nil {
 		t.Skip("a CUDA driver is present: the GPU scripts run this backend")
 	}
-	requireTransport(t, "shm")
+	fabrictest.RequireTransport(t, "shm", "127.0.0.1")
 	t.Setenv(asMain, "1")
 	var stdout, stderr strings.Builder
 	code := run([]string{"--world-size=2", "--spawn", "--backend=cuda", "--tokens=2", "--hidden=16", "--scales=0",
@@ -135,23 +137,6 @@ func requireGxx(t testing.TB) {
 	}
 }
 
-// requireTransport skips when libfabric or its provider is missing here,
-// unless FERRY_TEST_REQUIRE lists "libfabric": then that fails.
-func requireTransport(t *testing.T, transport string) {
-	t.Helper()
-	_, err := fabric.ChooseTransport(transport, fabric.DomainOptions{Node: "127.0.0.1"})
-	if err == nil {
-		return
-	}
-	if !errors.Is(err, fabric.ErrNotSupported) && !errors.Is(err, fabric.ErrUnknownProvider) {
-		t.Fatal(err)
-	}
-	if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "libfabric") {
-		t.Fatalf("FERRY_TEST_REQUIRE lists libfabric but %s is not available: %v", transport, err)
-	}
-	t.Skipf("libfabric %s not available here: %v", transport, err)
-}
-
 // TestSpawn runs the command end to end: W processes of this binary, two
 // cases each timed and then checked against the oracle; rank 0 streams the
 // table and writes the JSON records.
@@ -169,7 +154,7 @@ func TestSpawn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			args := tc.args
 			provider := strings.TrimPrefix(args[1], "--provider=")
-			requireTransport(t, provider)
+			fabrictest.RequireTransport(t, provider, "127.0.0.1")
 			if slices.Contains(args, "--backend=cuda-emu") {
 				requireGxx(t)
 			}

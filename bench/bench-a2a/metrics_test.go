@@ -9,13 +9,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ferryrdma/ferry/fabric/fabrictest"
 )
 
 // --metrics serves each rank's engine counters while it runs. Two ranks
 // of one job run in this process over shm; each scrapes its own server
 // over loopback HTTP after its run, before the server closes.
 func TestMetrics(t *testing.T) {
-	requireTransport(t, "shm")
+	fabrictest.RequireTransport(t, "shm", "127.0.0.1")
 	var mu sync.Mutex
 	scraped := map[string]string{}
 	afterRun = func(url string) {

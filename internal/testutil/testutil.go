@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -70,10 +71,40 @@ func SkipIfNotSupported(tb testing.TB, feature string, err error) {
 // first thing in tests that start engines, workers or servers.
 func LeakCheck(tb testing.TB) {
 	tb.Helper()
-	baseline := goleak.IgnoreCurrent()
-	tb.Cleanup(func() {
-		if err := goleak.Find(baseline); err != nil {
-			tb.Errorf("goroutines leaked by the test: %v", err)
+	g := SnapshotGoroutines()
+	tb.Cleanup(func() { g.Check(tb) })
+}
+
+// Goroutines is the set of goroutines running at one moment.
+type Goroutines struct{ baseline goleak.Option }
+
+// SnapshotGoroutines records the goroutines running now.
+func SnapshotGoroutines() Goroutines { return Goroutines{goleak.IgnoreCurrent()} }
+
+// leakWait bounds how long Leaked waits for goroutines that are exiting:
+// closes return before the runtime retires what they stopped, and a
+// loaded machine (CI) makes that slower.
+var leakWait = 10 * time.Second
+
+// Leaked returns an error listing the goroutines started since the
+// snapshot that still run once leakWait has passed (nil when none do). It
+// compares goroutine identities, not counts, so an unrelated goroutine
+// ending cannot hide a leak.
+func (g Goroutines) Leaked() error {
+	deadline := time.Now().Add(leakWait)
+	for {
+		err := goleak.Find(g.baseline)
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
-	})
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Check fails tb if Leaked reports goroutines.
+func (g Goroutines) Check(tb testing.TB) {
+	tb.Helper()
+	if err := g.Leaked(); err != nil {
+		tb.Errorf("goroutines leaked: %v", err)
+	}
 }

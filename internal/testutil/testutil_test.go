@@ -3,6 +3,7 @@ package testutil
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ferryrdma/ferry/internal/errdefs"
 )
@@ -70,6 +71,8 @@ func (f *fakeTB) runCleanups() {
 }
 
 func TestLeakCheck(t *testing.T) {
+	defer func(d time.Duration) { leakWait = d }(leakWait)
+	leakWait = 200 * time.Millisecond
 	// A goroutine that outlives the checked test is reported.
 	stop := make(chan struct{})
 	f := &fakeTB{}

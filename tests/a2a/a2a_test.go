@@ -7,18 +7,16 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/fabrictest"
+
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 	"github.com/ferryrdma/ferry/internal/testutil"
 )
@@ -181,23 +179,6 @@ func requireGxx(t testing.TB) {
 	}
 }
 
-// requireTransport skips when libfabric or its provider is missing here,
-// unless FERRY_TEST_REQUIRE lists "libfabric": then that fails.
-func requireTransport(t *testing.T, transport string) {
-	t.Helper()
-	_, err := fabric.ChooseTransport(transport, fabric.DomainOptions{Node: "127.0.0.1"})
-	if err == nil {
-		return
-	}
-	if !errors.Is(err, fabric.ErrNotSupported) && !errors.Is(err, fabric.ErrUnknownProvider) {
-		t.Fatal(err)
-	}
-	if slices.Contains(strings.Split(os.Getenv("FERRY_TEST_REQUIRE"), ","), "libfabric") {
-		t.Fatalf("FERRY_TEST_REQUIRE lists libfabric but %s is not available: %v", transport, err)
-	}
-	t.Skipf("libfabric %s not available here: %v", transport, err)
-}
-
 // TestHostBackendProcesses runs each case as a job of one process per
 // rank and checks, in the parent, that every expected path class was
 // carried.
@@ -240,7 +221,7 @@ func runCases(t *testing.T, cases []testCase, seed uint64) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			requireTransport(t, tc.transport)
+			fabrictest.RequireTransport(t, tc.transport, "127.0.0.1")
 			if tc.seed == 0 {
 				tc.seed = seed + uint64(i)
 			}

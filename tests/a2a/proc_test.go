@@ -11,8 +11,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/cuda"
@@ -47,16 +48,12 @@ const phaseTimeout = 30 * time.Second
 // runRankNoLeaks is runRank, then a check that closing everything ended
 // every goroutine the rank started (bounded wait: exits are asynchronous).
 func runRankNoLeaks(j job) error {
-	before := runtime.NumGoroutine()
+	goroutines := testutil.SnapshotGoroutines()
 	if err := runRank(j); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		return fmt.Errorf("%d goroutines after closing everything, %d before", n, before)
+	if err := goroutines.Leaked(); err != nil {
+		return fmt.Errorf("after closing everything: %w", err)
 	}
 	return nil
 }

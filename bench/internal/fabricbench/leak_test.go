@@ -1,9 +1,9 @@
 package fabricbench
 
 import (
-	"runtime"
 	"testing"
-	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/stretchr/testify/require"
 )
@@ -11,19 +11,12 @@ import (
 // Every engine, server goroutine and mailbox a loopback run starts ends
 // with it.
 func TestLoopbackLeavesNoGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
+	goroutines := testutil.SnapshotGoroutines()
 	for _, p := range []string{"mem", "shm", "ipc"} {
 		rep, err := Loopback(testCtx(t), smallSpec(p, 2), nil)
 		skipIfUnusable(t, err)
 		require.NoError(t, err)
 		require.False(t, rep.Failed())
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
-	}
+	goroutines.Check(t)
 }
