@@ -68,6 +68,29 @@ gpu-build:
 gpu-test:
 	scripts/gpu/run.sh
 
+# test-faults: the fault-injection suite in full (tests/faults): two
+# engines in two network namespaces joined by a user-space TUN relay, 1 GiB
+# of verified writes under each impairment (loss, delay and jitter,
+# reordering, duplication, corruption), a 5 s link bounce, a link down for
+# good, SIGKILL of either side on tcp and shm; prints the table of fault,
+# outcome, time to error and bytes verified. Needs root (make test runs a
+# 16 MiB subset, and skips it loudly without root).
+.PHONY: test-faults
+test-faults: deps
+	FERRY_FAULTS_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestFaults$$' ./tests/faults
+
+# fuzz: every fuzz target for FUZZTIME (default 60s) each; the exec counts
+# are in the output ("fuzz: elapsed: ..., execs: ...").
+FUZZTIME ?= 60s
+.PHONY: fuzz
+fuzz: deps
+	@set -e; for t in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -h '^func Fuzz' $$t/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "== $$t $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$t 2>&1 | tail -4; \
+		done; \
+	done
+
 # test-a2a-full: the whole multi-process matrix of the a2a host backend
 # and of the CUDA backend on the CPU emulator (W in {2,4,8} over shm and
 # tcp, D in {1,2}, S from 1 to W, every combine type), plus a sweep of 60

@@ -51,6 +51,9 @@ type Domain struct {
 	// endpoint holds on its own shm region file while it is open.
 	names   map[fabric.PeerID]string
 	shmLock *os.File
+	// The region heartbeats from peers write into (tcp).
+	probeBuf []byte
+	probeMR  *ofi.MR
 }
 
 var _ fabric.RdmaDomain = (*Domain)(nil)
@@ -127,6 +130,11 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 	if srcName != "" {
 		d.lockShmRegion()
 	}
+	if err := d.openProbeRegion(); err != nil {
+		d.unlockShmRegion()
+		ep.Close()
+		return nil, err
+	}
 	name, err := ep.Name()
 	if err == nil {
 		d.ownAddr = name
@@ -135,6 +143,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		err = callError(d.transport, "fi_getname", err)
 	}
 	if err != nil {
+		_ = d.closeProbeRegion()
 		d.unlockShmRegion()
 		ep.Close()
 		return nil, err
@@ -243,6 +252,9 @@ func (d *Domain) Close() error {
 		}
 		delete(d.mrs, h)
 	}
+	if err := d.closeProbeRegion(); err != nil && first == nil {
+		first = err
+	}
 	if err := d.ep.Close(); err != nil && first == nil {
 		first = callError(d.transport, "fi_close", err)
 	}
@@ -256,6 +268,26 @@ func (d *Domain) Close() error {
 	}
 	clear(d.peers)
 	return first
+}
+
+var _ fabric.Abandoner = (*Domain)(nil)
+
+// Abandon is Close, except on tcp providers: libfabric 1.17's
+// tcp;ofi_rxm can crash inside fi_close of an endpoint that still has
+// operations in flight on a connection that stopped moving (seen with a
+// link that went down for good), so its endpoint is left open, unused
+// (progress is manual: nothing touches it again), and the error says so.
+func (d *Domain) Abandon() error {
+	if d.ep == nil {
+		return nil
+	}
+	if !strings.HasPrefix(d.provName, "tcp") {
+		return d.Close()
+	}
+	d.unlockShmRegion()
+	d.ep = nil
+	return fmt.Errorf("libfabric %s endpoint left open, not closed: closing it with operations in flight can crash libfabric %s: %w",
+		d.provName, ofi.Version(), fabric.ErrAbandoned)
 }
 
 // shmFileExists reports whether the shm endpoint name has its region file.

@@ -10,9 +10,12 @@ import (
 	"strings"
 	"sync"
 
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
 // Peer liveness on libfabric providers.
@@ -31,8 +34,11 @@ import (
 // tcp: the connection tells. A dead peer's connection is reset (error
 // completions) and reconnecting is refused (posts refused until the
 // connect timeout). For peers nothing is sent to, the heartbeat is a
-// zero-byte write without immediate and with no valid key, which
-// tcp;ofi_rxm's target drops without a trace.
+// zero-byte write without immediate into a small region every ferry tcp
+// endpoint registers under the same fixed key (probeKey). The key must be
+// valid: tcp;ofi_rxm's target answers a write with an unknown key by
+// tearing the connection down, cancelling the writes it was sending the
+// other way (seen as ECANCELED with provider errno ENOENT).
 
 var (
 	_ fabric.PeerChecker = (*Domain)(nil)
@@ -57,13 +63,60 @@ func (d *Domain) CheckPeer(p fabric.PeerID) error {
 	return nil
 }
 
-// ProbeOp gives tcp peers their heartbeat.
+// ProbeOp gives tcp peers their heartbeat: a zero-byte write into the
+// peer's probe region, completed only once the peer has processed it
+// (FI_DELIVERY_COMPLETE), so that a peer behind a link that went down
+// leaves it unanswered.
 func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
-	if !strings.HasPrefix(d.provName, "tcp") {
+	if d.probeMR == nil {
 		return fabric.WriteOp{}, false
 	}
-	return fabric.WriteOp{Peer: p}, true
+	return fabric.WriteOp{Peer: p, Local: uint64(addrOfProbe(d.probeBuf)), LocalDesc: d.probeMR.Desc, RemoteKey: probeKey,
+		Flags: fabric.WriteDelivered}, true
 }
+
+// probeKey is the requested key of every ferry tcp endpoint's probe
+// region; the keys of the engine's regions count up from 1 and never
+// reach it.
+const probeKey = 0xfe77_0000_0000_0001
+
+// openProbeRegion registers the region heartbeats write into, on
+// providers whose keys are requested (not chosen by the provider) and
+// that get heartbeats (tcp).
+func (d *Domain) openProbeRegion() error {
+	if !strings.HasPrefix(d.provName, "tcp") || d.mrMode&ofi.MRProvKey != 0 {
+		return nil
+	}
+	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("probe region: mmap: %w", err)
+	}
+	mr, err := d.ep.RegMR(ofi.MRSpec{Addr: uint64(addrOfProbe(b)), Len: uint64(len(b)), DmabufFD: -1,
+		Access:       ofi.AccessSend | ofi.AccessRecv | ofi.AccessRead | ofi.AccessWrite | ofi.AccessRemoteWrite | ofi.AccessRemoteRead,
+		RequestedKey: probeKey})
+	if err != nil {
+		_ = unix.Munmap(b)
+		return callError(d.transport, "fi_mr_regattr(probe region)", err)
+	}
+	d.probeBuf, d.probeMR = b, mr
+	return nil
+}
+
+// closeProbeRegion releases it; called before the endpoint closes.
+func (d *Domain) closeProbeRegion() error {
+	if d.probeMR == nil {
+		return nil
+	}
+	err := d.probeMR.Close()
+	_ = unix.Munmap(d.probeBuf)
+	d.probeBuf, d.probeMR = nil, nil
+	if err != nil {
+		return callError(d.transport, "fi_close(probe region)", err)
+	}
+	return nil
+}
+
+func addrOfProbe(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // validShmName accepts what an shm region file name can be.
 func validShmName(n string) bool {

@@ -17,7 +17,7 @@ const DefaultCloseTimeout = 30 * time.Second
 const closeGrace = 5 * time.Second
 
 // errTransferAbandoned ends a Transfer.Wait whose worker Close gave up on.
-var errTransferAbandoned = fmt.Errorf("transfer abandoned: the engine closed while its worker was stuck in a provider call: %w", ErrClosed)
+var errTransferAbandoned = fmt.Errorf("transfer abandoned: its worker was stuck in a provider call: %w", ErrAbandoned)
 
 // Worker exit states, settled once by whoever gets there first: the worker
 // finishing, or Close giving up on it.
@@ -57,6 +57,7 @@ func (e *Engine) Close(ctx context.Context) error {
 func (e *Engine) close(ctx context.Context) error {
 	e.closed.Store(true)
 	close(e.closing)
+	<-e.watchdogDone // it may be failing a stuck worker's transfers
 	for _, ent := range *e.imm.Load() {
 		ent.signal() // ImmCounter waits end with ErrClosed
 	}
@@ -77,17 +78,19 @@ func (e *Engine) close(ctx context.Context) error {
 	var errs []error
 	var stuck []*worker
 	for _, w := range e.workers {
-		if !expired {
+		if !expired && w.exitState.Load() != workerAbandoned {
 			select {
 			case <-w.exited:
 			case <-timer.C:
 				expired = true
 			}
 		}
-		if expired && w.exitState.CompareAndSwap(workerRunning, workerAbandoned) {
-			stuck = append(stuck, w)
-			errs = append(errs, w.abandonNow())
-			continue
+		if st := w.exitState.Load(); st == workerAbandoned || (expired && st == workerRunning) {
+			if err := w.giveUp(0, "did not stop by the close deadline"); err != nil {
+				stuck = append(stuck, w)
+				errs = append(errs, err)
+				continue
+			}
 		}
 		<-w.exited // it finished (it settled exitState first)
 		if w.closeErr != nil {
@@ -157,19 +160,6 @@ func (w *worker) stop(deadline time.Time, giveUp <-chan time.Time) bool {
 	return true
 }
 
-// abandonNow releases everyone waiting on a worker Close gives up on and
-// says what is left behind.
-func (w *worker) abandonNow() error {
-	close(w.abandon)
-	var posted int64
-	for _, ds := range w.doms {
-		posted += ds.stats.InFlight.Load()
-	}
-	return fmt.Errorf("group %s: the worker did not stop by the close deadline (stuck in a provider call?): "+
-		"%d transfers and %d posted operations abandoned; its domains stay open and the memory registered "+
-		"with them must not be freed: %w", w.dev, w.live.Load(), posted, ErrAbandoned)
-}
-
 // enqueueFull waits for room in w's full queue until the request's
 // deadline (its Completion's, else Config.RequestTimeout), its context, or
 // Close. This is the engine's back-pressure: a worker accepts at most
@@ -200,6 +190,8 @@ func (e *Engine) enqueueFull(w *worker, r *request) error {
 		return ErrClosed
 	case <-e.closing:
 		return ErrClosed
+	case <-w.abandon:
+		return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
 	case <-timeout:
 		return reqErr(r.kind.String(), ErrQueueFull, "the worker's queue stayed full until the request's deadline")
 	case <-done:

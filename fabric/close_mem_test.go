@@ -15,8 +15,9 @@ import (
 )
 
 // TestCloseStuckWorker: a worker stuck inside a provider call cannot stop;
-// Close still returns by its context's deadline with ErrAbandoned, and
-// wakes the transfer, counter and submitter waits on that engine.
+// Close still returns by its context's deadline with ErrAbandoned, fails
+// the worker's transfers (ErrAbandoned), and wakes the counter and
+// submitter waits on that engine (ErrClosed).
 func TestCloseStuckWorker(t *testing.T) {
 	src, err := fabric.AllocHost(1 << 20)
 	require.NoError(t, err)
@@ -25,7 +26,7 @@ func TestCloseStuckWorker(t *testing.T) {
 	b, err := fabric.Open(context.Background(), fabric.Config{Transport: "mem"})
 	require.NoError(t, err)
 	defer b.Close(context.Background())
-	a, err := fabric.Open(context.Background(), fabric.Config{Transport: "mem", MaxPending: 4})
+	a, err := fabric.Open(context.Background(), fabric.Config{Transport: "mem", MaxPending: 4, StuckTimeout: -1})
 	require.NoError(t, err)
 	sr, err := a.RegisterHost(src, fabric.AccessLocal)
 	require.NoError(t, err)
@@ -69,9 +70,13 @@ func TestCloseStuckWorker(t *testing.T) {
 	require.Less(t, took, 2*time.Second, "Close honours its context")
 	t.Logf("Close gave up after %v: %v", took, err)
 	for name, ch := range map[string]chan error{"transfer wait": waited, "counter wait": counted} {
+		want := fabric.ErrClosed
+		if name == "transfer wait" {
+			want = fabric.ErrAbandoned
+		}
 		select {
 		case err := <-ch:
-			require.ErrorIs(t, err, fabric.ErrClosed, name)
+			require.ErrorIs(t, err, want, name)
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s still blocked after Close", name)
 		}
@@ -139,4 +144,39 @@ func TestBackPressure(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("room never came back: %d of %d accepted", accepted.Load(), total)
 	}
+}
+
+// TestWatchdogAbandonsStuckWorker: a worker inside one provider call for
+// longer than StuckTimeout is given up on without waiting for Close: its
+// transfers fail with ErrAbandoned on every kind of completion, new
+// submits to it fail at once, and when the call returns at last the
+// worker touches nothing and ends.
+func TestWatchdogAbandonsStuckWorker(t *testing.T) {
+	a, _, src, desc := memPair(t, fabric.Config{StuckTimeout: 100 * time.Millisecond})
+	block := make(chan struct{})
+	require.NoError(t, memfabric.Inject(nicAddr(a), memfabric.Faults{BlockPosts: block}))
+	w := fabric.SingleWrite{Src: src, Length: 64, Dst: desc}
+	tr := fabric.NewTransfer()
+	tc := new(fabric.TransferCounter)
+	fn := make(chan error, 1)
+	require.NoError(t, a.SubmitSingle(w, fabric.Notify(tr)))
+	require.NoError(t, a.SubmitSingle(w, fabric.Count(tc)))
+	require.NoError(t, a.SubmitSingle(w, fabric.OnDone(func(err error) { fn <- err })))
+	start := time.Now()
+	require.ErrorIs(t, tr.Wait(waitCtx(t)), fabric.ErrAbandoned)
+	require.NoError(t, tc.Wait(waitCtx(t), 1))
+	require.ErrorIs(t, tc.Err(), fabric.ErrAbandoned)
+	select {
+	case err := <-fn:
+		require.ErrorIs(t, err, fabric.ErrAbandoned)
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnDone of a stuck worker's transfer never ran")
+	}
+	t.Logf("stuck worker given up on after %v", time.Since(start))
+	require.ErrorIs(t, a.SubmitSingle(w, fabric.Completion{}), fabric.ErrAbandoned)
+	close(block) // the call returns: the worker must end without touching its state
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	require.ErrorIs(t, a.Close(ctx), fabric.ErrAbandoned)
 }

@@ -89,7 +89,7 @@ func NewTransfer() *Transfer { return &Transfer{done: make(chan error, 1)} }
 // Wait blocks until the transfer ends and returns its error, or returns
 // ctx's error (wrapping ErrTimeout) if ctx ends first; the transfer then
 // still runs, and a later Wait collects it. A transfer whose worker the
-// engine's Close gave up on ends with ErrClosed.
+// engine gave up on (stuck in a provider call) ends with ErrAbandoned.
 func (t *Transfer) Wait(ctx context.Context) error {
 	select {
 	case err := <-t.done:

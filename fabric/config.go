@@ -103,6 +103,12 @@ type Config struct {
 	// how often a lost peer is tried again. 0 means 500 ms; negative turns
 	// the periodic checks off (errors the provider reports still count).
 	LivenessInterval time.Duration
+	// StuckTimeout is how long a worker may stay inside one provider call
+	// of the data path (a post or a poll) before the engine gives up on it
+	// (see Engine.Close and ErrAbandoned): its transfers fail with
+	// ErrAbandoned, its submits too, and its domains stay open. 0 means
+	// 10 s; negative turns the watchdog off.
+	StuckTimeout time.Duration
 	// Logger's handler receives the engine's logs (default slog.Default()).
 	Logger *slog.Logger
 	// LogLevel is the least level the engine logs (default
@@ -181,6 +187,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.LivenessInterval == 0 {
 		c.LivenessInterval = 500 * time.Millisecond
+	}
+	if c.StuckTimeout == 0 {
+		c.StuckTimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -74,6 +74,11 @@ type PeerID uint64
 const (
 	// WriteHasImm delivers WriteOp.Imm to the target's completion queue.
 	WriteHasImm uint32 = 1 << 0
+	// WriteDelivered asks for the completion only once the target has
+	// processed the write, not when it left (heartbeats: a write that
+	// only reached a socket buffer says nothing about the peer).
+	// Providers that cannot do that ignore it.
+	WriteDelivered uint32 = 1 << 1
 )
 
 // WriteOp is one RDMA write, fully resolved. Its layout is shared with C
@@ -247,4 +252,15 @@ type PeerProber interface {
 	// ProbeOp returns the heartbeat write to p (Length 0, no WriteHasImm;
 	// the engine sets Context), or false when there is none.
 	ProbeOp(p PeerID) (WriteOp, bool)
+}
+
+// Abandoner is implemented by domains that cannot safely be closed while
+// the provider still holds operations or a connection stopped moving.
+// When a worker's close drain ends with operations it could not reap, or
+// a peer of the domain stopped answering without its connection being
+// reset (unanswered heartbeats, posts refused for the handshake timeout),
+// the engine calls Abandon instead of Close: the domain releases what it safely can, leaves the rest open and
+// returns an error saying so (it is part of Engine.Close's error).
+type Abandoner interface {
+	Abandon() error
 }

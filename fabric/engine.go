@@ -38,16 +38,19 @@ type Engine struct {
 	// peers is the engine-wide view of lost and watched peers.
 	peers peerRegistry
 
-	closed      atomic.Bool
-	closing     chan struct{} // closed when Close starts
-	submitters  atomic.Int64
-	closeOnce   sync.Once
-	closeErr    error
-	regMu       sync.Mutex
-	regions     map[*MemoryRegion]struct{}
-	groupsMu    sync.Mutex
-	groupIDs    map[string]PeerGroup
-	nextGroupID uint32
+	closed  atomic.Bool
+	closing chan struct{} // closed when Close starts
+	// watchdogDone is closed when the watchdog goroutine has ended (or
+	// at Open when there is none).
+	watchdogDone chan struct{}
+	submitters   atomic.Int64
+	closeOnce    sync.Once
+	closeErr     error
+	regMu        sync.Mutex
+	regions      map[*MemoryRegion]struct{}
+	groupsMu     sync.Mutex
+	groupIDs     map[string]PeerGroup
+	nextGroupID  uint32
 
 	sendPool chan int32
 	sendBuf  *HostBuffer
@@ -82,6 +85,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		groupIDs: make(map[string]PeerGroup),
 		held:     make(map[uint32]int64),
 		closing:  make(chan struct{}),
+
+		watchdogDone: make(chan struct{}),
 	}
 	empty := map[uint32]*immEntry{}
 	e.imm.Store(&empty)
@@ -175,6 +180,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	go e.disp.run()
+	if cfg.StuckTimeout > 0 {
+		go e.runWatchdog()
+	} else {
+		close(e.watchdogDone)
+	}
 	if len(errs) == 0 {
 		if err := e.initImmSource(); err != nil {
 			errs = append(errs, err)
@@ -283,7 +293,7 @@ func (e *Engine) control(w *worker, f func(*worker)) error {
 	case <-w.exited:
 		return ErrClosed
 	case <-w.abandon:
-		return ErrClosed
+		return fmt.Errorf("group %s: %w", w.dev, ErrAbandoned)
 	}
 }
 
@@ -309,6 +319,11 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 	if !e.enter() {
 		r.c.abort()
 		return ErrClosed
+	}
+	if w.exitState.Load() == workerAbandoned {
+		e.leave()
+		r.c.abort()
+		return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
 	}
 	if t := r.c.t; t != nil {
 		t.abandon.Store(&w.abandon)

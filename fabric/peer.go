@@ -37,6 +37,7 @@ type peerState struct {
 	used    int64      // nanotime of the last op accepted for it
 	watched int        // Engine.WatchPeer count
 	probing bool       // a heartbeat is with the provider
+	probeAt int64      // when it was posted
 	local   bool       // an endpoint of this process: descriptors are checked
 }
 
@@ -217,6 +218,9 @@ func (w *worker) opPeer(ds *domState, c *opCtx, op int) *peerState {
 // says the error is the peer's.
 func (w *worker) noteOpError(ds *domState, ps *peerState, err error) {
 	if ps != nil && errors.Is(err, ErrPeerLost) {
+		if errors.Is(err, ErrTimeout) {
+			ds.stalled = true // it stopped answering: no reset, no refusal
+		}
 		w.peerLost(ds, ps, err, false)
 	}
 }
@@ -261,7 +265,14 @@ func (w *worker) probePeers(ds *domState) {
 		return
 	}
 	di := indexOf(w.doms, ds)
+	timeout := int64(w.e.cfg.HandshakeTimeout)
 	for _, ps := range ds.peerList {
+		if ps.probing && ps.lost == nil && w.now-ps.probeAt > timeout {
+			// A heartbeat needs the peer's answer: none for the
+			// handshake timeout means the link or the peer stopped.
+			ds.stalled = true
+			w.peerLost(ds, ps, reqErr("heartbeat", ErrTimeout, "unanswered for %v", w.e.cfg.HandshakeTimeout), false)
+		}
 		if ps.watched == 0 || ps.gone || ps.probing || ds.posted >= ds.depth {
 			continue
 		}
@@ -274,9 +285,11 @@ func (w *worker) probePeers(ds *domState) {
 			op.Local, op.LocalDesc = uint64(r.span.Addr), r.keys[di].Local
 		}
 		ds.probe[0] = op
+		call := w.beginCall()
 		n, err := ds.d.PostWrites(ds.probe[:])
+		w.endCall(call)
 		if n == 1 {
-			ps.probing = true
+			ps.probing, ps.probeAt = true, w.now
 			ds.posted++
 			continue
 		}

@@ -108,7 +108,9 @@ func (w *worker) acceptSend(r *request) {
 }
 
 func (w *worker) postSends(ds *domState) bool {
+	call := w.beginCall()
 	n, err := ds.d.PostSends(ds.sendQ)
+	w.endCall(call)
 	ds.posted += n
 	ds.stats.Posted.Add(uint64(n))
 	ds.stats.InFlight.Add(int64(n))
@@ -227,7 +229,9 @@ func (w *worker) postRecvSlot(i int) {
 func (w *worker) postRecvs(ds *domState) bool {
 	// Posted receives are not counted in ds.posted: they wait for peers,
 	// not for the provider, and Close cancels them with the domain.
+	call := w.beginCall()
 	n, err := ds.d.PostRecvs(ds.recvQ)
+	w.endCall(call)
 	ds.stats.Posted.Add(uint64(n))
 	rest := ds.recvQ[n:]
 	if err != nil && len(rest) > 0 {

@@ -43,9 +43,15 @@ type worker struct {
 	// Config.MaxPending bounds.
 	live       atomic.Int64
 	unreported int
-	stopping   bool
-	deadline   time.Time
-	closeErr   error
+	// callStart is when the provider call the worker is in started
+	// (nanotime), 0 outside one, -1 once claimed (watchdog.go); claimed
+	// and stuckErr belong to whoever claimed it.
+	callStart atomic.Int64
+	claimed   bool
+	stuckErr  error
+	stopping  bool
+	deadline  time.Time
+	closeErr  error
 
 	ctxs     []opCtx
 	freeCtx  []uint32
@@ -97,7 +103,11 @@ type domState struct {
 	events   []Event
 	sendQ    []SendOp
 	recvQ    []RecvOp
-	posted   int   // ops in flight on the provider
+	posted   int // ops in flight on the provider
+	// stalled is set once a peer of this domain stopped answering
+	// without a reset (unanswered heartbeats, posts refused for the
+	// handshake timeout): see closeDomains.
+	stalled  bool
 	idlePoll int64 // running mean of an empty poll's duration, ns
 	depth    int
 	stats    DomainStats
@@ -150,7 +160,7 @@ func (w *worker) run(opts DomainOptions) {
 	w.loop()
 	w.drain()
 	w.flush()
-	w.closeErr = w.closeDomains()
+	w.closeErr = errors.Join(w.closeErr, w.closeDomains())
 }
 
 func (w *worker) open(opts DomainOptions) error {
@@ -195,13 +205,25 @@ func (w *worker) closeDomains() error {
 	for r := range w.regions {
 		w.unregisterNow(r)
 	}
+	abandoned := false
 	for _, ds := range w.doms {
 		removeLocalEndpoint(ds.addr)
+		if a, ok := ds.d.(Abandoner); ok && (ds.posted > 0 || ds.stalled) {
+			// The drain ended with ops the provider still holds, or a
+			// connection stopped moving with data possibly half way.
+			abandoned = true
+			errs = append(errs, fmt.Errorf("domain %s, with %d operations in flight and a peer that stopped answering %v: %w",
+				ds.info.Name, ds.posted, ds.stalled, a.Abandon()))
+			continue
+		}
 		if err := ds.d.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	w.freeRecvBuffers()
+	if !abandoned {
+		// An abandoned endpoint may still have receives posted into them.
+		w.freeRecvBuffers()
+	}
 	return errors.Join(errs...)
 }
 

@@ -202,17 +202,7 @@ func (w *worker) report(x *xferSlot) {
 	if w.exitState.Load() == workerAbandoned {
 		return // Close gave up on this worker: nobody is told any more
 	}
-	if err != nil {
-		w.e.failures.Add(1)
-	} else {
-		w.e.completed.Add(1)
-	}
-	c.finishDirect(err)
-	if c.needsDispatch() {
-		w.pending = append(w.pending, dispEvent{kind: dispXfer, fn: c.fn, err: err})
-	} else if err != nil && c.t == nil && c.counter == nil {
-		w.e.log.Warn("ferry transfer failed with no completion to report to", "err", err)
-	}
+	w.deliver(c, err)
 }
 
 // finishXfer ends a transfer that has no contexts (sends).

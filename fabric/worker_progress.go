@@ -66,7 +66,9 @@ func (w *worker) postWrites(ds *domState) bool {
 		if nb == 0 {
 			return did
 		}
+		call := w.beginCall()
 		n, err := ds.d.PostWrites(ds.batch[:nb])
+		w.endCall(call)
 		if n > 0 {
 			did = true
 			ds.posted += n
@@ -133,7 +135,9 @@ func (w *worker) poll() bool {
 		if timed {
 			t0 = nanotime()
 		}
+		call := w.beginCall()
 		n, err := ds.d.Poll(ds.events)
+		w.endCall(call)
 		if err != nil {
 			w.domainFailed(ds, err)
 			continue

@@ -43,6 +43,8 @@ int ferry_post_writes(struct ferry_ep *e, const struct ferry_write_op *ops, int 
 
 		if (op->flags & FERRY_WRITE_HAS_IMM)
 			flags |= FI_REMOTE_CQ_DATA;
+		if (op->flags & FERRY_WRITE_DELIVERED)
+			flags |= FI_DELIVERY_COMPLETE;
 		ret = fi_writemsg(ep, &msg, flags);
 		if (ret == -FI_EAGAIN)
 			return i;

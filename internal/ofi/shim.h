@@ -57,8 +57,9 @@ struct ferry_event {
 	int32_t prov_errno;
 };
 
-/* fabric.WriteHasImm */
+/* fabric.WriteHasImm, fabric.WriteDelivered */
 #define FERRY_WRITE_HAS_IMM 1u
+#define FERRY_WRITE_DELIVERED 2u
 
 /* fabric.EventKind values. */
 enum {

@@ -1,0 +1,158 @@
+package fabric
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// The watchdog. A provider call can block for ever: libfabric 1.17's shm
+// spins on the region lock of a peer that was SIGKILLed while holding it,
+// inside the post call of the worker that writes to that peer. No deadline
+// can fire then, since deadlines are the worker's own work. So every
+// provider call of the data path (posts and polls) is bracketed by a
+// timestamp (callStart), and a watchdog goroutine gives up on a worker
+// that has been inside one call for Config.StuckTimeout:
+//
+//   - it claims the worker's state with a compare-and-swap on callStart,
+//     which succeeds only while the worker is still inside that call, and
+//     which the worker checks (with its own compare-and-swap) when the
+//     call returns: a worker that finds its state claimed touches nothing
+//     more and ends its goroutine;
+//   - with the state claimed, it fails every transfer the worker held and
+//     every request still queued to it (ErrAbandoned), on their Transfer,
+//     TransferCounter and OnDone, and tells receives;
+//   - the worker's submits fail from then on with ErrAbandoned; the rest
+//     of the engine keeps serving, and Close leaves that worker's domains
+//     open (their memory must not be freed).
+
+// beginCall marks the start of a provider call of the data path.
+func (w *worker) beginCall() int64 {
+	t := max(w.now, 1)
+	w.callStart.Store(t)
+	return t
+}
+
+// endCall marks its end. If the watchdog or Close gave up on the worker
+// while it was inside, its state now belongs to them: the worker's
+// goroutine ends here (running only its deferred calls).
+func (w *worker) endCall(t int64) {
+	if !w.callStart.CompareAndSwap(t, 0) {
+		runtime.Goexit()
+	}
+}
+
+// claimCall takes the worker's state if the worker is inside a provider
+// call (that it started before since, if since > 0), so that the caller may
+// touch it until the end of time.
+func (w *worker) claimCall(since int64) bool {
+	s := w.callStart.Load()
+	return s > 0 && (since == 0 || s <= since) && w.callStart.CompareAndSwap(s, -1)
+}
+
+// runWatchdog looks at the workers every quarter of the stuck timeout
+// until Close.
+func (e *Engine) runWatchdog() {
+	defer close(e.watchdogDone)
+	stuck := e.cfg.StuckTimeout
+	tick := time.NewTicker(max(stuck/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.closing:
+			return
+		case <-tick.C:
+		}
+		now := nanotime()
+		for _, w := range e.workers {
+			if s := w.callStart.Load(); s > 0 && now-s > int64(stuck) {
+				w.giveUp(now-int64(stuck), fmt.Sprintf("stuck in a provider call for more than %v", stuck))
+			}
+			if w.claimed {
+				w.failQueued() // requests that slipped in since
+			}
+		}
+	}
+}
+
+// giveUp abandons the worker (once) and, if it can claim the worker's
+// state (the worker is inside a provider call started before since, or
+// any call when since is 0), fails everything the worker held. It returns
+// the error that says so.
+func (w *worker) giveUp(since int64, why string) error {
+	if w.exitState.CompareAndSwap(workerRunning, workerAbandoned) {
+		close(w.abandon)
+	} else if w.exitState.Load() != workerAbandoned {
+		return nil // it finished meanwhile
+	}
+	if !w.claimed && w.claimCall(since) {
+		w.claimed = true
+		w.stuckErr = fmt.Errorf("group %s: worker %s: abandoned: %w", w.dev, why, ErrAbandoned)
+		w.e.log.Error("ferry worker abandoned", "device", w.dev.String(), "why", why)
+		w.failHeld(w.stuckErr)
+	}
+	if w.stuckErr != nil {
+		return w.stuckErr
+	}
+	var posted int64
+	for _, ds := range w.doms {
+		posted += ds.stats.InFlight.Load()
+	}
+	return fmt.Errorf("group %s: the worker did not stop by the close deadline (stuck in a provider call?): "+
+		"%d transfers and %d posted operations abandoned; its domains stay open and the memory registered "+
+		"with them must not be freed: %w", w.dev, w.live.Load(), posted, ErrAbandoned)
+}
+
+// failHeld fails every transfer, queued request and receive of a claimed
+// worker.
+func (w *worker) failHeld(err error) {
+	for i := range w.xfers {
+		x := &w.xfers[i]
+		if x.live && !x.reported {
+			x.reported = true
+			w.deliver(x.c, err)
+			x.c = Completion{}
+		}
+	}
+	w.failQueued()
+	for i := range w.recvs {
+		if w.recvs[i].live {
+			w.recvFailed(i, err)
+		}
+	}
+	w.flush()
+}
+
+// failQueued fails the requests waiting in a claimed worker's queue.
+func (w *worker) failQueued() {
+	for {
+		select {
+		case r := <-w.reqs:
+			if r.kind == reqSend {
+				w.e.releaseSendSlot(r.slot)
+			}
+			if r.kind != reqRecv {
+				w.deliver(r.c, w.stuckErr)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	w.flush()
+}
+
+// deliver tells c that its transfer ended with err.
+func (w *worker) deliver(c Completion, err error) {
+	if err != nil {
+		w.e.failures.Add(1)
+	} else {
+		w.e.completed.Add(1)
+	}
+	c.finishDirect(err)
+	if c.needsDispatch() {
+		w.pending = append(w.pending, dispEvent{kind: dispXfer, fn: c.fn, err: err})
+	} else if err != nil && c.t == nil && c.counter == nil {
+		w.e.log.Warn("ferry transfer failed with no completion to report to", "err", err)
+	}
+}
