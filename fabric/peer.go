@@ -291,6 +291,7 @@ func (w *worker) probePeers(ds *domState) {
 		if n == 1 {
 			ps.probing, ps.probeAt = true, w.now
 			ds.posted++
+			ds.probes++
 			continue
 		}
 		if err != nil {
@@ -309,6 +310,7 @@ func (w *worker) probeDone(ds *domState, ev *Event) {
 	ps := ds.peerList[i]
 	ps.probing = false
 	ds.posted--
+	ds.probes--
 	if ev.Errno != 0 {
 		w.noteOpError(ds, ps, ds.d.DescribeError(*ev))
 		return

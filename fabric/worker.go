@@ -108,6 +108,7 @@ type domState struct {
 	// without a reset (unanswered heartbeats, posts refused for the
 	// handshake timeout): see closeDomains.
 	stalled  bool
+	probes   int   // heartbeats in flight, counted in posted
 	idlePoll int64 // running mean of an empty poll's duration, ns
 	depth    int
 	stats    DomainStats
@@ -208,12 +209,15 @@ func (w *worker) closeDomains() error {
 	abandoned := false
 	for _, ds := range w.doms {
 		removeLocalEndpoint(ds.addr)
-		if a, ok := ds.d.(Abandoner); ok && (ds.posted > 0 || ds.stalled) {
+		if a, ok := ds.d.(Abandoner); ok && (ds.posted > ds.probes || ds.stalled) {
 			// The drain ended with ops the provider still holds, or a
 			// connection stopped moving with data possibly half way.
 			abandoned = true
-			errs = append(errs, fmt.Errorf("domain %s, with %d operations in flight and a peer that stopped answering %v: %w",
-				ds.info.Name, ds.posted, ds.stalled, a.Abandon()))
+			why := fmt.Sprintf("%d operations in flight", ds.posted-ds.probes)
+			if ds.stalled {
+				why += " and a peer that stopped answering"
+			}
+			errs = append(errs, fmt.Errorf("domain %s, with %s: %w", ds.info.Name, why, a.Abandon()))
 			continue
 		}
 		if err := ds.d.Close(); err != nil {
@@ -377,14 +381,14 @@ func (w *worker) drain() {
 		ds.sendQ = ds.sendQ[:0]
 		ds.recvQ = ds.recvQ[:0]
 	}
-	for w.opsInFlight() > 0 && time.Now().Before(w.deadline) {
+	for w.workInFlight() > 0 && time.Now().Before(w.deadline) {
 		if !w.poll() {
 			w.wake.sleep(20*time.Microsecond, false)
 		}
 	}
 	// Whatever never completed is failed now, exactly once, and Close
 	// says what it gave up on.
-	n, failed := w.opsInFlight(), 0
+	n, failed := w.workInFlight(), 0
 	for i := range w.xfers {
 		x := &w.xfers[i]
 		if x.live {
@@ -408,6 +412,16 @@ func (w *worker) opsInFlight() int {
 	n := 0
 	for _, ds := range w.doms {
 		n += ds.posted
+	}
+	return n
+}
+
+// workInFlight is opsInFlight without heartbeats, which the close drain
+// does not wait for: one to a peer that closed first may never come back.
+func (w *worker) workInFlight() int {
+	n := 0
+	for _, ds := range w.doms {
+		n += ds.posted - ds.probes
 	}
 	return n
 }
