@@ -180,3 +180,28 @@ func TestWatchdogAbandonsStuckWorker(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, a.Close(ctx), fabric.ErrAbandoned)
 }
+
+// TestWatchdogGonePeerExplainsStuckCall: a worker stuck inside a call
+// while one of its peers is gone (shm spins on the lock of a peer that died
+// holding it) is given up on after about a second, not StuckTimeout, and
+// its writes to that peer fail with ErrPeerLost naming it.
+func TestWatchdogGonePeerExplainsStuckCall(t *testing.T) {
+	a, b, src, desc := memPair(t, fabric.Config{StuckTimeout: time.Minute, LivenessInterval: -1})
+	tr := fabric.NewTransfer()
+	require.NoError(t, a.SubmitSingle(fabric.SingleWrite{Src: src, Length: 64, Dst: desc}, fabric.Notify(tr)))
+	require.NoError(t, tr.Wait(waitCtx(t)))
+	block := make(chan struct{})
+	defer close(block)
+	require.NoError(t, memfabric.Inject(nicAddr(a), memfabric.Faults{BlockPosts: block}))
+	require.NoError(t, memfabric.Inject(nicAddr(b), memfabric.Faults{Dead: true}))
+	start := time.Now()
+	require.NoError(t, a.SubmitSingle(fabric.SingleWrite{Src: src, Length: 64, Dst: desc}, fabric.Notify(tr)))
+	err := tr.Wait(waitCtx(t))
+	var pe *fabric.PeerError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, nicAddr(b), pe.Peer)
+	took := time.Since(start)
+	require.Less(t, took, 10*time.Second, "well before the one-minute StuckTimeout")
+	t.Logf("stuck worker with a gone peer given up on after %v: %v", took, err)
+	require.ErrorIs(t, a.SubmitSingle(fabric.SingleWrite{Src: src, Length: 64, Dst: desc}, fabric.Completion{}), fabric.ErrAbandoned)
+}

@@ -17,14 +17,29 @@ import (
 //   - it claims the worker's state with a compare-and-swap on callStart,
 //     which succeeds only while the worker is still inside that call, and
 //     which the worker checks (with its own compare-and-swap) when the
-//     call returns: a worker that finds its state claimed touches nothing
-//     more and ends its goroutine;
+//     call returns: a worker whose state is being looked at waits, and
+//     one whose state was taken touches nothing more and ends its
+//     goroutine;
+//   - a worker inside one call for a second already, on a domain that can
+//     check its peers (shm), has its peers checked (state claimed, then
+//     given back): if one is gone, that is the call's reason and the
+//     worker is given up on at once rather than after StuckTimeout;
 //   - with the state claimed, it fails every transfer the worker held and
 //     every request still queued to it (ErrAbandoned), on their Transfer,
 //     TransferCounter and OnDone, and tells receives;
 //   - the worker's submits fail from then on with ErrAbandoned; the rest
 //     of the engine keeps serving, and Close leaves that worker's domains
 //     open (their memory must not be freed).
+
+// callStart values besides a start time.
+const (
+	callClaimed = -1 // the watchdog is looking at the worker's state
+	callTaken   = -2 // the worker was given up on: its state is not its own
+)
+
+// quickStuck is how long a call must last before the watchdog checks the
+// worker's peers for a gone one.
+const quickStuck = int64(time.Second)
 
 // beginCall marks the start of a provider call of the data path.
 func (w *worker) beginCall() int64 {
@@ -37,25 +52,44 @@ func (w *worker) beginCall() int64 {
 // while it was inside, its state now belongs to them: the worker's
 // goroutine ends here (running only its deferred calls).
 func (w *worker) endCall(t int64) {
-	if !w.callStart.CompareAndSwap(t, 0) {
-		runtime.Goexit()
+	if w.callStart.CompareAndSwap(t, 0) {
+		return
+	}
+	for {
+		switch w.callStart.Load() {
+		case callClaimed:
+			runtime.Gosched() // the watchdog is looking; it gives back or takes
+		case t:
+			if w.callStart.CompareAndSwap(t, 0) {
+				return
+			}
+		default:
+			runtime.Goexit()
+		}
 	}
 }
 
 // claimCall takes the worker's state if the worker is inside a provider
-// call (that it started before since, if since > 0), so that the caller may
-// touch it until the end of time.
-func (w *worker) claimCall(since int64) bool {
+// call (that it started before since, if since > 0) and returns when that
+// call started; the caller gives it back (releaseCall) or takes it for
+// good (callTaken).
+func (w *worker) claimCall(since int64) (int64, bool) {
 	s := w.callStart.Load()
-	return s > 0 && (since == 0 || s <= since) && w.callStart.CompareAndSwap(s, -1)
+	if s > 0 && (since == 0 || s <= since) && w.callStart.CompareAndSwap(s, callClaimed) {
+		return s, true
+	}
+	return 0, false
 }
 
-// runWatchdog looks at the workers every quarter of the stuck timeout
-// until Close.
+// releaseCall gives a claimed worker its state back.
+func (w *worker) releaseCall(start int64) { w.callStart.Store(start) }
+
+// runWatchdog looks at the workers every quarter of the stuck timeout (at
+// least every 250 ms) until Close.
 func (e *Engine) runWatchdog() {
 	defer close(e.watchdogDone)
 	stuck := e.cfg.StuckTimeout
-	tick := time.NewTicker(max(stuck/4, 10*time.Millisecond))
+	tick := time.NewTicker(min(max(stuck/4, 10*time.Millisecond), 250*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -65,8 +99,11 @@ func (e *Engine) runWatchdog() {
 		}
 		now := nanotime()
 		for _, w := range e.workers {
-			if s := w.callStart.Load(); s > 0 && now-s > int64(stuck) {
+			switch s := w.callStart.Load(); {
+			case s > 0 && now-s > int64(stuck):
 				w.giveUp(now-int64(stuck), fmt.Sprintf("stuck in a provider call for more than %v", stuck))
+			case s > 0 && now-s > quickStuck:
+				w.lookForGonePeer(s)
 			}
 			if w.claimed {
 				w.failQueued() // requests that slipped in since
@@ -85,11 +122,10 @@ func (w *worker) giveUp(since int64, why string) error {
 	} else if w.exitState.Load() != workerAbandoned {
 		return nil // it finished meanwhile
 	}
-	if !w.claimed && w.claimCall(since) {
-		w.claimed = true
-		w.stuckErr = fmt.Errorf("group %s: worker %s: abandoned: %w", w.dev, why, ErrAbandoned)
-		w.e.log.Error("ferry worker abandoned", "device", w.dev.String(), "why", why)
-		w.failHeld(w.stuckErr)
+	if !w.claimed {
+		if _, ok := w.claimCall(since); ok {
+			w.takeClaimed(why)
+		}
 	}
 	if w.stuckErr != nil {
 		return w.stuckErr
@@ -101,6 +137,55 @@ func (w *worker) giveUp(since int64, why string) error {
 	return fmt.Errorf("group %s: the worker did not stop by the close deadline (stuck in a provider call?): "+
 		"%d transfers and %d posted operations abandoned; its domains stay open and the memory registered "+
 		"with them must not be freed: %w", w.dev, w.live.Load(), posted, ErrAbandoned)
+}
+
+// takeClaimed gives up for good on a worker whose state the caller has
+// claimed, failing everything it held.
+func (w *worker) takeClaimed(why string) {
+	w.claimed = true
+	w.stuckErr = fmt.Errorf("group %s: worker %s: abandoned: %w", w.dev, why, ErrAbandoned)
+	w.e.log.Error("ferry worker abandoned", "device", w.dev.String(), "why", why)
+	w.failHeld(w.stuckErr)
+	w.callStart.Store(callTaken)
+}
+
+// lookForGonePeer checks, with the worker's state claimed, the peers of a
+// worker that has been inside one provider call (started at start) for a
+// while, on domains that can check them. A gone peer explains the call
+// (shm spins for ever on the lock of a peer that died holding it): the
+// peer is declared lost and the worker given up on. Otherwise the state
+// goes back to the worker.
+func (w *worker) lookForGonePeer(start int64) {
+	s, ok := w.claimCall(start)
+	if !ok {
+		return
+	}
+	w.now = nanotime()
+	var gone *peerState
+	for _, ds := range w.doms {
+		pc, ok := ds.d.(PeerChecker)
+		if !ok {
+			continue
+		}
+		for _, ps := range ds.peerList {
+			if ps.gone {
+				continue
+			}
+			if err := pc.CheckPeer(ps.id); err != nil {
+				w.peerLost(ds, ps, err, true)
+				gone = ps
+			}
+		}
+	}
+	if gone == nil {
+		w.releaseCall(s)
+		return
+	}
+	w.flush()
+	if w.exitState.CompareAndSwap(workerRunning, workerAbandoned) {
+		close(w.abandon)
+	}
+	w.takeClaimed(fmt.Sprintf("stuck in a provider call while peer %s is gone", gone.addr))
 }
 
 // failHeld fails every transfer, queued request and receive of a claimed

@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"time"
+	"sync/atomic"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -54,22 +53,26 @@ type message struct {
 
 // mailbox receives control messages on a side until closed.
 type mailbox struct {
-	in   chan message
-	quit chan struct{}
+	in      chan message
+	quit    chan struct{}
+	dropped atomic.Int64
 }
 
 func newMailbox(s *Side) (*mailbox, error) {
-	m := &mailbox{in: make(chan message, recvSlots), quit: make(chan struct{})}
+	m := &mailbox{in: make(chan message, 4*recvSlots), quit: make(chan struct{})}
 	err := s.Engine.BouncingRecvs(recvSlots, msgMax, func(b []byte) {
 		var msg message
 		if err := json.Unmarshal(b, &msg); err != nil {
 			msg = message{Kind: "bad", Err: fmt.Sprintf("undecodable control message of %d bytes: %v", len(b), err)}
 		}
-		// Blocking here holds the engine's dispatcher, which only delays
-		// other callbacks: the benchmark completes through counters.
+		// Blocking here would hold the engine's dispatcher: a reader
+		// that does not keep up loses messages (their senders time
+		// out) rather than stalling every other callback.
 		select {
 		case m.in <- msg:
 		case <-m.quit:
+		default:
+			m.dropped.Add(1)
 		}
 	}, nil)
 	if err != nil {
@@ -94,72 +97,6 @@ func send(ctx context.Context, s *Side, to fabric.Address, msg message) error {
 		return fmt.Errorf("send %s: %w", msg.Kind, err)
 	}
 	return nil
-}
-
-// Serve answers clients from side s until ctx ends, one request at a
-// time, writing a line per request to log. It returns nil when ctx ends
-// and an error only when it cannot serve at all.
-func Serve(ctx context.Context, s *Side, log io.Writer) error {
-	box, err := newMailbox(s)
-	if err != nil {
-		return err
-	}
-	defer box.close()
-	self := s.Engine.MainAddress()
-	for {
-		var msg message
-		select {
-		case <-ctx.Done():
-			return nil
-		case msg = <-box.in:
-		}
-		reply := message{Kind: msg.Kind, Seq: msg.Seq, From: self}
-		switch msg.Kind {
-		case msgHello:
-			in := s.Info()
-			reply.Info = &in
-			fmt.Fprintf(log, "# client %s connected\n", msg.From)
-		case msgRun:
-			reply.Kind = msgResult
-			res, err := serveRun(ctx, s, msg)
-			if err != nil {
-				reply.Err = err.Error()
-				fmt.Fprintf(log, "# request failed: %v\n", err)
-			} else {
-				bw := ""
-				if msg.Case.Workload != Imm {
-					bw = fmt.Sprintf(", %.2f Gbit/s", res.Gbps)
-				}
-				fmt.Fprintf(log, "# wrote %s: %d iters, p50 %.2f us%s\n", caseName(*msg.Case), res.Iters, res.Lat.P50, bw)
-			}
-			reply.Result = &res
-		default:
-			fmt.Fprintf(log, "# ignored control message %q: %s\n", msg.Kind, msg.Err)
-			continue
-		}
-		if msg.From.IsZero() {
-			fmt.Fprintf(log, "# ignored %s request with no reply address\n", msg.Kind)
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if err := send(sctx, s, msg.From, reply); err != nil {
-			fmt.Fprintf(log, "# reply to %s: %v\n", msg.From, err)
-		}
-		cancel()
-	}
-}
-
-func serveRun(ctx context.Context, s *Side, msg message) (Result, error) {
-	if msg.Case == nil || msg.Dst == nil {
-		return Result{}, fmt.Errorf("run request without case or destination: %w", fabric.ErrInvalidArgument)
-	}
-	c := *msg.Case
-	lat, err := s.Write(ctx, Job{Case: c, Dst: *msg.Dst, Seed: msg.Seed, Span: msg.Span, Imm: msg.Imm})
-	if err != nil {
-		return newResult(c), err
-	}
-	in := s.Info()
-	return Summarize(c, lat, in.NICs, in.LinkSpeed), nil
 }
 
 // Client drives a server: it owns the destination buffer and checks the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,14 @@ type Side struct {
 	src    *fabric.HostBuffer
 	srcReg *fabric.MemoryRegion
 	stray  atomic.Int64 // immediates no counter claimed
+
+	// Serving (serve.go): srcMu is held by the case writing from the
+	// source buffer; caseTimeout bounds a case; spares are private source
+	// buffers of failed cases, freed after the engine closed.
+	srcMu       sync.Mutex
+	caseTimeout time.Duration
+	spareMu     sync.Mutex
+	spares      []*fabric.HostBuffer
 }
 
 // AddSource gives the side a local-only source buffer of its own, the
@@ -71,7 +80,7 @@ func openSide(ctx context.Context, s Spec, role string) (*Side, error) {
 	if s.OnEngine != nil {
 		s.OnEngine(e, role)
 	}
-	side := &Side{Engine: e, Poll: s.Poll}
+	side := &Side{Engine: e, Poll: s.Poll, caseTimeout: s.Timeout}
 	// Every immediate a case expects has a counter; anything else that
 	// arrives is counted as stray and fails the verified case it lands in.
 	e.OnImm(func(uint32) { side.stray.Add(1) })
@@ -102,7 +111,11 @@ func (s *Side) Close() error {
 	if err != nil {
 		err = fmt.Errorf("close engine: %w", err)
 	}
-	for _, b := range []*fabric.HostBuffer{s.Buf, s.src} {
+	s.spareMu.Lock()
+	bufs := append([]*fabric.HostBuffer{s.Buf, s.src}, s.spares...)
+	s.spares = nil
+	s.spareMu.Unlock()
+	for _, b := range bufs {
 		if b != nil {
 			if ferr := b.Free(); err == nil {
 				err = ferr
@@ -142,10 +155,19 @@ type PeerInfo struct {
 type Job struct {
 	Case Case
 	Dst  fabric.Descriptor
-	Seed uint64 // fill seed of verified cases and page-index seed
-	Span uint64 // bytes of the buffers the layout must fit (the smaller side)
-	Rank int    // the writer's rank, mixed into the fill pattern
-	Imm  uint32 // immediate of verified cases
+	Seed uint64  // fill seed of verified cases and page-index seed
+	Span uint64  // bytes of the buffers the layout must fit (the smaller side)
+	Rank int     // the writer's rank, mixed into the fill pattern
+	Imm  uint32  // immediate of verified cases
+	src  *source // when set, the buffer to write from instead of the side's
+}
+
+// jobSource returns the buffer and region j writes from.
+func (s *Side) jobSource(j Job) (*fabric.HostBuffer, *fabric.MemoryRegion) {
+	if j.src != nil {
+		return j.src.buf, j.src.reg
+	}
+	return s.source()
 }
 
 // Write runs j from s: fills the source pages of a checked case, then
@@ -168,11 +190,17 @@ func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 		return nil, err
 	}
 	if c.Verify && c.Workload != Imm {
-		buf, _ := s.source()
+		buf, _ := s.jobSource(j)
 		fillCase(buf.Bytes(), c, l, j.Seed, j.Rank)
 	}
 	tc := new(fabric.TransferCounter)
-	submit, check, err := s.submitter(c, l, j, tc)
+	done := fabric.Count(tc)
+	if dl, ok := ctx.Deadline(); ok {
+		// A peer that stops answering fails the case's writes at its
+		// deadline (fenced in the engine) instead of holding them.
+		done = done.WithDeadline(dl)
+	}
+	submit, check, err := s.submitter(c, l, j, done)
 	if err != nil {
 		return nil, err
 	}
@@ -216,9 +244,9 @@ func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 // submit one timed iteration and the check pass (nil when the case is not
 // checked or is the immediate case, whose timed writes are the checked
 // ones).
-func (s *Side) submitter(c Case, l Layout, j Job, tc *fabric.TransferCounter) (timed, check func() error, err error) {
-	e, done := s.Engine, fabric.Count(tc)
-	_, src := s.source()
+func (s *Side) submitter(c Case, l Layout, j Job, done fabric.Completion) (timed, check func() error, err error) {
+	e := s.Engine
+	_, src := s.jobSource(j)
 	withImm := c.Verify && c.Workload != Imm
 	switch c.Workload {
 	case Imm:
