@@ -32,7 +32,23 @@ var (
 	ErrClosed = errdefs.ErrClosed
 	// ErrTimeout is a wait whose context ended before its peers delivered.
 	ErrTimeout = errdefs.ErrTimeout
+	// ErrPeerLost is a rank the transport declared lost (its process died,
+	// its connection broke, it stopped answering): see RankError.
+	ErrPeerLost = errdefs.ErrPeerLost
 )
+
+// RankError names the rank a call failed on: the transport declared it
+// lost while this rank waited for it or wrote to it. It wraps the
+// transport's error (errors.Is ErrPeerLost).
+type RankError struct {
+	Rank int
+	Err  error
+}
+
+func (e *RankError) Error() string { return fmt.Sprintf("a2a: rank %d lost: %v", e.Rank, e.Err) }
+
+// Unwrap returns the transport's error.
+func (e *RankError) Unwrap() error { return e.Err }
 
 // ConfigError says which Config field is wrong and why. It wraps
 // ErrInvalidConfig.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a"
@@ -26,7 +27,16 @@ type Options struct {
 	Exchange Exchanger
 	// Node shares buffers within this rank's domain.
 	Node NodeMemory
+	// Timeout bounds every wait for the other ranks, in the calls (on top
+	// of their context) and in the backend's worker (count exchange,
+	// barriers): a rank that stops answering fails the others' calls
+	// within it, with an error naming the rank (a2a.RankError) as soon as
+	// the engine declares it lost. 0 means DefaultTimeout.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is Options.Timeout's default.
+const DefaultTimeout = 30 * time.Second
 
 // Backend is the host-memory a2a backend of one rank. Make it with New and
 // hand it to a2a.New, which drives it.
@@ -43,9 +53,10 @@ type Backend struct {
 	regs       []*fabric.MemoryRegion
 	wire       *wire.Wiring
 
-	acc    []float32
-	w      *worker
-	closed bool
+	acc     []float32
+	w       *worker
+	timeout time.Duration
+	closed  bool
 }
 
 var _ a2a.Backend = (*Backend)(nil)
@@ -65,7 +76,10 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if n := opt.Engine.NICs(); n != l.NICsPerGPU {
 		return nil, fmt.Errorf("a2a host backend: engine has %d nics, config %d: %w", n, l.NICsPerGPU, a2a.ErrInvalidArgument)
 	}
-	b := &Backend{l: l, eng: opt.Engine, node: opt.Node, acc: make([]float32, l.Hidden)}
+	b := &Backend{l: l, eng: opt.Engine, node: opt.Node, acc: make([]float32, l.Hidden), timeout: opt.Timeout}
+	if b.timeout <= 0 {
+		b.timeout = DefaultTimeout
+	}
 	defer func() {
 		if err != nil {
 			_ = b.Close()

@@ -32,4 +32,12 @@
 // peer is done reading what this rank exposed. Receive calls return as
 // soon as this rank's own data is in: the barrier runs in the background
 // and gates the next send.
+//
+// Every wait for other ranks, in the calls and in the worker, ends within
+// Options.Timeout. Each immediate counter watches every other rank
+// (fabric.ImmCounter.Watch), so when the engine declares a rank lost (its
+// process died, its connection broke, it stopped answering heartbeats)
+// the waits end at once with an *a2a.RankError naming it (errors.Is
+// a2a.ErrPeerLost); a wait that times out says which ranks are known
+// lost. Either leaves the context broken, as every backend failure does.
 package host

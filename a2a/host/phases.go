@@ -15,7 +15,14 @@ func (b *Backend) row(buf []byte, r int32) []byte {
 // peer returns the node-local index of rank q (a node peer).
 func (b *Backend) peer(q int32) int { return int(q) - b.base }
 
+// bound limits a call's waits to the backend's timeout.
+func (b *Backend) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.timeout)
+}
+
 func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.DispatchInput) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	// The previous combine barrier frees every buffer this phase writes.
 	if err := await(ctx, b.w.txReady, "the previous iteration's barrier"); err != nil {
 		return err
@@ -52,6 +59,8 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 }
 
 func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.DispatchOutput) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	l := &b.l
 	if err := await(ctx, b.w.planned, "the count exchange"); err != nil {
 		return err
@@ -90,6 +99,8 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 }
 
 func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.CombineInput) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	// The dispatch barrier: every rank is done reading what it was sent,
 	// and every transfer out of the send buffer completed.
 	if err := await(ctx, b.w.txReady, "the dispatch barrier"); err != nil {
@@ -118,6 +129,8 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 }
 
 func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.CombineOutput) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	l := &b.l
 	if err := b.wire.Wait(ctx, a2a.TagNodeCombine, l.NVLinkSize-1); err != nil {
 		return err

@@ -71,14 +71,17 @@ func (b *Backend) runWorker() {
 		case <-w.ctx.Done():
 			return
 		}
+		// Each step waits for the other ranks: at most the timeout.
+		ctx, cancel := context.WithTimeout(w.ctx, b.timeout)
 		switch s {
 		case stepPlan:
-			w.reply(w.planned, b.plan(w.ctx, w.p))
+			w.reply(w.planned, b.plan(ctx, w.p))
 		case stepDispatchBarrier:
-			w.reply(w.txReady, b.wire.Barrier(w.ctx, a2a.TagDispatchBarrier))
+			w.reply(w.txReady, b.wire.Barrier(ctx, a2a.TagDispatchBarrier))
 		case stepCombineBarrier:
-			w.reply(w.txReady, b.wire.Barrier(w.ctx, a2a.TagCombineBarrier))
+			w.reply(w.txReady, b.wire.Barrier(ctx, a2a.TagCombineBarrier))
 		}
+		cancel()
 	}
 }
 

@@ -83,8 +83,11 @@ func (w *Wiring) Wait(ctx context.Context, tag a2a.Tag, n int) error {
 		return fmt.Errorf("a2a wait %v: %w", tag, ErrNoCounter)
 	}
 	if err := c.Wait(ctx, int64(n)); err != nil {
+		if re := w.rankError(err); re != nil {
+			return fmt.Errorf("a2a rank %d: waiting for %d %v immediates: %w", w.l.Rank, n, tag, re)
+		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("a2a rank %d: waiting for %d %v immediates: %w: %w", w.l.Rank, n, tag, a2a.ErrTimeout, err)
+			return fmt.Errorf("a2a rank %d: waiting for %d %v immediates (%s): %w: %w", w.l.Rank, n, tag, w.suspects(), a2a.ErrTimeout, err)
 		}
 		return fmt.Errorf("a2a rank %d: waiting for %v immediates: %w", w.l.Rank, tag, err)
 	}
@@ -108,10 +111,14 @@ func (w *Wiring) Arm(tag a2a.Tag, n int) error {
 // buffers they read may be reused, and reports any that failed.
 func (w *Wiring) Drain(ctx context.Context) error {
 	if err := w.done.Wait(ctx, w.posted); err != nil {
-		return fmt.Errorf("a2a rank %d: %d of %d transfers completed: %w: %w", w.l.Rank, w.done.Done(), w.posted, a2a.ErrTimeout, err)
+		return fmt.Errorf("a2a rank %d: %d of %d transfers completed (%s): %w: %w", w.l.Rank, w.done.Done(), w.posted, w.suspects(), a2a.ErrTimeout, err)
 	}
 	if n := w.done.Errors(); n > 0 {
-		return fmt.Errorf("a2a rank %d: %d transfers failed: %w", w.l.Rank, n, fabric.ErrProvider)
+		first := w.done.Err()
+		if re := w.rankError(first); re != nil {
+			return fmt.Errorf("a2a rank %d: %d transfers failed: %w", w.l.Rank, n, re)
+		}
+		return fmt.Errorf("a2a rank %d: %d transfers failed, the first with: %w", w.l.Rank, n, first)
 	}
 	return nil
 }

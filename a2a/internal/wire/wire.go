@@ -63,6 +63,11 @@ type Wiring struct {
 	posted int64 // transfers posted so far
 	done   fabric.TransferCounter
 	closed bool
+
+	// rankOf names the rank behind each peer address, so a lost peer can
+	// be reported as a rank; unwatch ends the counters' watches.
+	rankOf  map[fabric.Address]int
+	unwatch []func()
 }
 
 // New creates the counters and exchanges descriptors with every rank (so
@@ -116,6 +121,9 @@ func New(ctx context.Context, l *a2a.Layout, o Options) (_ *Wiring, err error) {
 		if l.Node(q) == l.Node(l.Rank) {
 			w.nodeDsts = append(w.nodeDsts, w.recvDesc[q])
 		}
+	}
+	if err := w.watchRanks(); err != nil {
+		return nil, err
 	}
 	w.eagerT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	w.overT = make([]fabric.ScatterTarget, 0, l.WorldSize)
@@ -216,6 +224,9 @@ func (w *Wiring) Close() error {
 	// A transfer that does not finish in time is abandoned: the caller
 	// is tearing down, and the engine reports it when it closes.
 	_ = w.done.Wait(ctx, w.posted)
+	for _, stop := range w.unwatch {
+		stop()
+	}
 	for t := range w.counters {
 		if w.counters[t] != nil || w.flags[t] != nil {
 			w.eng.RemoveImmCount(w.l.Imm(a2a.Tag(t)))

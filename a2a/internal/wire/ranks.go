@@ -1,0 +1,84 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// Lost ranks. Every credit counter watches every other rank's endpoints
+// (fabric.ImmCounter.Watch): when the engine declares one lost (its
+// process died, its connection broke, or it stopped answering heartbeats),
+// a wait on any counter ends with that, and the error names the rank
+// instead of running into the call's timeout. A wait that times out names
+// the ranks the engine knows are lost, if any.
+
+// watchRanks binds the credit counters to every other rank: the main
+// address of a peer (its count table's NIC 0) is enough to watch its
+// process; every endpoint address is named when an operation on it fails.
+func (w *Wiring) watchRanks() error {
+	w.rankOf = make(map[fabric.Address]int)
+	var main []fabric.Address
+	for q := range w.l.WorldSize {
+		if q == w.l.Rank {
+			continue
+		}
+		for _, d := range []fabric.Descriptor{w.recvDesc[q], w.tableDesc[q]} {
+			for _, k := range d.NICs {
+				w.rankOf[k.Addr] = q
+			}
+		}
+		if len(w.tableDesc[q].NICs) > 0 {
+			main = append(main, w.tableDesc[q].NICs[0].Addr)
+		}
+	}
+	if len(main) == 0 {
+		return nil
+	}
+	for _, c := range w.counters {
+		if c == nil {
+			continue
+		}
+		stop, err := c.Watch(main...)
+		if err != nil {
+			return fmt.Errorf("a2a wiring: watch the other ranks: %w", err)
+		}
+		w.unwatch = append(w.unwatch, stop)
+	}
+	return nil
+}
+
+// rankError returns a *a2a.RankError when err says a peer of a known rank
+// was lost, else nil.
+func (w *Wiring) rankError(err error) error {
+	var pe *fabric.PeerError
+	if !errors.As(err, &pe) {
+		return nil
+	}
+	q, ok := w.rankOf[pe.Peer]
+	if !ok {
+		return nil
+	}
+	return &a2a.RankError{Rank: q, Err: err}
+}
+
+// suspects says which ranks the engine knows are lost, for a timeout.
+func (w *Wiring) suspects() string {
+	var lost []string
+	seen := map[int]bool{}
+	for a, q := range w.rankOf {
+		if !seen[q] && w.eng.PeerStatus(a) != nil {
+			seen[q] = true
+			lost = append(lost, fmt.Sprint(q))
+		}
+	}
+	if len(lost) == 0 {
+		return "no rank known lost"
+	}
+	slices.Sort(lost)
+	return "ranks known lost: " + strings.Join(lost, ", ")
+}
