@@ -69,6 +69,9 @@ const (
 	statAccessFlags
 	statAccessCount
 	statCaptureMode
+	statVMMHandles
+	statVMMMappings
+	statVMMRanges
 )
 
 func fakeDriverChecks(t *testing.T) {
@@ -161,8 +164,20 @@ func fakeDriverChecks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	imp := try(ReceiveMemory(ctx, b, c)).must(t)
-	if imp.Size() != v.Size() || !imp.IsVMM() {
-		t.Fatalf("imported %d bytes", imp.Size())
+	if imp.Size() != v.Size() || !imp.IsVMM() || imp.Ptr() == v.Ptr() {
+		t.Fatalf("imported %d bytes at %#x", imp.Size(), uint64(imp.Ptr()))
+	}
+	// Two mappings of one allocation: a store through either is seen
+	// through the other.
+	check(t, v.CopyFromHost(4096, []byte("exported")))
+	seen := make([]byte, 8)
+	check(t, imp.CopyToHost(seen, 4096))
+	if string(seen) != "exported" {
+		t.Fatalf("the import sees %q", seen)
+	}
+	if stat(t, d0, statVMMHandles) != 2 || stat(t, d0, statVMMMappings) != 2 || stat(t, d0, statVMMRanges) != 2 {
+		t.Fatalf("vmm handles %d mappings %d ranges %d, want 2 each", stat(t, d0, statVMMHandles),
+			stat(t, d0, statVMMMappings), stat(t, d0, statVMMRanges))
 	}
 	a.Close()
 	b.Close()
@@ -353,6 +368,11 @@ func fakeDriverChecks(t *testing.T) {
 	}
 	if n := stat(t, d0, statLiveAllocs); n != 0 {
 		t.Fatalf("%d driver allocations leaked", n)
+	}
+	for _, w := range []int{statVMMHandles, statVMMMappings, statVMMRanges} {
+		if n := stat(t, d0, w); n != 0 {
+			t.Fatalf("%d vmm objects (statistic %d) leaked", n, w)
+		}
 	}
 	runtime.GC()
 	// An object dropped without Close is counted once collected.

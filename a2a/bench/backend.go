@@ -30,7 +30,7 @@ func newBackend(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, e
 	opt Options) (b a2a.Backend, close func() error, err error) {
 	close = func() error { return nil }
 	node := opt.Node
-	if node == nil && spec.Backend != BackendCUDA {
+	if node == nil && spec.Backend == BackendHost {
 		if node, err = host.NewProcessNode(cfg, g); err != nil {
 			return nil, close, err
 		}
@@ -42,44 +42,61 @@ func newBackend(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, e
 	case BackendHost:
 		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node})
 	case BackendCUDAEmu:
-		copt.Device, copt.Node = emu.NewDevice(), emu.NewHostNode(node, me)
+		dev := emu.NewDevice()
+		copt.Device = dev
+		if node != nil {
+			copt.Node = emu.NewHostNode(node, me)
+		} else if copt.Node, err = a2acuda.NewProcessNode(cfg, g, dev); err != nil {
+			return nil, close, err
+		}
 		b, err = a2acuda.New(ctx, cfg, copt)
 	case BackendCUDA:
-		if l.NVLinkSize > 1 {
-			// Sharing device memory between processes (CUDA VMM exports)
-			// is not wired into the backend yet.
-			return nil, close, fmt.Errorf("bench: backend cuda with --nvlink %d: node ranks in separate processes need CUDA VMM sharing, not built yet: %w",
-				l.NVLinkSize, fabric.ErrNotSupported)
-		}
-		n, err := cuda.DeviceCount()
+		dev, cclose, err := openGPU(cfg, g)
 		if err != nil {
 			return nil, close, err
 		}
-		if n == 0 {
-			return nil, close, fmt.Errorf("bench: backend cuda: no CUDA device: %w", fabric.ErrNotSupported)
+		close = cclose
+		copt.Device = dev
+		if l.NVLinkSize == 1 {
+			copt.Node = a2acuda.NewLocalNode(dev, 1).Member(0)
+		} else if copt.Node, err = a2acuda.NewProcessNode(cfg, g, dev); err != nil {
+			// Node ranks are processes: their buffers are CUDA VMM
+			// allocations, exported to each other over unix sockets.
+			return nil, close, errors.Join(err, close())
 		}
-		ord := cfg.Rank
-		if lr, ok := g.(localRanker); ok {
-			ord = lr.LocalRank()
-		}
-		d, err := cuda.GetDevice(ord % n)
-		if err != nil {
-			return nil, close, err
-		}
-		cctx, err := d.PrimaryContext()
-		if err != nil {
-			return nil, close, err
-		}
-		close = cctx.Close
-		dev, err := a2acuda.NewDriverDevice(cctx)
-		if err != nil {
-			return nil, close, err
-		}
-		copt.Device, copt.Node = dev, a2acuda.NewLocalNode(dev, 1).Member(0)
 		if b, err = a2acuda.New(ctx, cfg, copt); err != nil {
 			return nil, close, errors.Join(err, close())
 		}
 		return b, close, nil
 	}
 	return b, close, err
+}
+
+// openGPU returns the device of this rank's GPU (picked by its local
+// rank) and the close of its context.
+func openGPU(cfg a2a.Config, g Group) (*a2acuda.DriverDevice, func() error, error) {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return nil, nil, err
+	}
+	if n == 0 {
+		return nil, nil, fmt.Errorf("bench: backend cuda: no CUDA device: %w", fabric.ErrNotSupported)
+	}
+	ord := cfg.Rank
+	if lr, ok := g.(localRanker); ok {
+		ord = lr.LocalRank()
+	}
+	d, err := cuda.GetDevice(ord % n)
+	if err != nil {
+		return nil, nil, err
+	}
+	cctx, err := d.PrimaryContext()
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err := a2acuda.NewDriverDevice(cctx)
+	if err != nil {
+		return nil, nil, errors.Join(err, cctx.Close())
+	}
+	return dev, cctx.Close, nil
 }

@@ -56,7 +56,9 @@ type Spec struct {
 type Options struct {
 	Engine *fabric.Engine // nil: open one for Spec.Transport
 	// Node shares host memory within a domain (host and cuda-emu
-	// backends); nil: a host.ProcessNode.
+	// backends, ranks in one process); nil: the ranks are processes, and
+	// share through a host.ProcessNode (host) or an a2a/cuda ProcessNode
+	// (cuda-emu: memfds; cuda: CUDA VMM exports).
 	Node   host.NodeMemory
 	Logger *slog.Logger // nil: discard the engine's logs
 	// LogLevel is the least level the engine logs (nil: fabric's default,

@@ -308,17 +308,34 @@ func (b *Backend) connect(ctx context.Context, ex Exchanger) error {
 		}
 		return r, err
 	}
-	sendReg, err := reg(b.dev.Register(b.eng, b.send[me], int(l.SendBytes), fabric.AccessLocal))
-	if err != nil {
-		return err
+	var sendReg, recvReg *fabric.MemoryRegion
+	var err error
+	if l.Nodes == 1 {
+		// One domain: no byte of the transport buffers crosses the fabric
+		// (every copy is a node copy); it carries only the count rows and
+		// zero-byte signals, which need a region to name, not these
+		// buffers. A page of mapped host memory stands in for each, so
+		// that a fabric unable to register device memory (no GPUDirect
+		// RDMA) serves a single-node world.
+		pads, err := b.alloc(2*padBytes, true)
+		if err != nil {
+			return err
+		}
+		if sendReg, err = reg(b.registerHost(pads.Bytes()[:padBytes], fabric.AccessLocal)); err != nil {
+			return err
+		}
+		if recvReg, err = reg(b.registerHost(pads.Bytes()[padBytes:], fabric.AccessRemoteWrite)); err != nil {
+			return err
+		}
+	} else {
+		if sendReg, err = reg(b.dev.Register(b.eng, b.send[me], int(l.SendBytes), fabric.AccessLocal)); err != nil {
+			return err
+		}
+		if recvReg, err = reg(b.dev.Register(b.eng, b.recv[me], int(l.RecvBytes), fabric.AccessRemoteWrite)); err != nil {
+			return err
+		}
 	}
-	recvReg, err := reg(b.dev.Register(b.eng, b.recv[me], int(l.RecvBytes), fabric.AccessRemoteWrite))
-	if err != nil {
-		return err
-	}
-	tb := b.table.Bytes()
-	tableReg, err := reg(b.eng.Register(fabric.MemorySpan{Addr: uintptr(unsafe.Pointer(unsafe.SliceData(tb))),
-		Len: uint64(len(tb)), Device: fabric.HostDevice, DmabufFD: -1}, fabric.AccessRemoteWrite))
+	tableReg, err := reg(b.registerHost(b.table.Bytes(), fabric.AccessRemoteWrite))
 	if err != nil {
 		return err
 	}
@@ -333,6 +350,15 @@ func (b *Backend) connect(ctx context.Context, ex Exchanger) error {
 	}
 	b.planner, err = a2a.NewPlanner(l.Config)
 	return err
+}
+
+// padBytes is the size of each stand-in region of a single-domain world.
+const padBytes = 4096
+
+// registerHost registers host memory (mapped or not) with the engine.
+func (b *Backend) registerHost(m []byte, access fabric.Access) (*fabric.MemoryRegion, error) {
+	return b.eng.Register(fabric.MemorySpan{Addr: uintptr(unsafe.Pointer(unsafe.SliceData(m))), Len: uint64(len(m)),
+		Device: fabric.HostDevice, DmabufFD: -1}, access)
 }
 
 // epochFlag is a fabric.Flag in the control block: each Set publishes the

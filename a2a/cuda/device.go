@@ -86,3 +86,29 @@ type NodeMemory interface {
 	// Close releases the mappings.
 	Close() error
 }
+
+// ExportingDevice is a Device whose memory other processes can map: a
+// GPU through CUDA VMM (POSIX file descriptor handles), or the emulator
+// (sealed memfds). ProcessNode needs one.
+type ExportingDevice interface {
+	Device
+	// AllocExportable returns at least n bytes of zeroed device memory
+	// that can be exported to another process.
+	AllocExportable(n int) (ExportableMemory, error)
+	// Import maps memory another process exported (fd from
+	// ExportableMemory.Export, size its Size) and makes it accessible to
+	// this device. The fd stays the caller's to close; the returned
+	// Memory's Free unmaps it.
+	Import(fd, size int) (Memory, error)
+}
+
+// ExportableMemory is memory of an ExportingDevice.
+type ExportableMemory interface {
+	Memory
+	// Size is the allocation's size (what was asked, rounded up to the
+	// device's granularity): what an importer maps.
+	Size() int
+	// Export returns a new file descriptor for the memory, which the
+	// caller owns and closes.
+	Export() (int, error)
+}

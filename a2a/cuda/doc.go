@@ -19,6 +19,18 @@
 // processes over libfabric's shm and tcp, node peers sharing memory,
 // checked against the oracle bit for bit.
 //
+// # Node ranks
+//
+// The ranks of an NVLink domain address each other's send and receive
+// buffers directly (NodeMemory). LocalNode serves ranks of one process:
+// plain device pointers. ProcessNode serves ranks that are processes of
+// one machine: each allocates its buffers as exportable memory of its
+// device (ExportingDevice: CUDA VMM with POSIX file descriptor handles on
+// a GPU, memfds on the emulator), sends the descriptors to its node peers
+// over unix sockets (SCM_RIGHTS), and maps theirs with access for its own
+// device. A world of one domain needs no GPU memory registered with the
+// fabric at all: only the count rows and signals cross it, in host memory.
+//
 // # Kernels
 //
 //	dispatch send  mark every copy in per-expert token bitmaps (grid);

@@ -21,7 +21,7 @@ type DriverDevice struct {
 	name string
 }
 
-var _ Device = (*DriverDevice)(nil)
+var _ ExportingDevice = (*DriverDevice)(nil)
 
 // NewDriverDevice returns the device of ctx. It fails with an error
 // wrapping cuda.ErrNotSupported where there is no driver or device.
@@ -147,3 +147,38 @@ func (d *DriverDevice) EngineDevice() fabric.Device { return gpu.DeviceOf(d.ctx.
 
 // DefaultLaunch is one block of GPUThreads per SM.
 func (d *DriverDevice) DefaultLaunch() (grid, block int) { return d.sms, GPUThreads }
+
+// AllocExportable allocates with CUDA VMM, exportable as a POSIX file
+// descriptor (and GPUDirect RDMA capable where the device can make such
+// VMM memory, so that the engine may register it), mapped for this
+// device and zeroed.
+func (d *DriverDevice) AllocExportable(n int) (ExportableMemory, error) {
+	rdma, err := d.ctx.Device().Attribute(cu.AttrGPUDirectRDMAWithVMM)
+	if err != nil {
+		return nil, err
+	}
+	m, err := d.ctx.AllocVMM(uint64(n), cu.VMMOptions{Exportable: true, GPUDirectRDMA: rdma != 0})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Memset(0); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return vmmMemory{driverMemory{m}}, nil
+}
+
+// Import maps a VMM allocation another process exported into this
+// context, with read and write access for this device.
+func (d *DriverDevice) Import(fd, size int) (Memory, error) {
+	m, err := d.ctx.ImportVMM(fd, uint64(size))
+	if err != nil {
+		return nil, err
+	}
+	return driverMemory{m}, nil
+}
+
+type vmmMemory struct{ driverMemory }
+
+func (m vmmMemory) Size() int            { return int(m.m.Size()) }
+func (m vmmMemory) Export() (int, error) { return m.m.ExportFD() }

@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -184,6 +185,32 @@ func BenchmarkGPUStep(b *testing.B) {
 			b.ReportMetric(phases[2]+phases[3], "combine_us")
 			b.ReportMetric(total/floor, "x_hbm_floor")
 			b.ReportMetric(bw/1e9, "copy_GBps")
+		})
+	}
+}
+
+// TestGPUNodeProcesses: W ranks as processes on the one GPU, all in one
+// NVLink domain, their buffers CUDA VMM allocations exported to each other
+// over unix sockets and mapped (a2a/cuda.ProcessNode); the fabric between
+// them (tcp;ofi_rxm on loopback, or FERRY_A2A_GPU_TRANSPORT) carries only
+// the count rows and signals, in host memory. Without MPS the processes'
+// contexts time-slice the GPU, so a kernel waiting for a peer's rows
+// waits for the peer's slice: slow, never stuck. Every iteration is
+// compared with the oracle, buffers poisoned between iterations.
+func TestGPUNodeProcesses(t *testing.T) {
+	requireDevice(t)
+	transport := os.Getenv("FERRY_A2A_GPU_TRANSPORT")
+	if transport == "" {
+		transport = "tcp;ofi_rxm"
+	}
+	for name, cfg := range map[string]a2a.Config{
+		"W4_S4":    {WorldSize: 4, NVLinkSize: 4},
+		"W4_S4_D2": {WorldSize: 4, NVLinkSize: 4, ReplicaSize: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := gpuConfig(32)
+			c.WorldSize, c.NVLinkSize, c.ReplicaSize = cfg.WorldSize, cfg.NVLinkSize, cfg.ReplicaSize
+			runProcJob(t, procJob{Config: c, Device: "gpu", Transport: transport, Seed: 21, Iters: 4, Phase: 2 * time.Minute})
 		})
 	}
 }

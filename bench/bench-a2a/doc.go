@@ -29,8 +29,11 @@
 // loops over registered host buffers, the fabric engine between domains.
 // --backend cuda runs the CUDA backend (package a2a/cuda) on this rank's
 // GPU (picked by its local rank), with kernels NVRTC compiles for it; the
-// fabric must carry GPU memory (efa or verbs), and ranks of one NVLink
-// domain in separate processes are not supported yet (--nvlink 1).
+// fabric must carry GPU memory (efa or verbs) unless every rank is in one
+// NVLink domain (--nvlink W: the fabric then carries only the count rows
+// and signals, in host memory). Ranks of one NVLink domain share their
+// buffers as CUDA VMM allocations exported to each other over unix
+// sockets (a2a/cuda.ProcessNode).
 // --backend cuda-emu runs the same backend with its kernels on the CPU
 // emulator (a2a/cuda/emu): the same .cu sources built by g++, "device
 // memory" being host memory, any provider; its timings are the

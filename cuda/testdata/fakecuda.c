@@ -1,12 +1,20 @@
 // A fake libcuda.so.1 for the package's tests on machines without a GPU.
 // "Device" memory is host memory, kernels are two C functions, graphs
-// record the launches made while a stream is captured. It checks what the
+// record the launches made while a stream is captured, VMM allocations
+// are memfds (an exported handle is a file another process can import and
+// map, and the live handles, mappings and reserved ranges are counted).
+// It checks what the
 // real driver would refuse: calls that need a current context without
 // one, malformed allocation properties, unknown images and kernels.
 // Built by the test with: cc -shared -fPIC -o libcuda.so.1 fakecuda.c
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -20,6 +28,7 @@ static int capture_mode = -1;
 
 // Counters the tests read as device attributes 9000 + which.
 static long set_current_calls, launches, coop_launches, live_allocs;
+static long live_handles, live_mappings, live_ranges; // VMM
 static int last_rdma, last_handle_types, last_access_flags, last_access_count;
 
 long fake_stats(int which) {
@@ -33,6 +42,9 @@ long fake_stats(int which) {
 	case 6: return last_access_flags;
 	case 7: return last_access_count;
 	case 8: return capture_mode;
+	case 9: return live_handles;
+	case 10: return live_mappings;
+	case 11: return live_ranges;
 	}
 	return -1;
 }
@@ -111,7 +123,18 @@ typedef struct {
 	unsigned char reserved[4];
 } prop_t;
 typedef struct { loc_t loc; int flags; } access_t;
-typedef struct { void *mem; size_t size; } alloc_t;
+// A VMM allocation is a memfd, so an exported handle is a real file a
+// peer process can import and map: stores through one mapping show in
+// every other, as with physical memory mapped twice.
+typedef struct { int fd; size_t size; } alloc_t;
+// Reserved ranges are PROT_NONE address space; cuMemMap maps the memfd
+// over one, cuMemUnmap returns it to PROT_NONE. The driver is thread-safe,
+// so the table is locked.
+typedef struct { CUdeviceptr at; size_t size; int mapped; } range_t;
+static range_t ranges[64];
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static void vmm_unlock(int *unused) { pthread_mutex_unlock(&vmm_lock); }
+#define VMM_LOCK() pthread_mutex_lock(&vmm_lock); __attribute__((cleanup(vmm_unlock))) int vmm_guard_ = 0
 
 static CUresult check_prop(const prop_t *p) {
 	if (p->type != 1 || p->loc.type != 1 || p->loc.id < 0 || p->loc.id > 1 || p->win32 != NULL ||
@@ -121,58 +144,109 @@ static CUresult check_prop(const prop_t *p) {
 	last_handle_types = p->handles;
 	return 0;
 }
+static range_t *range_at(CUdeviceptr p, size_t n) {
+	for (int i = 0; i < 64; i++)
+		if (ranges[i].at == p && ranges[i].size == n) return &ranges[i];
+	return NULL;
+}
+static alloc_t *new_alloc(int fd, size_t n) {
+	alloc_t *a = calloc(1, sizeof(*a));
+	a->fd = fd;
+	a->size = n;
+	live_handles++;
+	return a;
+}
 CUresult cuMemGetAllocationGranularity(size_t *g, const prop_t *p, int opt) { NEED_CTX(); *g = 2 << 20; return check_prop(p); }
 CUresult cuMemCreate(unsigned long long *h, size_t n, const prop_t *p, unsigned long long f) {
+	VMM_LOCK();
 	NEED_CTX();
 	if (check_prop(p) || f || n % (2 << 20)) return 1;
-	alloc_t *a = calloc(1, sizeof(*a));
-	a->mem = calloc(1, n);
-	a->size = n;
-	*h = (unsigned long long)(uintptr_t)a;
+	int fd = memfd_create("fake-vmm", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)n) != 0) return 2;
+	*h = (unsigned long long)(uintptr_t)new_alloc(fd, n);
 	return 0;
 }
-CUresult cuMemRelease(unsigned long long h) { NEED_CTX(); alloc_t *a = (alloc_t *)(uintptr_t)h; free(a->mem); free(a); return 0; }
-// A reservation is remembered only by the mapping: map returns the
-// allocation's own memory at the reserved address by aliasing it.
-static CUdeviceptr reserved_at;
-static alloc_t *mapped;
-CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t al, CUdeviceptr addr, unsigned long long f) {
-	NEED_CTX();
-	*p = reserved_at = 0x7f0000000000ull;
-	return 0;
-}
-CUresult cuMemAddressFree(CUdeviceptr p, size_t n) { NEED_CTX(); return p == reserved_at ? 0 : 1; }
-CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, unsigned long long h, unsigned long long f) {
+// Release drops the handle; mappings keep the memory, as on a GPU.
+CUresult cuMemRelease(unsigned long long h) {
+	VMM_LOCK();
 	NEED_CTX();
 	alloc_t *a = (alloc_t *)(uintptr_t)h;
-	if (p != reserved_at || (a->size && n != a->size) || off || f) return 1;
-	mapped = a;
+	close(a->fd);
+	free(a);
+	live_handles--;
 	return 0;
 }
-CUresult cuMemUnmap(CUdeviceptr p, size_t n) { NEED_CTX(); mapped = NULL; return 0; }
-CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const access_t *d, size_t count) {
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t al, CUdeviceptr addr, unsigned long long f) {
+	VMM_LOCK();
 	NEED_CTX();
+	for (int i = 0; i < 64; i++) {
+		if (ranges[i].at) continue;
+		void *m = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED) return 2;
+		ranges[i] = (range_t){(CUdeviceptr)(uintptr_t)m, n, 0};
+		live_ranges++;
+		*p = ranges[i].at;
+		return 0;
+	}
+	return 2;
+}
+CUresult cuMemAddressFree(CUdeviceptr p, size_t n) {
+	VMM_LOCK();
+	NEED_CTX();
+	range_t *r = range_at(p, n);
+	if (r == NULL || r->mapped) return 1; // unknown, or still mapped
+	munmap((void *)(uintptr_t)p, n);
+	*r = (range_t){0};
+	live_ranges--;
+	return 0;
+}
+CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, unsigned long long h, unsigned long long f) {
+	VMM_LOCK();
+	NEED_CTX();
+	alloc_t *a = (alloc_t *)(uintptr_t)h;
+	range_t *r = range_at(p, n);
+	if (r == NULL || r->mapped || n != a->size || off || f) return 1;
+	if (mmap((void *)(uintptr_t)p, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, a->fd, 0) == MAP_FAILED) return 2;
+	r->mapped = 1;
+	live_mappings++;
+	return 0;
+}
+CUresult cuMemUnmap(CUdeviceptr p, size_t n) {
+	VMM_LOCK();
+	NEED_CTX();
+	range_t *r = range_at(p, n);
+	if (r == NULL || !r->mapped) return 1;
+	mmap((void *)(uintptr_t)p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	r->mapped = 0;
+	live_mappings--;
+	return 0;
+}
+CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const access_t *d, size_t count) {
+	VMM_LOCK();
+	NEED_CTX();
+	range_t *r = range_at(p, n);
+	if (r == NULL || !r->mapped) return 1; // access is set on mapped ranges only
 	last_access_count = (int)count;
 	last_access_flags = d[0].flags;
 	for (size_t i = 0; i < count; i++)
 		if (d[i].loc.type != 1 || d[i].flags != 3) return 1;
 	return 0;
 }
-// Export gives a pipe fd; import takes the fd value itself as the handle.
+// Export gives a new descriptor of the memfd; import takes the fd value
+// itself (not a pointer to it) and keeps its own duplicate.
 CUresult cuMemExportToShareableHandle(void *out, unsigned long long h, int type, unsigned long long f) {
 	NEED_CTX();
 	if (type != 1 || f) return 1;
-	*(int *)out = dup(0);
+	*(int *)out = fcntl(((alloc_t *)(uintptr_t)h)->fd, F_DUPFD_CLOEXEC, 0);
 	return 0;
 }
 CUresult cuMemImportFromShareableHandle(unsigned long long *h, void *os_handle, int type) {
+	VMM_LOCK();
 	NEED_CTX();
 	intptr_t fd = (intptr_t)os_handle;
-	if (type != 1 || fd < 0 || fd > 65535) return 1; // a pointer here would be a bug
-	alloc_t *a = calloc(1, sizeof(*a));
-	a->size = 0; // any size: the importer says how much it maps
-	a->mem = calloc(1, 1);
-	*h = (unsigned long long)(uintptr_t)a;
+	struct stat st;
+	if (type != 1 || fd < 0 || fd > 65535 || fstat((int)fd, &st) != 0) return 1; // a pointer here would be a bug
+	*h = (unsigned long long)(uintptr_t)new_alloc(fcntl((int)fd, F_DUPFD_CLOEXEC, 0), (size_t)st.st_size);
 	return 0;
 }
 

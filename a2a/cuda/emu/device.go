@@ -22,7 +22,7 @@ const (
 // Device is the emulator as an a2a/cuda Device. Safe for concurrent use.
 type Device struct{}
 
-var _ cuda.Device = Device{}
+var _ cuda.ExportingDevice = Device{}
 
 // NewDevice returns the emulator device.
 func NewDevice() Device { return Device{} }
@@ -99,3 +99,37 @@ func (Device) Register(e *fabric.Engine, addr uint64, n int, access fabric.Acces
 func (Device) EngineDevice() fabric.Device { return fabric.HostDevice }
 
 func (Device) DefaultLaunch() (grid, block int) { return DefaultGrid, DefaultBlock }
+
+// AllocExportable is Alloc: emulator memory is a sealed memfd (where the
+// kernel has memfd_create) that another process can map.
+func (d Device) AllocExportable(n int) (cuda.ExportableMemory, error) {
+	b, err := fabric.AllocHost(n)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Shareable() {
+		_ = b.Free()
+		return nil, fmt.Errorf("a2a emu: host memory cannot be shared between processes here (no memfd_create): %w",
+			cu.ErrNotSupported)
+	}
+	return memory{b}, nil
+}
+
+// Import maps the memfd another process exported.
+func (Device) Import(fd, size int) (cuda.Memory, error) {
+	b, err := fabric.MapHostFile(fd, size)
+	if err != nil {
+		return nil, err
+	}
+	return memory{b}, nil
+}
+
+func (m memory) Size() int { return m.b.Len() }
+
+func (m memory) Export() (int, error) {
+	f, err := fabric.HostMemoryFile(m.b.Addr(), uint64(m.b.Len()))
+	if err != nil {
+		return -1, err
+	}
+	return f.FD, nil
+}

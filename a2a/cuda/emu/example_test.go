@@ -18,7 +18,8 @@ import (
 // "mem" provider, run the CUDA backend's kernels on the CPU emulator:
 // each dispatches two tokens to the other rank's expert and combines the
 // results back. In a job of processes, use a rendezvous.Group as the
-// Exchanger and emu.NewHostNode over a host.ProcessNode for the domain.
+// Exchanger and a cuda.ProcessNode over the emulator device for the
+// domain (its memory is memfds, which node peers map).
 // Needs g++ (the first run builds the kernels, later runs take them from
 // the cache).
 func ExampleNewDevice() {
