@@ -288,3 +288,19 @@ func TestSegmentsShared(t *testing.T) {
 	require.NoError(t, b.d.UnregisterMemory(k))
 	require.Equal(t, base+4, ipc.LiveMappings(), "the region's mapping went with its last user")
 }
+
+// TestWriteToSelf: an endpoint can be its own peer (an engine writing into
+// its own memory through the transport).
+func TestWriteToSelf(t *testing.T) {
+	a := openSide(t, 1<<20)
+	fill(a.buf.Bytes()[:4096], 5)
+	self := a.resolve(a)
+	a.post(a.write(self, a, 0, 4096, 1, 99))
+	a.post(fabric.WriteOp{Local: a.addr(0), Length: 4096, Remote: 8192, RemoteKey: a.keys.Remote, Peer: self,
+		Context: 2, Imm: 100, Flags: fabric.WriteHasImm})
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 && len(a.imms) == 2 }, a)
+	require.Zero(t, a.byCtx[1].Errno)
+	require.Zero(t, a.byCtx[2].Errno)
+	require.Equal(t, a.buf.Bytes()[:4096], a.buf.Bytes()[8192:8192+4096])
+	require.ElementsMatch(t, []uint32{99, 100}, a.imms)
+}
