@@ -47,8 +47,15 @@ type Spec struct {
 	Check      bool
 	CheckIters int
 	Seed       uint64
-	// Timeout bounds each phase of each iteration (default 30 s).
+	// Timeout bounds each phase of each iteration (default 30 s); in a
+	// one-device run, every wait of every kernel (the watchdog).
 	Timeout time.Duration
+	// Mode, when set (ModeLockStep or ModeConcurrent), runs every rank in
+	// this process on one device (RunDevice) instead of one rank per
+	// process (Run). Graph adds replays of the lock step captured into a
+	// CUDA graph (a GPU only).
+	Mode  string
+	Graph bool
 }
 
 // Options are the parts a caller may provide instead of Run building
@@ -72,6 +79,9 @@ type Options struct {
 	// samples and check (on every rank).
 	OnStart func(*Report)
 	OnCase  func(Case)
+	// OnDeviceCase sees each row of a one-device run (RunDevice) as soon
+	// as it is measured and checked.
+	OnDeviceCase func(DeviceCase)
 }
 
 // Errors Run returns besides those of the pieces it drives.
@@ -109,6 +119,9 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("bench: a case of %d tokens is outside [0, %d]: %w", t, s.Config.MaxTokens, a2a.ErrInvalidArgument)
 		}
 	}
+	if err := s.validateDevice(); err != nil {
+		return err
+	}
 	cfg := s.Config
 	cfg.Rank = 0
 	return cfg.Validate()
@@ -121,6 +134,9 @@ func (s Spec) Validate() error {
 func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
+	}
+	if spec.Mode != "" {
+		return nil, fmt.Errorf("bench: --mode %s runs every rank in one process (RunDevice): %w", spec.Mode, a2a.ErrInvalidArgument)
 	}
 	if spec.Backend == "" {
 		spec.Backend = BackendHost

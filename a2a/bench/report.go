@@ -26,6 +26,19 @@ type Report struct {
 	// the oracle (0: none).
 	CheckIters int    `json:"check_iters"`
 	Cases      []Case `json:"cases,omitempty"`
+
+	// One-device runs (RunDevice): the mode, whether graph replays were
+	// timed too, the device, its launch, where the transport buffers
+	// live, the device's copy bandwidth (read plus written, GB/s; 0 where
+	// not measured), and the cases.
+	Mode        string       `json:"mode,omitempty"`
+	Graph       bool         `json:"graph,omitempty"`
+	Device      string       `json:"device,omitempty"`
+	Grid        int          `json:"grid,omitempty"`
+	Block       int          `json:"block,omitempty"`
+	Buffers     string       `json:"buffers,omitempty"`
+	CopyGBps    float64      `json:"copy_gbps,omitempty"`
+	DeviceCases []DeviceCase `json:"device_cases,omitempty"`
 }
 
 // Sample is one timed iteration on one rank: each half of each phase.

@@ -2,13 +2,15 @@ package cuda_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
 	a2acuda "github.com/ferryrdma/ferry/a2a/cuda"
-	"github.com/ferryrdma/ferry/a2a/cuda/internal/steptest"
+	"github.com/ferryrdma/ferry/a2a/internal/onedevice"
+	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	"github.com/ferryrdma/ferry/cuda"
 	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 	"github.com/ferryrdma/ferry/internal/testutil"
@@ -49,77 +51,43 @@ func gpuConfig(tokens int) a2a.Config {
 		CombineType: a2a.BF16, Experts: 64, ExpertsPerToken: 8, PrivateTokens: 4}
 }
 
+// newWorld builds W ranks on one device for the test.
+func newWorld(tb testing.TB, cfg a2a.Config, o onedevice.Options) *onedevice.World {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w, err := onedevice.New(ctx, cfg, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			tb.Errorf("close: %v", err)
+		}
+	})
+	return w
+}
+
 // TestGPUEightRanksOneGPU: lock step (one phase of every rank at a time,
 // full grids), then concurrent (a stream per rank, grids of SMs/8 blocks
 // so that all eight are resident), every iteration equal to the oracle.
 func TestGPUEightRanksOneGPU(t *testing.T) {
 	d := requireDevice(t)
 	grid, _ := d.DefaultLaunch()
+	ctx := context.Background()
 	t.Run("lock-step", func(t *testing.T) {
-		w := steptest.NewWorld(t, gpuConfig(32), steptest.Options{Device: d, Mapped: true})
-		w.Iterate(t, steptest.LockStep, 1, 4)
+		w := newWorld(t, gpuConfig(32), onedevice.Options{Device: d, Mapped: true})
+		if err := w.Iterate(ctx, onedevice.LockStep, 1, 4); err != nil {
+			t.Fatal(err)
+		}
 	})
 	t.Run("concurrent", func(t *testing.T) {
-		w := steptest.NewWorld(t, gpuConfig(32), steptest.Options{Device: d, Mapped: true,
-			Backend: a2acuda.Options{Grid: max(grid/8, 1), Timeout: 20 * time.Second}})
-		w.Iterate(t, steptest.Concurrent, 2, 4)
-	})
-}
-
-// graphReplay captures every rank's four launches, in lock step, on one
-// stream into a CUDA graph once, and launches the graph per replay.
-type graphReplay struct {
-	st   *cuda.Stream
-	exec *cuda.GraphExec
-}
-
-func (g *graphReplay) Record(tb testing.TB, w *steptest.World, steps [][4]a2acuda.Launch) {
-	tb.Helper()
-	st, ok := w.Backends[0].Stream().(interface{ CUDAStream() *cuda.Stream })
-	if !ok {
-		tb.Fatal("not a driver stream")
-	}
-	g.st = st.CUDAStream()
-	graph, err := g.st.Capture(cuda.CaptureRelaxed, func(s *cuda.Stream) error {
-		for p := a2acuda.PhaseDispatchSend; p <= a2acuda.PhaseCombineRecv; p++ {
-			for r := range steps {
-				l := steps[r][p]
-				cfg := cuda.LaunchConfig{Grid: cuda.Dim3{X: uint32(l.Grid)}, Block: cuda.Dim3{X: uint32(l.Block)},
-					Stream: s, Cooperative: true}
-				if err := l.Kernel.(*cuda.Function).Launch(cfg, l.Args...); err != nil {
-					return err
-				}
-			}
+		w := newWorld(t, gpuConfig(32), onedevice.Options{Device: d, Mapped: true,
+			Backend: a2acuda.Options{Grid: max(grid/8, 1)}, Watchdog: 20 * time.Second})
+		if err := w.Iterate(ctx, onedevice.Concurrent, 2, 4); err != nil {
+			t.Fatal(err)
 		}
-		return nil
 	})
-	if err != nil {
-		tb.Fatalf("capture: %v", err)
-	}
-	defer graph.Close()
-	if g.exec, err = graph.Instantiate(); err != nil {
-		tb.Fatalf("instantiate: %v", err)
-	}
-	tb.Cleanup(func() { _ = g.exec.Close() })
-}
-
-func (g *graphReplay) Replay(tb testing.TB, w *steptest.World) {
-	tb.Helper()
-	if err := g.exec.Launch(g.st); err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := g.st.SynchronizeContext(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	for p := a2acuda.PhaseDispatchSend; p <= a2acuda.PhaseCombineRecv; p++ {
-		for r, b := range w.Backends {
-			if _, err := b.Status(p); err != nil {
-				tb.Fatalf("rank %d: %v", r, err)
-			}
-		}
-	}
 }
 
 // TestGPUGraphReplay: one captured graph of a whole step of 8 ranks,
@@ -127,36 +95,12 @@ func (g *graphReplay) Replay(tb testing.TB, w *steptest.World) {
 // between replays, every replay equal to the oracle.
 func TestGPUGraphReplay(t *testing.T) {
 	d := requireDevice(t)
-	w := steptest.NewWorld(t, gpuConfig(16), steptest.Options{Device: d, Mapped: true})
-	w.Replay(t, &graphReplay{}, 3, 1000)
-}
-
-// copyBandwidth measures the device's copy bandwidth in bytes read plus
-// written per second: a device-to-device copy of 1 GiB, best of three.
-func copyBandwidth(b *testing.B, c *cuda.Context) float64 {
-	const size = 1 << 30
-	src, err := c.Alloc(size)
-	if err != nil {
-		b.Fatal(err)
+	w := newWorld(t, gpuConfig(16), onedevice.Options{Device: d, Mapped: true})
+	g := &onedevice.Graph{}
+	defer g.Close()
+	if err := w.Replay(context.Background(), g, onedevice.ReplayOptions{Seed: 3, Replays: 1000, Accumulate: true}); err != nil {
+		t.Fatal(err)
 	}
-	defer src.Close()
-	dst, err := c.Alloc(size)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dst.Close()
-	best := time.Duration(1 << 62)
-	for range 3 {
-		t0 := time.Now()
-		if err := c.CopyDtoD(dst.Ptr(), src.Ptr(), size); err != nil {
-			b.Fatal(err)
-		}
-		if err := c.Synchronize(); err != nil {
-			b.Fatal(err)
-		}
-		best = min(best, time.Since(t0))
-	}
-	return 2 * size / best.Seconds()
 }
 
 // BenchmarkGPUStep times one rank's iteration on a GPU (every copy to its
@@ -164,26 +108,52 @@ func copyBandwidth(b *testing.B, c *cuda.Context) float64 {
 // prefill sizes, and reports each phase in µs (host clock around launch
 // and sync, so launch overhead included) and the ratio of the measured
 // time to the HBM floor: the bytes the kernels must read and write over
-// the device's measured copy bandwidth.
+// the device's measured copy bandwidth. bench-a2a --mode lockstep reports
+// the same for W ranks.
 func BenchmarkGPUStep(b *testing.B) {
 	d := requireDevice(b)
+	ctx := context.Background()
 	for _, T := range []int{128, 4096} {
 		b.Run(map[int]string{128: "decode", 4096: "prefill"}[T], func(b *testing.B) {
 			cfg := a2a.Config{WorldSize: 1, MaxTokens: T, Hidden: 7168, Scales: 56, DispatchType: a2a.FP8,
 				CombineType: a2a.BF16, Experts: 256, ExpertsPerToken: 8}
-			w := steptest.NewWorld(b, cfg, steptest.Options{Device: d})
-			l := &w.L
-			bw := copyBandwidth(b, d.Context())
-			row := int64(l.TokenBytes + l.ScaleBytes)
-			TK := int64(T * l.ExpertsPerToken)
-			dispatchBytes := int64(T)*row + 3*TK*row
-			combineBytes := 3*TK*int64(l.CombineBytes) + int64(T*l.CombineBytes)
-			phases := w.Time(b, b.N)
-			floor := float64(dispatchBytes+combineBytes) / bw * 1e6
-			total := phases[0] + phases[1] + phases[2] + phases[3]
-			b.ReportMetric(phases[0]+phases[1], "dispatch_us")
-			b.ReportMetric(phases[2]+phases[3], "combine_us")
-			b.ReportMetric(total/floor, "x_hbm_floor")
+			w := newWorld(b, cfg, onedevice.Options{Device: d})
+			bw, err := onedevice.CopyBandwidth(d.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			it, err := workload.BenchIteration(rand.New(rand.NewPCG(9, 9)), cfg, &w.L, T)
+			if err != nil {
+				b.Fatal(err)
+			}
+			steps, err := w.Load(it, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sum [4]time.Duration
+			for b.Loop() {
+				phases, _, err := w.Run(ctx, onedevice.LockStep, steps)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for p := range sum {
+					sum[p] += phases[p]
+				}
+			}
+			if err := w.Check(it); err != nil {
+				b.Fatal(err)
+			}
+			us := func(p ...int) float64 {
+				var d time.Duration
+				for _, i := range p {
+					d += sum[i]
+				}
+				return float64(d.Nanoseconds()) / 1e3 / float64(max(b.N, 1))
+			}
+			floor := float64(onedevice.StepBytes(&w.L, T)) / bw * 1e6
+			b.ReportMetric(us(0, 1), "dispatch_us")
+			b.ReportMetric(us(2, 3), "combine_us")
+			b.ReportMetric(us(0, 1, 2, 3)/floor, "x_hbm_floor")
 			b.ReportMetric(bw/1e9, "copy_GBps")
 		})
 	}

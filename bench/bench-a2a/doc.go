@@ -44,6 +44,28 @@
 // or "auto" (the default otherwise: EFA, then verbs, never a silent TCP
 // fallback). --node pins libfabric to an address (127.0.0.1 with --spawn).
 //
+// --mode lockstep|concurrent runs every rank in this process on one
+// device (no --spawn, no job): the GPU of ordinal 0 with --backend cuda,
+// the emulator with --backend cuda-emu, the ranks' engines over the
+// in-process "mem" fabric (package a2a/internal/onedevice). lockstep
+// queues each phase of every rank and waits for it before the next, with
+// full grids; concurrent gives each rank its own stream and a grid of
+// SMs/W blocks (unless --grid) so all ranks' kernels are resident at once,
+// with --timeout as the watchdog on every wait (a hung step ends with an
+// error naming the rank, phase and what it awaited). Each case times
+// --iters steps of one fixed input; --graph (a GPU only; implies
+// lockstep) also times replays of the lock step captured once into a CUDA
+// graph. On a GPU the device's copy bandwidth is measured first and each
+// row shows the step's floor (the bytes every rank's step must read and
+// write, over that bandwidth) and the ratio of the p50 to it. The table:
+//
+//	tokens mode p50_us p99_us ds_us dr_us cs_us cr_us floor_us x_hbm verified
+//
+// (ds..cr: each phase of every rank, lock step only; floor and x_hbm: a
+// GPU only). With ranks in more than one NVLink domain on a GPU, the
+// transport buffers live in host memory mapped into the device, since the
+// in-process fabric copies by host address; the header says so.
+//
 // --tokens takes a comma list: one case per token count (tokens per rank
 // and iteration), the buffers sized for the largest, so a sweep such as
 // --tokens 1,8,32,128 runs in one job. After each case's timed iterations,

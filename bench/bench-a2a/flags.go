@@ -79,6 +79,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.IntVar(&s.Block, "block", 0, "threads per block of the CUDA backends, a multiple of 32 (0: 512 on a GPU, 64 on the emulator)")
 	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
 	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")
+	fs.StringVar(&s.Mode, "mode", "", "run every rank in this process on one device (no --spawn): lockstep (each phase of every rank, then the next) or concurrent (a stream per rank, grids of SMs/W blocks, a watchdog of --timeout per wait)")
+	fs.BoolVar(&s.Graph, "graph", false, "one device, GPU only: also time replays of the lock step captured once into a CUDA graph (implies --mode lockstep)")
 	fs.IntVar(&s.Iters, "iters", 200, "timed iterations")
 	fs.IntVar(&s.Warmup, "warmup", 20, "untimed iterations before them")
 	fs.BoolVar(&s.Check, "check", true, "after each case's timed iterations, compare --check-iters iterations of it with the oracle on every rank")
@@ -114,7 +116,18 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 		return nil, fmt.Errorf("%w: --out-dtype %q: want bf16, fp16 or fp32", errUsage, *out)
 	}
 	cfg.WorldSize = o.rdv.WorldSize
-	if o.spawn {
+	if s.Graph && s.Mode == "" {
+		s.Mode = "lockstep"
+	}
+	if s.Mode != "" {
+		// Every rank in this process: no job to join or spawn.
+		if o.spawn {
+			return nil, fmt.Errorf("%w: --mode runs every rank in this process on one device: drop --spawn", errUsage)
+		}
+		if s.Transport == "" {
+			s.Transport = "mem"
+		}
+	} else if o.spawn {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if set["rank"] || set["local-rank"] || set["master"] {
@@ -134,7 +147,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 			s.Transport = "auto"
 		}
 	}
-	if s.Transport == "mem" && cfg.WorldSize > 1 {
+	if s.Transport == "mem" && cfg.WorldSize > 1 && s.Mode == "" {
 		// The in-process provider cannot reach another process.
 		return nil, fmt.Errorf("%w: --provider mem connects ranks of one process only; use shm, ipc or \"tcp;ofi_rxm\"", errUsage)
 	}

@@ -45,9 +45,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if o.spawn {
+	switch {
+	case o.spec.Mode != "":
+		err = runDevice(ctx, o, stdout, stderr)
+	case o.spawn:
 		err = spawn(ctx, o, stdout, stderr)
-	} else {
+	default:
 		err = rank(ctx, o, stdout, stderr)
 	}
 	if err != nil {

@@ -83,19 +83,23 @@ func TestFlags(t *testing.T) {
 
 func TestFlagsRejected(t *testing.T) {
 	for name, args := range map[string][]string{
-		"in dtype":      {"--in-dtype=int8"},
-		"out dtype":     {"--out-dtype=fp8"},
-		"spawn rank":    {"--world-size=2", "--spawn", "--rank=1"},
-		"spawn master":  {"--world-size=2", "--spawn", "--master=127.0.0.1:5"},
-		"mem across":    {"--world-size=2", "--spawn", "--provider=mem"},
-		"shape":         {"--world-size=4", "--nvlink=3"},
-		"iters":         {"--iters=0"},
-		"stray arg":     {"extra"},
-		"unknown flag":  {"--frobnicate"},
-		"bad rank":      {"--world-size=2", "--rank=2", "--provider=shm"},
-		"topk > expert": {"--experts=4", "--topk=5"},
-		"tokens":        {"--tokens=8,x"},
-		"no tokens":     {"--tokens=0"},
+		"in dtype":         {"--in-dtype=int8"},
+		"out dtype":        {"--out-dtype=fp8"},
+		"spawn rank":       {"--world-size=2", "--spawn", "--rank=1"},
+		"spawn master":     {"--world-size=2", "--spawn", "--master=127.0.0.1:5"},
+		"mem across":       {"--world-size=2", "--spawn", "--provider=mem"},
+		"shape":            {"--world-size=4", "--nvlink=3"},
+		"iters":            {"--iters=0"},
+		"stray arg":        {"extra"},
+		"unknown flag":     {"--frobnicate"},
+		"bad rank":         {"--world-size=2", "--rank=2", "--provider=shm"},
+		"topk > expert":    {"--experts=4", "--topk=5"},
+		"tokens":           {"--tokens=8,x"},
+		"no tokens":        {"--tokens=0"},
+		"mode spawn":       {"--world-size=2", "--spawn", "--mode=lockstep", "--backend=cuda-emu"},
+		"mode host":        {"--world-size=2", "--mode=lockstep"},
+		"mode unknown":     {"--mode=sideways", "--backend=cuda-emu"},
+		"graph concurrent": {"--mode=concurrent", "--graph", "--backend=cuda"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stderr strings.Builder
@@ -222,5 +226,70 @@ func TestSpawn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeviceModes runs every rank in this process on the emulator, in
+// lock step and concurrently, each case timed and checked against the
+// oracle; the floor columns say they are GPU only, and --graph there is
+// refused, saying it needs a GPU.
+func TestDeviceModes(t *testing.T) {
+	requireGxx(t)
+	for _, mode := range []string{"lockstep", "concurrent"} {
+		t.Run(mode, func(t *testing.T) {
+			js := filepath.Join(t.TempDir(), "report.jsonl")
+			args := []string{"--world-size=4", "--nvlink=2", "--backend=cuda-emu", "--mode=" + mode, "--tokens=3,6",
+				"--hidden=32", "--scales=2", "--experts=8", "--topk=2", "--private=1", "--iters=3", "--warmup=1",
+				"--check-iters=1", "--timeout=20s", "--json=" + js}
+			var stdout, stderr strings.Builder
+			if code := run(args, &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+			}
+			out := stdout.String()
+			for _, want := range []string{"every rank on one device", "4 ranks of the cuda-emu backend on cpu emulator, " + mode,
+				"GPU only (--backend cuda)", "# tokens mode", "# done: 2 cases, 2 verified, 0 failed"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("table lacks %q:\n%s", want, out)
+				}
+			}
+			rows := 0
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if strings.HasPrefix(line, "#") || len(f) == 0 {
+					continue
+				}
+				phased := mode == "lockstep"
+				if len(f) != 11 || f[1] != mode || f[10] != "yes" || f[8] != "-" || f[9] != "-" || (f[4] != "-") != phased {
+					t.Errorf("row %q", line)
+				}
+				rows++
+			}
+			if rows != 2 {
+				t.Fatalf("%d rows, want 2:\n%s", rows, out)
+			}
+			b, err := os.ReadFile(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			if len(lines) != 4 {
+				t.Fatalf("%d JSON records, want begin, 2 cases, end:\n%s", len(lines), b)
+			}
+			for i, tokens := range []int{3, 6} {
+				var rec deviceRecord
+				if err := json.Unmarshal([]byte(lines[1+i]), &rec); err != nil {
+					t.Fatal(err)
+				}
+				if rec.Tokens != tokens || rec.Mode != mode || !rec.Verified || rec.Lat.N != 3 || rec.Lat.P50 <= 0 ||
+					rec.Bytes <= 0 || rec.XHBM != 0 || (len(rec.Phases) == 4) != (mode == "lockstep") {
+					t.Fatalf("case record %s", lines[1+i])
+				}
+			}
+		})
+	}
+	var stderr strings.Builder
+	_, err := parseFlags([]string{"--world-size=2", "--graph", "--backend=cuda-emu"}, noEnv, &stderr)
+	if !errors.Is(err, fabric.ErrNotSupported) || !strings.Contains(err.Error(), "--graph needs a GPU") {
+		t.Fatalf("--graph on the emulator: %v", err)
 	}
 }

@@ -136,13 +136,35 @@ func NewIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout) (*Iteration, er
 }
 
 func newIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, tokens int) (*Iteration, error) {
-	it := &Iteration{Groups: randomGroups(rng, l, rng.IntN(4) == 0, tokens)}
+	return build(rng, cfg, l, randomGroups(rng, l, rng.IntN(4) == 0, tokens), nil)
+}
+
+// BenchIteration draws the fixed inputs of a benchmark case: every group
+// sends exactly tokens tokens (0 to MaxTokens), routed uniformly, and
+// combine overwrites the output (no accumulation), so replaying the same
+// step gives the same results.
+func BenchIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, tokens int) (*Iteration, error) {
+	if tokens < 0 || tokens > l.MaxTokens {
+		return nil, fmt.Errorf("%d tokens not in [0, %d]: %w", tokens, l.MaxTokens, a2a.ErrInvalidArgument)
+	}
+	accumulate := false
+	return build(rng, cfg, l, randomGroups(rng, l, false, tokens), &accumulate)
+}
+
+// build completes an iteration of groups with the oracle's answers;
+// accumulate nil draws it from rng.
+func build(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, groups []reference.Group, accumulate *bool) (*Iteration, error) {
+	it := &Iteration{Groups: groups}
 	var err error
 	if it.Want, err = reference.Dispatch(cfg, it.Groups); err != nil {
 		return nil, err
 	}
 	it.Ys = ExpertOutputs(l, it.Want)
-	it.Accumulate = rng.IntN(2) == 0
+	if accumulate != nil {
+		it.Accumulate = *accumulate
+	} else {
+		it.Accumulate = rng.IntN(2) == 0
+	}
 	it.Prev = make([][]byte, l.Groups)
 	for h := range it.Prev {
 		it.Prev[h] = make([]byte, it.Groups[h].Tokens*l.CombineBytes)
