@@ -68,7 +68,11 @@
 // (ErrQueueFull). Close stops the workers, fails every pending operation
 // with ErrClosed, wakes every wait, unregisters memory and closes the
 // domains, by its context's deadline even when a worker is stuck in a
-// provider call (it then says what it abandoned: ErrAbandoned). Memory
+// provider call (it then says what it abandoned: ErrAbandoned). A worker
+// that stays inside one provider call for Config.StuckTimeout (or for a
+// second while one of its peers is gone) is given up on without waiting
+// for Close: its transfers fail with ErrAbandoned and the rest of the
+// engine goes on. Memory
 // handed to a NIC is never Go heap memory: use AllocHost, C memory or GPU
 // memory.
 //
