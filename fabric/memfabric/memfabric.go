@@ -192,6 +192,7 @@ const (
 	errAccess = 13 // EACCES: bad key or range at the target
 	errReset  = 104
 	errClosed = 108
+	errDead   = -1 // deliver: the target is Dead, the op never completes
 )
 
 func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
@@ -219,9 +220,9 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 		ev := fabric.Event{Kind: fabric.EventWrite, Context: op.Context}
 		if int(op.Peer) >= len(d.peers) {
 			ev.Errno = 22
-		} else if d.peers[op.Peer].isDead() {
+		} else if errno := d.peers[op.Peer].deliver(op, d.copy); errno == errDead {
 			continue // a dead peer never answers
-		} else if errno := d.peers[op.Peer].deliver(op, d.copy); errno != 0 {
+		} else if errno != 0 {
 			ev.Errno = errno
 		}
 		if hold {
@@ -275,6 +276,9 @@ var _ fabric.PeerChecker = (*Domain)(nil)
 func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.faults.Dead {
+		return errDead
+	}
 	if t.closed {
 		return errClosed
 	}
