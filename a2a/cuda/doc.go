@@ -50,11 +50,14 @@
 //	               copy the plan's runs to device memory; copy the node
 //	               share (pulled from peers' send buffers, or pushed) while
 //	               RDMA lands; wait for the RDMA flag; copy the RDMA share;
-//	               a warp per row, 16-byte vectors, four loads in flight
+//	               a warp per row, 16-byte vectors, four loads in flight,
+//	               each warp holding the records of its next eight rows
+//	               (one per lane, a batch ahead, broadcast by shuffles)
 //	combine send   wait for the dispatch barrier; stage results bound for
 //	               other domains, last block raises the flag; store node
 //	               results into every replica's receive buffer at the
-//	               copy's layout row; publish to the node ranks
+//	               copy's layout row (records eight rows ahead, as in
+//	               dispatch recv); publish to the node ranks
 //	combine recv   wait for the RDMA flag and the node epochs; a block per
 //	               token gathers its K rows (16-byte chunks), fp32 sums in
 //	               slot order with every product and sum rounded

@@ -100,3 +100,16 @@ func TestConcurrentWatchdog(t *testing.T) {
 	}
 	t.Logf("after %v: %v", time.Since(t0).Round(time.Millisecond), err)
 }
+
+// TestRecordPrefetchBatches: one warp in the grid walks every copy of a
+// rank, the records of its next eight rows held a batch ahead, through
+// many batches of both shares (node and RDMA) in dispatch-recv and
+// combine-send.
+func TestRecordPrefetchBatches(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 24, Hidden: 32, Scales: 2, DispatchType: a2a.FP8,
+		CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 4, PrivateTokens: 3}
+	w := newStepWorld(t, cfg, onedevice.Options{Backend: cuda.Options{Grid: 1, Block: 32}})
+	if err := w.Iterate(context.Background(), onedevice.LockStep, 5, 2); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,25 +8,21 @@
 #include "a2a_common.cuh"
 
 // a2a_send_copies copies expert outputs of copies [lo, hi), a warp per
-// row: to the staging row in the own send buffer (remote), or to the row
-// in the receive buffer of every replica of the copy's group (node).
+// row, the records A2A_PREFETCH rows ahead (a2a_walk_records): to the
+// staging row in the own send buffer (remote), or to the row in the
+// receive buffer of every replica of the copy's group (node).
 __device__ void a2a_send_copies(const a2a_params *p, uint32_t lo, uint32_t hi, bool remote, const uint8_t *y,
                                 uint64_t y_stride) {
-	const fd_v16 *rec = a2a_records(p);
-	const uint32_t lane = fd_lane_id(), wpb = blockDim.x >> 5, nw = gridDim.x * wpb;
+	const uint32_t lane = fd_lane_id(), wpb = blockDim.x >> 5;
 	const uint32_t D = p->replicas, n = p->combine_bytes;
-	uint8_t *dst[8];
-	uint32_t c = lo + blockIdx.x * wpb + (threadIdx.x >> 5);
-	fd_v16 next;
-	if (c < hi) next = fd_ld16(rec + c);
-	for (; c < hi; c += nw) {
-		const fd_v16 r = next;
-		if (c + nw < hi) next = fd_ld16(rec + c + nw);
+	a2a_walk_records(a2a_records(p), lo, hi, blockIdx.x * wpb + (threadIdx.x >> 5), gridDim.x * wpb, lane,
+	                 [&](const fd_v16 &r) {
+		uint8_t *dst[8];
 		const uint8_t *src = y + (uint64_t)r.y * y_stride;
 		if (remote) {
 			dst[0] = a2a_row(p->send, p, r.z);
 			a2a_copy(dst, 1, src, n, lane, 32);
-			continue;
+			return;
 		}
 		// D destinations, in batches of up to 8 stores per load.
 		const uint32_t q0 = (r.w >> 12) * D - p->base;
@@ -35,7 +31,7 @@ __device__ void a2a_send_copies(const a2a_params *p, uint32_t lo, uint32_t hi, b
 			for (uint32_t i = 0; i < nd; ++i) dst[i] = a2a_row(a2a_peer(p->peer_recv, q0 + b + i), p, r.z);
 			a2a_copy(dst, nd, src, n, lane, 32);
 		}
-	}
+	});
 }
 
 // a2a_combine_send: wait for the dispatch barrier; stage the rows bound

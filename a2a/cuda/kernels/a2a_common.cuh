@@ -314,6 +314,41 @@ __device__ __forceinline__ void a2a_copy_out(uint8_t *dst, const uint8_t *src, u
 //   w: kind | node-local source << 2 | group << 12
 __device__ __forceinline__ fd_v16 *a2a_records(const a2a_params *p) { return (fd_v16 *)p->dmeta; }
 
+// A2A_PREFETCH is how many rows ahead a warp holds the records of the
+// rows it copies: the records of its next A2A_PREFETCH rows sit one per
+// lane in lanes 0..A2A_PREFETCH-1, loaded while the batch before them is
+// copied, and each row's record is broadcast from its lane by shuffles, so
+// a row's copy never waits for its record's load.
+#define A2A_PREFETCH 8
+
+// a2a_walk_records calls row(r) with the record of every copy c in
+// [lo, hi) that this warp owns (c = lo + warp, lo + warp + nw, ..., nw
+// warps in the grid), in that order. Every lane of the warp must call it.
+template <typename F>
+__device__ __forceinline__ void a2a_walk_records(const fd_v16 *rec, uint32_t lo, uint32_t hi, uint32_t warp,
+                                                 uint32_t nw, uint32_t lane, F row) {
+	const uint32_t batch = A2A_PREFETCH * nw;
+	fd_v16 cur, next;
+	cur.x = cur.y = cur.z = cur.w = 0u;
+	next = cur;
+	uint32_t c = lo + warp;
+	if (lane < A2A_PREFETCH && c + lane * nw < hi) cur = fd_ld16(rec + c + lane * nw);
+	for (; c < hi; c += batch) {
+		const uint32_t ahead = c + batch + lane * nw;
+		if (lane < A2A_PREFETCH && ahead < hi) next = fd_ld16(rec + ahead);
+#pragma unroll 1
+		for (uint32_t k = 0; k < A2A_PREFETCH && c + k * nw < hi; ++k) {
+			fd_v16 r;
+			r.x = __shfl_sync(0xffffffffu, cur.x, k);
+			r.y = __shfl_sync(0xffffffffu, cur.y, k);
+			r.z = __shfl_sync(0xffffffffu, cur.z, k);
+			r.w = __shfl_sync(0xffffffffu, cur.w, k);
+			row(r);
+		}
+		cur = next;
+	}
+}
+
 // a2a_row returns row r of a transport buffer.
 __device__ __forceinline__ uint8_t *a2a_row(uint64_t buf, const a2a_params *p, uint32_t r) {
 	return (uint8_t *)(buf + (uint64_t)r * p->stride);

@@ -276,26 +276,20 @@ __device__ void a2a_expand_plan(const a2a_params *p) {
 }
 
 // a2a_recv_copies copies dispatch copies [lo, hi) into the output, a warp
-// per row; each warp loads its next row's record before copying the
-// current one.
+// per row, the records A2A_PREFETCH rows ahead (a2a_walk_records).
 __device__ void a2a_recv_copies(const a2a_params *p, uint32_t lo, uint32_t hi, uint8_t *out_x, uint64_t x_stride,
                                 float *out_scales, uint64_t s_tok, uint64_t s_elem) {
-	const fd_v16 *rec = a2a_records(p);
 	const uint32_t lane = fd_lane_id(), wpb = blockDim.x >> 5;
-	const uint32_t nw = gridDim.x * wpb, tb = A2A_TB(p), hs = A2A_HS(p), slot = (tb + 15u) & ~15u;
-	uint32_t c = lo + blockIdx.x * wpb + (threadIdx.x >> 5);
-	fd_v16 next;
-	if (c < hi) next = fd_ld16(rec + c);
-	for (; c < hi; c += nw) {
-		const fd_v16 r = next;
-		if (c + nw < hi) next = fd_ld16(rec + c + nw);
+	const uint32_t tb = A2A_TB(p), hs = A2A_HS(p), slot = (tb + 15u) & ~15u;
+	a2a_walk_records(a2a_records(p), lo, hi, blockIdx.x * wpb + (threadIdx.x >> 5), gridDim.x * wpb, lane,
+	                 [&](const fd_v16 &r) {
 		uint64_t buf = p->recv;
 		if ((r.w & 3u) == A2A_SRC_OWN_SEND) buf = p->send;
 		else if ((r.w & 3u) == A2A_SRC_PEER_SEND) buf = a2a_peer(p->peer_send, (r.w >> 2) & 0x3ffu);
 		const uint8_t *src = a2a_row(buf, p, r.x);
 		a2a_copy_out(out_x + (uint64_t)r.y * x_stride, src, tb, lane, 32);
 		for (uint32_t s = lane; s < hs; s += 32) out_scales[(uint64_t)r.y * s_tok + s * s_elem] = ((const float *)(src + slot))[s];
-	}
+	});
 }
 
 // a2a_dispatch_recv: wait for the plan and the node ranks' rows, copy the
