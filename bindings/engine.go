@@ -118,7 +118,7 @@ func ferry_engine_open(in *C.ferry_config, timeoutMS C.int64_t, out *C.ferry_eng
 	if cfg.nics < 0 || cfg.nics > fabric.MaxNICs {
 		return fail(errInvalid("engine open", "%d nics (1 to %d)", int32(cfg.nics), fabric.MaxNICs))
 	}
-	if cfg.queue_depth < 0 || cfg.send_buffers < 0 || cfg.send_buffer_size < 0 || cfg.handshake_timeout_ms < 0 {
+	if cfg.queue_depth < 0 || cfg.send_buffers < 0 || cfg.send_buffer_size < 0 || cfg.handshake_timeout_ms < 0 || cfg.max_pending < 0 {
 		return fail(errInvalid("engine open", "negative size or timeout"))
 	}
 	fc := fabric.Config{
@@ -130,6 +130,10 @@ func ferry_engine_open(in *C.ferry_config, timeoutMS C.int64_t, out *C.ferry_eng
 		SendBuffers:      int(cfg.send_buffers),
 		SendBufferSize:   int(cfg.send_buffer_size),
 		HandshakeTimeout: time.Duration(cfg.handshake_timeout_ms) * time.Millisecond,
+		MaxPending:       int(cfg.max_pending),
+		RequestTimeout:   time.Duration(cfg.request_timeout_ms) * time.Millisecond,
+		LivenessInterval: time.Duration(cfg.liveness_interval_ms) * time.Millisecond,
+		StuckTimeout:     time.Duration(cfg.stuck_timeout_ms) * time.Millisecond,
 		Logger:           log,
 		LogLevel:         level,
 	}

@@ -77,7 +77,7 @@ extern "C" {
  * version only adds functions and appends fields to structs that carry a
  * struct_size. */
 #define FERRY_VERSION_MAJOR 1
-#define FERRY_VERSION_MINOR 0
+#define FERRY_VERSION_MINOR 1
 #define FERRY_VERSION_PATCH 0
 #define FERRY_VERSION                                                          \
 	((FERRY_VERSION_MAJOR << 16) | (FERRY_VERSION_MINOR << 8) |            \
@@ -185,11 +185,32 @@ typedef struct ferry_config {
 	int32_t send_buffer_size;  /* and size in bytes (default 65536) */
 	int32_t handshake_timeout_ms; /* connection setup bound (default 10000) */
 	int32_t log_level;         /* FERRY_LOG_*: engine logs go to stderr */
+	/* Failure semantics (appended in 1.1; zero keeps each default): */
+	int32_t max_pending;          /* transfers a worker holds before submits wait
+	                                 for room, then fail FERRY_E_QUEUE_FULL
+	                                 (default 16384) */
+	int64_t request_timeout_ms;   /* deadline of every transfer: past it, it fails
+	                                 FERRY_E_TIMEOUT (default 30000; negative: none) */
+	int64_t liveness_interval_ms; /* peer checks and heartbeats (default 500;
+	                                 negative: only provider-reported errors) */
+	int64_t stuck_timeout_ms;     /* a worker stuck this long in one provider call
+	                                 is abandoned (default 10000; negative: never) */
 } ferry_config;
 
 #ifndef FERRY_NO_PROTOTYPES
-/* Zeroes *cfg and sets struct_size. */
+/* Zeroes the size bytes at cfg and sets struct_size to size (never more
+ * than this library's sizeof(ferry_config)). Call it through
+ * ferry_config_init, which passes the caller's own sizeof: a program
+ * built against an older, shorter ferry_config keeps working with a newer
+ * library, and a newer one with an older library. */
+void ferry_config_init_size(ferry_config *cfg, size_t size);
+
+/* Zeroes *cfg and sets struct_size: ferry_config_init_size with the size
+ * of the ferry_config this program was compiled with. (The exported
+ * function of the same name, for programs built against the 1.0 header,
+ * initialises only the 1.0 fields.) */
 void ferry_config_init(ferry_config *cfg);
+#define ferry_config_init(cfg) ferry_config_init_size((cfg), sizeof *(cfg))
 
 /* Opens an engine: chooses the transport, starts its worker threads (one
  * per group, each owning its NICs) and its dispatcher. On success *out is
@@ -523,6 +544,29 @@ typedef void (*ferry_imm_fn)(void *user_data, uint32_t imm);
  * dispatcher thread in the order they were added, until the engine
  * closes. There is no removal. */
 int ferry_on_imm(ferry_engine_t e, ferry_imm_fn fn, void *user_data);
+#endif
+
+/* ---------------------------------------------------------------- peers */
+
+/* Told that a peer was declared lost: addr is its endpoint address (binary
+ * form, valid during the call only). Runs on the dispatcher thread. */
+typedef void (*ferry_peer_lost_fn)(void *user_data, const uint8_t *addr, size_t addr_len);
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Adds fn to the callbacks run each time a peer is declared lost (once
+ * per loss, per NIC address), until the engine closes. There is no
+ * removal. */
+int ferry_on_peer_lost(ferry_engine_t e, ferry_peer_lost_fn fn, void *user_data);
+
+/* Has the engine check the liveness of the peer whose main address is
+ * addr (binary form) even when nothing is sent to it, every
+ * liveness_interval_ms, so a receiver waiting for its immediates learns
+ * that it died (ferry_peer_status, ferry_on_peer_lost). */
+int ferry_watch_peer(ferry_engine_t e, const uint8_t *addr, size_t addr_len);
+
+/* FERRY_OK while the peer at addr is not known to be lost, else
+ * FERRY_E_PEER_LOST with the reason in ferry_last_error. */
+int ferry_peer_status(ferry_engine_t e, const uint8_t *addr, size_t addr_len);
 #endif
 
 /* ------------------------------------------------------------ send / receive */

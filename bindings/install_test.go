@@ -37,7 +37,9 @@ func TestInstall(t *testing.T) {
 	prefix := t.TempDir()
 	out, err := exec.CommandContext(ctx, "../scripts/bindings.sh", "install", dir, prefix).CombinedOutput()
 	require.NoError(t, err, "install: %s", out)
-	for _, p := range []string{"lib/libferry.so.1.0.0", "lib/libferry.so.1", "lib/libferry.so", "include/ferry.h", "lib/pkgconfig/ferry.pc"} {
+	real, err := filepath.EvalSymlinks(filepath.Join(dir, "libferry.so"))
+	require.NoError(t, err)
+	for _, p := range []string{"lib/" + filepath.Base(real), "lib/libferry.so.1", "lib/libferry.so", "include/ferry.h", "lib/pkgconfig/ferry.pc"} {
 		_, err := os.Stat(filepath.Join(prefix, p))
 		require.NoError(t, err, "installed %s", p)
 	}
@@ -83,4 +85,13 @@ func TestPythonPackage(t *testing.T) {
 	require.NoError(t, err, "python unittest:\n%s", out)
 	require.Contains(t, string(out), "OK")
 	require.NotContains(t, string(out), "skipped", "a Python test skipped:\n%s", out)
+}
+
+// TestCPeers runs examples/peers.c: the failure-semantics settings of
+// ferry_config, ferry_watch_peer, ferry_on_peer_lost and ferry_peer_status
+// over the in-process transport (a target that closes is a lost peer).
+func TestCPeers(t *testing.T) {
+	bin := compileExample(t, "peers")
+	out, _ := run(t, bin, "mem")
+	require.Contains(t, out, "peers mem: ok")
 }

@@ -4,6 +4,7 @@
 // Go runtime has anything to say, and the error text truly follows the C
 // caller's thread (a Go goroutine is not a thread).
 
+#include <stddef.h>
 #include <string.h>
 
 // ferry.h first, with its prototypes, so the compiler checks the
@@ -73,11 +74,20 @@ const char *ferry_version_string(void) {
 	return STR(FERRY_VERSION_MAJOR) "." STR(FERRY_VERSION_MINOR) "." STR(FERRY_VERSION_PATCH);
 }
 
-void ferry_config_init(ferry_config *cfg) {
-	if (cfg == NULL)
+void ferry_config_init_size(ferry_config *cfg, size_t size) {
+	if (cfg == NULL || size < sizeof cfg->struct_size)
 		return;
-	memset(cfg, 0, sizeof *cfg);
-	cfg->struct_size = sizeof *cfg;
+	if (size > sizeof *cfg)
+		size = sizeof *cfg;
+	memset(cfg, 0, size);
+	cfg->struct_size = (uint32_t)size;
+}
+
+/* The 1.0 ABI's entry point: programs built against the 1.0 header pass a
+ * 1.0-sized ferry_config, so it must not write past the 1.0 fields. */
+#undef ferry_config_init
+void ferry_config_init(ferry_config *cfg) {
+	ferry_config_init_size(cfg, offsetof(ferry_config, max_pending));
 }
 
 int ferryp_call_expect(ferry_expect_fn fn, uintptr_t ud, uint32_t imm) {
@@ -85,6 +95,9 @@ int ferryp_call_expect(ferry_expect_fn fn, uintptr_t ud, uint32_t imm) {
 }
 
 void ferryp_call_imm(ferry_imm_fn fn, uintptr_t ud, uint32_t imm) { fn((void *)ud, imm); }
+void ferryp_call_peer_lost(ferry_peer_lost_fn fn, uintptr_t ud, const uint8_t *addr, size_t n) {
+	fn((void *)ud, addr, n);
+}
 
 void ferryp_call_recv(ferry_recv_fn fn, uintptr_t ud, const void *data, size_t n) {
 	fn((void *)ud, (const uint8_t *)data, n);

@@ -47,5 +47,9 @@ func TestNilEngine(t *testing.T) {
 	require.Equal(t, fabric.Stats{}, e.Stats())
 	_ = e.Info()
 	_ = e.MainDevice()
+	require.ErrorIs(t, e.PeerStatus(fabric.Address{}), fabric.ErrClosed)
+	_, err = e.WatchPeer(fabric.Address{})
+	require.ErrorIs(t, err, fabric.ErrClosed)
+	e.OnPeerLost(func(*fabric.PeerError) {})
 	require.ErrorIs(t, e.Close(ctx), fabric.ErrClosed)
 }

@@ -60,6 +60,9 @@ func (e *Engine) runPeerLost(pe *PeerError) {
 // that completes work again (a restarted process on the same address) is
 // cleared. Safe for concurrent use.
 func (e *Engine) PeerStatus(addr Address) error {
+	if e == nil {
+		return errNilEngine
+	}
 	e.peers.mu.Lock()
 	defer e.peers.mu.Unlock()
 	if pe := e.peers.lost[addr]; pe != nil {
@@ -71,6 +74,9 @@ func (e *Engine) PeerStatus(addr Address) error {
 // OnPeerLost adds fn to the callbacks the dispatcher runs each time a
 // peer is declared lost (once per loss, per NIC address).
 func (e *Engine) OnPeerLost(fn func(*PeerError)) {
+	if e == nil {
+		return
+	}
 	e.peers.mu.Lock()
 	defer e.peers.mu.Unlock()
 	e.peers.fns = append(slices.Clone(e.peers.fns), fn)
@@ -86,6 +92,9 @@ func (e *Engine) OnPeerLost(fn func(*PeerError)) {
 // counters bound with ImmCounter.Watch. stop ends this watch; watches
 // nest.
 func (e *Engine) WatchPeer(addr Address) (stop func(), err error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
 	if addr.IsZero() {
 		return nil, fmt.Errorf("watch peer: empty address: %w", ErrInvalidArgument)
 	}

@@ -104,7 +104,7 @@ def _text(func, *args):
 
 
 def version():
-    """The library's version text, "1.0.0"."""
+    """The library's version text, "1.1.0"."""
     return _library().ferry_version_string().decode()
 
 
@@ -233,7 +233,7 @@ class Engine(_Handle):
 
     def __init__(self, transport, nics=1, node=None, timeout_ms=30000, log_level=_abi.LOG_DEFAULT):
         cfg = _abi.Config()
-        _library().ferry_config_init(C.byref(cfg))
+        _library().ferry_config_init_size(C.byref(cfg), C.sizeof(cfg))
         cfg.transport = transport.encode()
         cfg.node = node.encode() if node else None
         cfg.nics = nics

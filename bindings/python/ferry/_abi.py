@@ -49,7 +49,7 @@ handle = C.c_uint64
 
 
 class Config(C.Structure):
-    """ferry_config; fill it with ferry_config_init."""
+    """ferry_config; fill it with ferry_config_init_size(cfg, sizeof(cfg))."""
 
     _c_name_ = "ferry_config"
     _fields_ = [
@@ -63,6 +63,10 @@ class Config(C.Structure):
         ("send_buffer_size", C.c_int32),
         ("handshake_timeout_ms", C.c_int32),
         ("log_level", C.c_int32),
+        ("max_pending", C.c_int32),
+        ("request_timeout_ms", C.c_int64),
+        ("liveness_interval_ms", C.c_int64),
+        ("stuck_timeout_ms", C.c_int64),
     ]
 
 
@@ -137,7 +141,8 @@ def load(path=None):
         "ferry_version_string": (C.c_char_p, []),
         "ferry_live_handles": (C.c_int, [pu64]),
         "ferry_transports": (C.c_int, [C.c_char_p, C.c_size_t, psz]),
-        "ferry_config_init": (None, [C.POINTER(Config)]),
+        "ferry_config_init": (None, [C.c_void_p]),
+        "ferry_config_init_size": (None, [C.POINTER(Config), C.c_size_t]),
         "ferry_engine_open": (C.c_int, [C.POINTER(Config), C.c_int64, pu64]),
         "ferry_engine_close": (C.c_int, [u64, C.c_int64]),
         "ferry_engine_nics": (C.c_int, [u64, C.POINTER(C.c_int32)]),

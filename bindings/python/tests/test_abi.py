@@ -62,5 +62,28 @@ class LayoutTest(unittest.TestCase):
                                  "offsetof(%s, %s)" % (s._c_name_, field))
 
 
+class ConfigInitTest(unittest.TestCase):
+    """ferry_config grows by appending fields: the library must never write
+    past the size the caller's own header gave it."""
+
+    def test_old_programs_keep_their_size(self):
+        from ferry import _library
+
+        lib = _library()
+        v10 = 48  # the 1.0 ferry_config: struct_size .. log_level
+        buf = (_abi.C.c_ubyte * 128)(*([0xAB] * 128))
+        lib.ferry_config_init(buf)  # the 1.0 entry point
+        self.assertEqual(int.from_bytes(bytes(buf[0:4]), "little"), v10)
+        self.assertEqual(bytes(buf[4:v10]), bytes(v10 - 4))
+        self.assertEqual(bytes(buf[v10:]), bytes([0xAB] * (128 - v10)), "1.0 init wrote past the 1.0 fields")
+        buf = (_abi.C.c_ubyte * 128)(*([0xAB] * 128))
+        lib.ferry_config_init_size(_abi.C.cast(buf, _abi.C.POINTER(_abi.Config)), 40)
+        self.assertEqual(int.from_bytes(bytes(buf[0:4]), "little"), 40)
+        self.assertEqual(bytes(buf[40:]), bytes([0xAB] * 88), "init_size wrote past the size given")
+        cfg = _abi.Config()
+        lib.ferry_config_init_size(_abi.C.byref(cfg), 4096)  # a future, larger struct
+        self.assertEqual(cfg.struct_size, _abi.C.sizeof(_abi.Config))
+
+
 if __name__ == "__main__":
     unittest.main()
