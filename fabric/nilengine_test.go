@@ -51,5 +51,6 @@ func TestNilEngine(t *testing.T) {
 	_, err = e.WatchPeer(fabric.Address{})
 	require.ErrorIs(t, err, fabric.ErrClosed)
 	e.OnPeerLost(func(*fabric.PeerError) {})
+	require.Empty(t, e.LostPeers())
 	require.ErrorIs(t, e.Close(ctx), fabric.ErrClosed)
 }

@@ -3,6 +3,7 @@ package fabric
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -43,6 +44,22 @@ func (e *Engine) notePeerBack(addr Address) {
 	for _, ent := range r.bound[addr] {
 		ent.lost.Store(nil)
 	}
+}
+
+// LostPeers returns the peers the engine holds lost now (declared lost and
+// not heard from since), sorted by address: what a monitor shows per peer.
+func (e *Engine) LostPeers() []*PeerError {
+	if e == nil {
+		return nil
+	}
+	e.peers.mu.Lock()
+	out := make([]*PeerError, 0, len(e.peers.lost))
+	for _, pe := range e.peers.lost {
+		out = append(out, pe)
+	}
+	e.peers.mu.Unlock()
+	slices.SortFunc(out, func(a, b *PeerError) int { return strings.Compare(a.Peer.String(), b.Peer.String()) })
+	return out
 }
 
 // runPeerLost calls the OnPeerLost callbacks; runs on the dispatcher.

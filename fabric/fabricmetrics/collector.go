@@ -14,7 +14,15 @@ type Source interface {
 	Info() fabric.Info
 }
 
-var _ Source = (*fabric.Engine)(nil)
+// PeerSource is a Source that can also list the peers it holds lost
+// (*fabric.Engine is one): the collector then exports one series per lost
+// peer, so an alert names the peer.
+type PeerSource interface {
+	Source
+	LostPeers() []*fabric.PeerError
+}
+
+var _ PeerSource = (*fabric.Engine)(nil)
 
 // Options tune a Collector.
 type Options struct {
@@ -33,6 +41,7 @@ type Collector struct {
 	nic    []*prometheus.Desc
 	link   *prometheus.Desc
 	info   *prometheus.Desc
+	lost   *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -53,6 +62,9 @@ func New(src Source, opt Options) *Collector {
 	c.info = prometheus.NewDesc(name("engine_info"),
 		"Always 1; the labels say which provider and transport the engine runs and how it polls.",
 		[]string{"provider", "transport", "poll"}, opt.ConstLabels)
+	c.lost = prometheus.NewDesc(name("peer_lost"),
+		"1 for each peer the engine holds lost now (declared lost, not heard from since); the peer label is its endpoint address.",
+		[]string{"peer"}, opt.ConstLabels)
 	return c
 }
 
@@ -66,6 +78,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.link
 	ch <- c.info
+	ch <- c.lost
 }
 
 // Collect reads the engine's counters once and sends them.
@@ -87,6 +100,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for i, d := range g.Domains {
 			ch <- prometheus.MustNewConstMetric(c.link, prometheus.GaugeValue, float64(d.LinkSpeed),
 				g.Device.String(), d.Name, strconv.Itoa(i))
+		}
+	}
+	if ps, ok := c.src.(PeerSource); ok {
+		for _, pe := range ps.LostPeers() {
+			ch <- prometheus.MustNewConstMetric(c.lost, prometheus.GaugeValue, 1, pe.Peer.String())
 		}
 	}
 }

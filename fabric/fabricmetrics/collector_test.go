@@ -201,3 +201,33 @@ func TestDistinctEngines(t *testing.T) {
 	single := prometheus.NewRegistry()
 	require.NoError(t, single.Register(New(a, Options{})), "one engine needs no labels")
 }
+
+// TestLostPeerSeries: a peer the engine declares lost gets its own series,
+// named by its address, and loses it once it answers again.
+func TestLostPeerSeries(t *testing.T) {
+	e, err := fabric.Open(context.Background(), fabric.Config{Transport: fabrictest.Mem, LivenessInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	defer e.Close(context.Background())
+	peer, err := fabric.Open(context.Background(), fabric.Config{Transport: fabrictest.Mem})
+	require.NoError(t, err)
+	defer peer.Close(context.Background())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(New(e, Options{}))
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+
+	addr := peer.Info().Groups[0].Domains[0].Address
+	stop, err := e.WatchPeer(peer.MainAddress())
+	require.NoError(t, err)
+	defer stop()
+	require.Empty(t, scrape(t, srv.URL)["ferry_peer_lost"].GetMetric())
+	require.NoError(t, fabrictest.Inject(addr, fabrictest.Faults{Dead: true}))
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.LostPeers()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, 1.0, sum(t, scrape(t, srv.URL), "ferry_peer_lost", map[string]string{"peer": addr.String()}),
+		"the dead peer has its series")
+	require.Len(t, e.LostPeers(), 1)
+	require.Equal(t, addr, e.LostPeers()[0].Peer)
+}
