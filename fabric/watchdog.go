@@ -181,10 +181,13 @@ func (w *worker) lookForGonePeer(start int64) {
 		w.releaseCall(s)
 		return
 	}
-	w.flush()
+	// Abandon before the lost peer's failures reach anyone: a caller that
+	// sees its transfer fail and submits again must find the worker
+	// abandoned (ErrAbandoned), not queue behind the stuck call.
 	if w.exitState.CompareAndSwap(workerRunning, workerAbandoned) {
 		close(w.abandon)
 	}
+	w.flush()
 	w.takeClaimed(fmt.Sprintf("stuck in a provider call while peer %s is gone", gone.addr))
 }
 

@@ -19,6 +19,10 @@ func TestHandshakeTimeoutFailsOps(t *testing.T) {
 	a := openT(t, infos[0], fabric.DomainOptions{HandshakeTimeout: 300 * time.Millisecond}, 4096)
 	ghost := a.self
 	ghost.QPN = a.self.QPN + 1000
+	// The handshake's deadline runs from when it starts (at the resolve
+	// or the first post): measure from before both, so a slow post (the
+	// VM runs under emulation) cannot make an on-time failure look early.
+	start := time.Now()
 	pid, err := a.ResolvePeer(ghost.address())
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +37,6 @@ func TestHandshakeTimeoutFailsOps(t *testing.T) {
 	if n, err := a.PostSends([]fabric.SendOp{{Local: uint64(addrOf(a.buf)), Length: 8, LocalDesc: a.keys.Local, Peer: pid, Context: 3}}); n != 1 || err != nil {
 		t.Fatalf("send: %d %v", n, err)
 	}
-	start := time.Now()
 	pump(t, 5*time.Second, func() bool { return len(a.byCtx) == 3 }, a)
 	if el := time.Since(start); el < 250*time.Millisecond {
 		t.Fatalf("failed after %v, before the deadline", el)
