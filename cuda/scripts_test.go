@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,8 @@ func TestRunScriptTable(t *testing.T) {
 			"echo 'BenchmarkFlag/host-16   1000   4000 ns/op   3.100 p50_us   9.000 p99_us'\n" +
 			"exit " + exit + "\n"
 		os.WriteFile(filepath.Join(root, ".gpu/bin/pkg.test"), []byte(fake), 0o755)
+		// bench-a2a prints its arguments as its table's row.
+		os.WriteFile(filepath.Join(root, ".gpu/bin/bench-a2a"), []byte("#!/bin/sh\necho '# tokens mode'\necho \"  row $*\"\n"), 0o755)
 		os.WriteFile(filepath.Join(root, ".gpu/manifest"), []byte("pkg.test pkg\n"), 0o644)
 		cmd := exec.Command(bash, "scripts/gpu/run.sh")
 		cmd.Dir = root
@@ -63,6 +66,19 @@ func TestRunScriptTable(t *testing.T) {
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	// The bench-a2a tables: decode (8 ranks) and prefill (4), lock step
+	// with graph replays and concurrent, on the GPU, one NVLink domain.
+	for _, want := range []string{"decode-W8-lockstep", "decode-W8-concurrent", "prefill-W4-lockstep", "prefill-W4-concurrent"} {
+		if !regexp.MustCompile(`bench-a2a +`+want+` +PASS`).MatchString(table) || !strings.Contains(table, "= bench-a2a "+want+" =") {
+			t.Errorf("table lacks bench-a2a %s or its table:\n%s", want, table)
+		}
+	}
+	for _, want := range []string{"--world-size 8 --nvlink 8 --tokens 128", "--world-size 4 --nvlink 4 --tokens 4096",
+		"--mode lockstep --graph", "--mode concurrent --json", "--backend cuda"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("no bench-a2a run with %q:\n%s", want, table)
 		}
 	}
 	if strings.Contains(table, "TestA/sub") {

@@ -19,6 +19,8 @@ type deviceRecord struct {
 	// Phases are the lock step's dispatch send, dispatch recv, combine
 	// send and combine recv of every rank (absent in other modes).
 	Phases []report.Stats `json:"phases_us,omitempty"`
+	// RankUs is the step's p50 over the number of ranks.
+	RankUs float64 `json:"rank_us"`
 	// Bytes is what a step of every rank reads and writes in device memory
 	// at least; FloorUs is it over the device's copy bandwidth and XHBM the
 	// step's p50 over that (GPU only; 0 elsewhere).
@@ -34,6 +36,7 @@ type devicePrinter struct {
 	args  []string
 	iters int
 	warm  int
+	ranks int
 }
 
 func newDevicePrinter(jsonPath string, args []string, stdout, stderr io.Writer) (*devicePrinter, error) {
@@ -43,16 +46,17 @@ func newDevicePrinter(jsonPath string, args []string, stdout, stderr io.Writer) 
 	}
 	s.SetColumns(
 		report.Column{Head: "tokens", Width: 6}, report.Column{Head: "mode", Width: 10, Left: true},
-		report.Column{Head: "p50_us", Width: 9}, report.Column{Head: "p99_us", Width: 9},
-		report.Column{Head: "ds_us", Width: 8}, report.Column{Head: "dr_us", Width: 8},
-		report.Column{Head: "cs_us", Width: 8}, report.Column{Head: "cr_us", Width: 8},
-		report.Column{Head: "floor_us", Width: 8}, report.Column{Head: "x_hbm", Width: 6},
+		report.Column{Head: "p50_us", Width: 8}, report.Column{Head: "p99_us", Width: 8},
+		report.Column{Head: "rank_us", Width: 7},
+		report.Column{Head: "ds_us", Width: 6}, report.Column{Head: "dr_us", Width: 6},
+		report.Column{Head: "cs_us", Width: 6}, report.Column{Head: "cr_us", Width: 6},
+		report.Column{Head: "floor_us", Width: 8}, report.Column{Head: "x_hbm", Width: 5},
 		report.Column{Head: "verified", Left: true})
 	return &devicePrinter{s: s, args: args}, nil
 }
 
 func (p *devicePrinter) start(r *bench.Report) {
-	p.iters, p.warm = r.Iters, r.Warmup
+	p.iters, p.warm, p.ranks = r.Iters, r.Warmup, r.WorldSize
 	verified := "no case is checked (--check=false)"
 	if r.CheckIters > 0 {
 		verified = fmt.Sprintf("yes = the last timed step's outputs of every rank (expert counts and offsets, received "+
@@ -73,7 +77,8 @@ func (p *devicePrinter) start(r *bench.Report) {
 		r.MaxTokens, r.Hidden, r.Scales, r.Experts, r.TopK, r.In, r.Out))
 	timing := fmt.Sprintf("%d steps per case after %d warmup, one fixed input (every rank sends the case's tokens, "+
 		"routed uniformly); a step is the four kernels of every rank, host clock around their launches and completion; "+
-		"p50/p99 of steps; ds..cr_us = p50 of each phase of every rank (lockstep rows only)", r.Iters, r.Warmup)
+		"p50/p99 of steps; rank_us = p50 over the ranks (a rank's share of the device); ds..cr_us = p50 of "+
+		"each phase of every rank (lockstep rows only)", r.Iters, r.Warmup)
 	switch r.Mode {
 	case bench.ModeLockStep:
 		timing += "; lockstep: each phase of every rank queued, then waited for, before the next"
@@ -102,7 +107,9 @@ func (p *devicePrinter) addCase(c bench.DeviceCase) {
 		Measure: report.Measure{Iters: p.iters, Warmup: p.warm, Lat: steps, Checked: c.Checked,
 			Verified: c.Checked && c.CheckError == "", Error: c.CheckError}}
 	f := func(v float64) string { return report.Fixed(v, 2) }
-	cells := []string{report.Int(c.Tokens), c.Mode, f(steps.P50), f(steps.P99)}
+	f1 := func(v float64) string { return report.Fixed(v, 1) }
+	rec.RankUs = steps.P50 / float64(max(p.ranks, 1))
+	cells := []string{report.Int(c.Tokens), c.Mode, f(steps.P50), f(steps.P99), f1(rec.RankUs)}
 	for _, ph := range c.Phases {
 		if len(ph) == 0 {
 			cells = append(cells, "-")
@@ -110,11 +117,11 @@ func (p *devicePrinter) addCase(c bench.DeviceCase) {
 		}
 		st := report.Summarize(report.Micros(ph))
 		rec.Phases = append(rec.Phases, st)
-		cells = append(cells, f(st.P50))
+		cells = append(cells, f1(st.P50))
 	}
 	if c.FloorUs > 0 && steps.P50 > 0 {
 		rec.XHBM = steps.P50 / c.FloorUs
-		cells = append(cells, f(c.FloorUs), report.Fixed(rec.XHBM, 2))
+		cells = append(cells, f1(c.FloorUs), report.Fixed(rec.XHBM, 2))
 	} else {
 		cells = append(cells, "-", "-")
 	}

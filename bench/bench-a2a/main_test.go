@@ -259,7 +259,7 @@ func TestDeviceModes(t *testing.T) {
 					continue
 				}
 				phased := mode == "lockstep"
-				if len(f) != 11 || f[1] != mode || f[10] != "yes" || f[8] != "-" || f[9] != "-" || (f[4] != "-") != phased {
+				if len(f) != 12 || f[1] != mode || f[11] != "yes" || f[9] != "-" || f[10] != "-" || (f[5] != "-") != phased {
 					t.Errorf("row %q", line)
 				}
 				rows++
@@ -281,7 +281,7 @@ func TestDeviceModes(t *testing.T) {
 					t.Fatal(err)
 				}
 				if rec.Tokens != tokens || rec.Mode != mode || !rec.Verified || rec.Lat.N != 3 || rec.Lat.P50 <= 0 ||
-					rec.Bytes <= 0 || rec.XHBM != 0 || (len(rec.Phases) == 4) != (mode == "lockstep") {
+					rec.Bytes <= 0 || rec.XHBM != 0 || (len(rec.Phases) == 4) != (mode == "lockstep") || rec.RankUs != rec.Lat.P50/4 {
 					t.Fatalf("case record %s", lines[1+i])
 				}
 			}

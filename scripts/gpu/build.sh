@@ -9,6 +9,7 @@
 #
 # Output:
 #   .gpu/bin/<name>.test   test binaries (go test -c)
+#   .gpu/bin/bench-a2a     the a2a benchmark (one-GPU tables)
 #   .gpu/lib/              shared libraries they link that are not part of
 #                          the C library (libfabric and its dependencies)
 #   .gpu/manifest          "<binary> <package dir>" per line
@@ -50,11 +51,17 @@ for p in $pkgs; do
 	fi
 done
 
+# bench-a2a, for the one-GPU tables (run.sh runs it after the tests).
+echo "gpu-build: bench-a2a -> $OUT/bin/bench-a2a"
+if ! $GO build -o "$OUT/bin/bench-a2a" ./bench/bench-a2a; then
+	failed+=("./bench/bench-a2a")
+fi
+
 # Libraries: the ldd closure of every binary, minus the C library and the
 # loader (same glibc on both machines), minus the NVIDIA driver and CUDA
 # (they belong to the GPU machine; ferry opens them with dlopen anyway).
 skip_re='/(ld-linux[^/]*|libc\.so[^/]*|libm\.so[^/]*|libpthread\.so[^/]*|libdl\.so[^/]*|librt\.so[^/]*|libresolv\.so[^/]*|libgcc_s\.so[^/]*|libstdc\+\+\.so[^/]*|libcuda\.so[^/]*|libnvrtc[^/]*|libcudart[^/]*|libgdrapi[^/]*)$'
-for b in "$OUT"/bin/*.test; do
+for b in "$OUT"/bin/*.test "$OUT/bin/bench-a2a"; do
 	[ -e "$b" ] || continue
 	ldd "$b" 2>/dev/null | awk '/=> \// { print $3 } /^\t\// { print $1 }' | while read -r lib; do
 		if [[ "$lib" =~ $skip_re ]]; then continue; fi
@@ -68,7 +75,7 @@ done
 	echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
 } >"$OUT/BUILD"
 
-echo "gpu-build: $(wc -l <"$OUT/manifest") test binaries, $(ls "$OUT/lib" | wc -l) libraries in $OUT/"
+echo "gpu-build: $(wc -l <"$OUT/manifest") test binaries, bench-a2a, $(ls "$OUT/lib" | wc -l) libraries in $OUT/"
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "gpu-build: FAILED to build: ${failed[*]}" >&2
 	exit 1

@@ -5,6 +5,7 @@
 #   scripts/gpu/run.sh                  # tests, then benchmarks
 #   GPU_BENCH=0 scripts/gpu/run.sh      # tests only
 #   GPU_RUN='TestGPUFlag' scripts/gpu/run.sh
+#   GPU_A2A_BENCH=0 scripts/gpu/run.sh  # without the bench-a2a tables
 #
 # FERRY_TEST_REQUIRE defaults to "cuda" here: on the GPU machine a missing
 # driver or device is a failure, not a skip. Each binary runs in its
@@ -63,6 +64,33 @@ if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1 && grep -
 	done
 fi
 
+# bench-a2a on the one GPU: every rank in one process, one NVLink domain
+# (device memory; the in-process fabric carries only count rows and
+# signals), decode and prefill, lock step with CUDA graph replays, then
+# concurrent streams. Prefill runs 4 ranks: 8 ranks of 4096 tokens need
+# about 100 GiB. Each run's table goes to .gpu/results/bench-a2a.<name>.txt
+# (JSON records beside it) and is printed again at the end.
+A2A_BENCH=${GPU_A2A_BENCH:-1}
+bench_runs=()
+if [ "$A2A_BENCH" = 1 ] && [ -x "$OUT/bin/bench-a2a" ]; then
+	common=(--backend cuda --hidden 7168 --scales 56 --in-dtype fp8 --out-dtype bf16 --experts 256 --topk 8 --check-iters 2)
+	for shape in "decode 8 128 ${GPU_A2A_DECODE_ITERS:-200} 20" "prefill 4 4096 ${GPU_A2A_PREFILL_ITERS:-20} 3"; do
+		read -r phase world tokens iters warmup <<<"$shape"
+		for mode in lockstep concurrent; do
+			name="$phase-W$world-$mode"
+			extra=()
+			[ "$mode" = lockstep ] && extra=(--graph)
+			echo "gpu-run: bench-a2a $name"
+			"$OUT/bin/bench-a2a" "${common[@]}" --world-size "$world" --nvlink "$world" --tokens "$tokens" \
+				--iters "$iters" --warmup "$warmup" --mode "$mode" "${extra[@]}" \
+				--json "$OUT/results/bench-a2a.$name.jsonl" 2>&1 | tee "$OUT/results/bench-a2a.$name.txt"
+			rc=${PIPESTATUS[0]}
+			[ "$rc" -ne 0 ] && status=1
+			bench_runs+=("$name:$rc")
+		done
+	done
+fi
+
 # The table: one row per top-level test and per benchmark.
 echo
 echo "==================== GPU results ===================="
@@ -90,6 +118,16 @@ for t in "${sanitized[@]}"; do
 	res=PASS
 	[ "${t#*:}" -ne 0 ] && res=FAIL
 	printf '%-16s %-44s %-5s %s\n' a2a_cuda "compute-sanitizer ${t%%:*}" "$res" "exit ${t#*:} (log: $OUT/results/a2a_cuda.${t%%:*}.log)"
+done
+for b in "${bench_runs[@]}"; do
+	res=PASS
+	[ "${b#*:}" -ne 0 ] && res=FAIL
+	printf '%-16s %-44s %-5s %s\n' bench-a2a "${b%%:*}" "$res" "exit ${b#*:} (table: $OUT/results/bench-a2a.${b%%:*}.txt)"
+done
+for b in "${bench_runs[@]}"; do
+	echo
+	echo "==================== bench-a2a ${b%%:*} ===================="
+	cat "$OUT/results/bench-a2a.${b%%:*}.txt"
 done
 if [ $status -eq 0 ]; then echo "gpu-run: all passed"; else echo "gpu-run: FAILURES (see $OUT/results/)"; fi
 exit $status
