@@ -68,7 +68,7 @@ fi
 # (device memory; the in-process fabric carries only count rows and
 # signals), decode and prefill, lock step with CUDA graph replays, then
 # concurrent streams. Prefill runs 4 ranks: 8 ranks of 4096 tokens need
-# about 100 GiB. Each run's table goes to .gpu/results/bench-a2a.<name>.txt
+# about 80 GB of device memory, more than an H100 leaves free. Each run's table goes to .gpu/results/bench-a2a.<name>.txt
 # (JSON records beside it) and is printed again at the end.
 A2A_BENCH=${GPU_A2A_BENCH:-1}
 bench_runs=()
