@@ -20,7 +20,6 @@ const (
 	defaultImmBase    = 0x80000000
 	bufferAlign       = 4096
 	rowAlign          = 16
-	numTags           = 7
 	privateNumerator  = 12 // the default window is 1.2x the mean load,
 	privateDenominato = 10 // computed exactly in integers
 )
@@ -70,8 +69,9 @@ type Config struct {
 	// floor(ceil(T*K/E) * 1.2) * L; NoPrivateWindow means none.
 	PrivateTokens int
 
-	// ImmBase is the first of the seven immediate values the context uses
-	// (see Tag); contexts sharing an engine need disjoint ranges.
+	// ImmBase is the first of the NumTags*ImmBanks immediate values the
+	// context uses (see Tag and Layout.Imm); contexts sharing an engine
+	// need disjoint ranges.
 	ImmBase uint32
 }
 
@@ -146,8 +146,8 @@ func (c Config) check() error {
 	if !c.CombineType.CombineCapable() {
 		return cfgErr("CombineType", int64(c.CombineType), "must be BF16, FP16 or FP32")
 	}
-	if c.ImmBase > ^uint32(0)-numTags+1 {
-		return cfgErr("ImmBase", int64(c.ImmBase), "leaves no room for %d tags", numTags)
+	if c.ImmBase > ^uint32(0)-uint32(NumTags*ImmBanks)+1 {
+		return cfgErr("ImmBase", int64(c.ImmBase), "leaves no room for %d banks of %d tags", ImmBanks, NumTags)
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ func TestConfigValidation(t *testing.T) {
 		{"ExpertPadding", func(c *a2a.Config) { c.ExpertPadding = -1 }},
 		{"PrivateTokens", func(c *a2a.Config) { c.PrivateTokens = -2 }},
 		{"ImmBase", func(c *a2a.Config) { c.ImmBase = ^uint32(0) - 2 }},
+		{"ImmBase", func(c *a2a.Config) { c.ImmBase = ^uint32(0) - uint32(a2a.NumTags*a2a.ImmBanks) + 2 }},
 		{"MaxTokens", func(c *a2a.Config) { c.MaxTokens, c.Hidden = a2a.MaxTokensPerRank, a2a.MaxHidden }},
 	} {
 		cfg := validConfig()
@@ -88,8 +89,9 @@ func TestLayoutDerived(t *testing.T) {
 	if l.RowWords != 256+16+1 || l.CountTableBytes != 8*273*4 {
 		t.Fatalf("count table %d %d", l.RowWords, l.CountTableBytes)
 	}
-	if l.Imm(a2a.TagRoute) != 0x80000000 || l.Imm(a2a.TagCombineBarrier) != 0x80000004 {
-		t.Fatalf("imm %#x", l.Imm(a2a.TagRoute))
+	if l.Imm(a2a.TagRoute, 0) != 0x80000000 || l.Imm(a2a.TagCombineBarrier, 0) != 0x80000004 ||
+		l.Imm(a2a.TagRoute, 1) != 0x80000000+uint32(a2a.NumTags) || l.Imm(a2a.TagJoin, a2a.ImmBanks) != 0x80000000+uint32(a2a.TagJoin) {
+		t.Fatalf("imm %#x", l.Imm(a2a.TagRoute, 0))
 	}
 	if lo, hi := l.ExpertRange(15); lo != 240 || hi != 256 {
 		t.Fatalf("range %d %d", lo, hi)

@@ -32,6 +32,8 @@ type Backend interface {
 //	  +--CombineRecv-- combineSent <--------CombineSend------+
 //
 // Any backend error moves to broken; Close moves to closed from anywhere.
+// SetActiveRanks moves from idle, broken or joining (a backend built to
+// join a running world) to idle, or to broken when it fails.
 type state uint8
 
 const (
@@ -41,10 +43,13 @@ const (
 	stCombineSent
 	stBroken
 	stClosed
+	stJoining
 )
 
-var stateNames = [...]string{"combine recv (or start)", "dispatch send", "dispatch recv", "combine send", "failure", "close"}
-var nextCall = [...]string{"DispatchSend", "DispatchRecv", "CombineSend", "CombineRecv", "Close", "nothing"}
+var stateNames = [...]string{"combine recv (or start)", "dispatch send", "dispatch recv", "combine send", "failure",
+	"close", "start of a joining rank"}
+var nextCall = [...]string{"DispatchSend", "DispatchRecv", "CombineSend", "CombineRecv",
+	"SetActiveRanks or Close", "nothing", "SetActiveRanks"}
 
 // Context runs expert-parallel dispatch and combine for one rank. Each
 // iteration is exactly DispatchSend, DispatchRecv, CombineSend, CombineRecv
@@ -59,6 +64,9 @@ var nextCall = [...]string{"DispatchSend", "DispatchRecv", "CombineSend", "Combi
 // A Context is not meant for concurrent use: a call made while another
 // runs returns ErrBusy. Close waits for a running call to return (every
 // backend wait is bounded by its ctx).
+//
+// A broken context whose cause is a lost or silent rank can carry on
+// without it: see SetActiveRanks.
 type Context struct {
 	mu     sync.Mutex // held for the whole of a call
 	st     state
@@ -66,11 +74,15 @@ type Context struct {
 	l      *Layout
 	p      *Planner
 	b      Backend
-	tokens int // m of the current iteration
+	tokens int    // m of the current iteration
+	gen    uint32 // membership generation
 }
 
 // New builds a Context over backend b. The Context owns b from here on: it
-// is closed by Context.Close, and by New itself when cfg is invalid.
+// is closed by Context.Close, and by New itself when cfg is invalid. It
+// starts in generation 0 with every rank active, unless b was built to
+// join a running world (MembershipBackend.Joining): then its first call
+// must be SetActiveRanks.
 func New(cfg Config, b Backend) (*Context, error) {
 	p, err := NewPlanner(cfg)
 	if err != nil {
@@ -82,7 +94,11 @@ func New(cfg Config, b Backend) (*Context, error) {
 	if b == nil {
 		return nil, argErr("new", "backend", "nil")
 	}
-	return &Context{p: p, l: p.Layout(), b: b}, nil
+	c := &Context{p: p, l: p.Layout(), b: b}
+	if mb, ok := b.(MembershipBackend); ok && mb.Joining() {
+		c.st = stJoining
+	}
+	return c, nil
 }
 
 // Layout returns the validated layout: sizes of every buffer and output.
@@ -137,7 +153,7 @@ func (c *Context) DispatchSend(ctx context.Context, in *DispatchInput) error {
 }
 
 // DispatchRecv waits for this rank's copies and writes them expert-major
-// into out.
+// into out, with what the dispatch dropped (DispatchOutput.Dropped).
 func (c *Context) DispatchRecv(ctx context.Context, out *DispatchOutput) error {
 	if err := c.begin("DispatchRecv", stDispatchSent); err != nil {
 		return err
@@ -146,7 +162,26 @@ func (c *Context) DispatchRecv(ctx context.Context, out *DispatchOutput) error {
 		c.mu.Unlock()
 		return err
 	}
-	return c.end(c.b.DispatchRecv(ctx, c.p, out), stDispatched)
+	if err := c.b.DispatchRecv(ctx, c.p, out); err != nil {
+		return c.end(err, stDispatched)
+	}
+	c.reportDropped(out)
+	return c.end(nil, stDispatched)
+}
+
+// reportDropped fills out's drop report from the send plan.
+func (c *Context) reportDropped(out *DispatchOutput) {
+	sp := c.p.Send()
+	out.Dropped = sp.Dropped
+	if out.DroppedExperts == nil {
+		return
+	}
+	clear(out.DroppedExperts[:c.l.Experts])
+	for _, d := range c.p.dropped {
+		for e := d[0]; e < d[1]; e++ {
+			out.DroppedExperts[e] = int32(sp.Counts[e])
+		}
+	}
 }
 
 // CombineSend sends the expert outputs back to their tokens' ranks.
@@ -201,6 +236,87 @@ func (c *Context) Combine(ctx context.Context, in *CombineInput, out *CombineOut
 		return err
 	}
 	return c.CombineRecv(ctx, out)
+}
+
+// Generation returns the membership generation the context runs in.
+func (c *Context) Generation() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// SetActiveRanks changes the ranks that take part in the iterations, from
+// the next one on. It is collective among the members of m (the active
+// ranks): each calls it with the same m, between iterations (idle), or
+// after a failure broke its context, or first thing on a rank built to
+// join; the inactive ranks do not call it. The backend must be a
+// MembershipBackend (both of ferry's are).
+//
+// From then on, the rows this rank's tokens route to the experts of an
+// inactive rank are dropped at dispatch (the count is reported in
+// DispatchOutput.Dropped and per expert in DispatchOutput.DroppedExperts),
+// and combine adds nothing for them, as if their weights were zero: a
+// token whose K experts are all inactive combines to zero, or to what its
+// output held with Accumulate. A group with no active replica sends
+// nothing. No wait of any later call is for an inactive rank.
+//
+// Rules:
+//   - It is the only way to change the active ranks, and so the only way
+//     back in for a rank that was masked out. A masked-out rank must not
+//     keep iterating on its own: stop it, close its context, or bring it
+//     back with the others through this call.
+//   - m.Generation must exceed the context's, and fall in another bank
+//     (Generation mod ImmBanks): immediates of the generation given up
+//     carry that bank's values, so stragglers are never counted.
+//   - A restarted process comes back through a backend built to join
+//     (host.Options.Join, for instance), which exchanged nothing at New,
+//     and a Context over it: its first call is this one, and every member
+//     passes an Exchange so that all learn its new descriptors. Node
+//     peers map each other's buffers once, at New: a restarted rank can
+//     only come back when no rank of its domain stayed active (its whole
+//     domain restarts with it).
+//   - A failure on the way (a member that does not come, the context's
+//     deadline) leaves the context broken: retry with a newer generation,
+//     or close it.
+func (c *Context) SetActiveRanks(ctx context.Context, m Membership) error {
+	const call = "SetActiveRanks"
+	if !c.mu.TryLock() {
+		return fmt.Errorf("a2a %s: %w", call, ErrBusy)
+	}
+	switch c.st {
+	case stIdle, stBroken, stJoining:
+	case stClosed:
+		c.mu.Unlock()
+		return fmt.Errorf("a2a %s: %w", call, ErrClosed)
+	default:
+		err := &OrderError{Call: call, State: stateNames[c.st], Want: nextCall[c.st]}
+		c.mu.Unlock()
+		return err
+	}
+	mb, ok := c.b.(MembershipBackend)
+	if !ok {
+		c.mu.Unlock()
+		return fmt.Errorf("a2a %s: the backend cannot run without some ranks: %w", call, ErrNotSupported)
+	}
+	if m.Generation <= c.gen || m.Generation%ImmBanks == c.gen%ImmBanks {
+		c.mu.Unlock()
+		return argErr("set active ranks", "Generation", "%d after %d: must be larger, in another bank (mod %d)",
+			m.Generation, c.gen, ImmBanks)
+	}
+	if c.st == stJoining && m.Exchange == nil {
+		c.mu.Unlock()
+		return argErr("set active ranks", "Exchange", "a joining rank needs the members' descriptors")
+	}
+	if err := c.p.SetActive(m.Active); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if err := mb.SetActive(ctx, c.p, &m); err != nil {
+		return c.end(fmt.Errorf("a2a generation %d: %w", m.Generation, err), stIdle)
+	}
+	c.gen = m.Generation
+	c.cause = nil
+	return c.end(nil, stIdle)
 }
 
 // Close releases the backend. It is idempotent; after it every call

@@ -26,12 +26,15 @@ var (
 	// ErrBusy is a call made while another call on the same Context runs.
 	ErrBusy = errdefs.ErrBusy
 	// ErrBroken is returned by every call after a backend failure left the
-	// protocol in an unknown state; only Close is still useful.
+	// protocol in an unknown state; only Close and SetActiveRanks (which
+	// resynchronises the members) are still useful.
 	ErrBroken = errors.New("a2a context broken by an earlier failure")
 	// ErrClosed is returned by every call after Close.
 	ErrClosed = errdefs.ErrClosed
 	// ErrTimeout is a wait whose context ended before its peers delivered.
 	ErrTimeout = errdefs.ErrTimeout
+	// ErrNotSupported is a request the backend cannot serve.
+	ErrNotSupported = errdefs.ErrNotSupported
 	// ErrPeerLost is a rank the transport declared lost (its process died,
 	// its connection broke, it stopped answering): see RankError.
 	ErrPeerLost = errdefs.ErrPeerLost

@@ -38,6 +38,13 @@ type DispatchOutput struct {
 	Scales           []float32
 	ScaleTokenStride int
 	ScaleElemStride  int
+	// Dropped gets the number of this rank's copies (token, slot) routed
+	// to the experts of inactive ranks and so not sent (see
+	// Context.SetActiveRanks); 0 while every rank is active.
+	Dropped int
+	// DroppedExperts, when not nil, gets E counts: per expert, how many of
+	// this rank's copies were dropped (0 for the experts of active ranks).
+	DroppedExperts []int32
 }
 
 // CombineInput is one rank's expert outputs for CombineSend, in the row
@@ -115,6 +122,9 @@ func (out *DispatchOutput) check(l *Layout) error {
 	}
 	if out.ExpertOffsets != nil && len(out.ExpertOffsets) < l.LocalExperts+1 {
 		return argErr(op, "ExpertOffsets", "%d entries, need %d", len(out.ExpertOffsets), l.LocalExperts+1)
+	}
+	if out.DroppedExperts != nil && len(out.DroppedExperts) < l.Experts {
+		return argErr(op, "DroppedExperts", "%d entries, need %d", len(out.DroppedExperts), l.Experts)
 	}
 	if err := checkRows(op, "X", out.X, l.OutputRows, l.TokenBytes, orDefault(out.XStride, l.TokenBytes)); err != nil {
 		return err

@@ -145,10 +145,24 @@ const (
 	TagCombineBarrier             // barrier after combine receive
 	TagNodeDispatch               // node peer's dispatch rows (pushed or staged) are ready
 	TagNodeCombine                // node peer's combine rows are pushed
+	TagJoin                       // a member is past a phase of a membership change
 )
 
-// Imm returns the immediate value of tag t.
-func (l *Layout) Imm(t Tag) uint32 { return l.ImmBase + uint32(t) }
+// NumTags is the number of tags, the immediate values of one bank.
+const NumTags = int(TagJoin) + 1
+
+// ImmBanks is the number of banks of immediate values a context cycles
+// through, one per membership generation (Context.SetActiveRanks): an
+// immediate left over from an older generation (a late write of a lost
+// rank, a slow completion) carries another bank's value, so no counter of
+// the current generation counts it.
+const ImmBanks = 64
+
+// Imm returns the immediate value of tag t in membership generation gen:
+// bank gen mod ImmBanks of the NumTags*ImmBanks values from ImmBase.
+func (l *Layout) Imm(t Tag, gen uint32) uint32 {
+	return l.ImmBase + uint32(NumTags)*(gen%ImmBanks) + uint32(t)
+}
 
 func (t Tag) String() string {
 	switch t {
@@ -166,6 +180,8 @@ func (t Tag) String() string {
 		return "node-dispatch"
 	case TagNodeCombine:
 		return "node-combine"
+	case TagJoin:
+		return "join"
 	}
 	return "tag(?)"
 }

@@ -30,8 +30,13 @@ const (
 	// round trip before they could post it).
 	PathOverflow
 	// PathReplica: another replica of the sender's group serves q (the one
-	// whose replica index equals q's); this rank does nothing with the copy.
+	// whose replica index equals q's, see Members); this rank does nothing
+	// with the copy.
 	PathReplica
+	// PathDropped: q is not active (Planner.SetActive). The copy is not
+	// sent, no output row holds it, and combine adds nothing for it (its
+	// slot counts as if its weight were zero).
+	PathDropped
 )
 
 func (p Path) String() string {
@@ -48,6 +53,8 @@ func (p Path) String() string {
 		return "rdma-overflow"
 	case PathReplica:
 		return "replica"
+	case PathDropped:
+		return "dropped"
 	}
 	return "none"
 }

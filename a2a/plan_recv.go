@@ -7,12 +7,15 @@ package a2a
 //
 // The table comes from peers, so everything a row index is derived from is
 // checked first: a count or segment start that no valid sender could
-// produce is an ArgumentError, never an out-of-range row.
+// produce is an ArgumentError, never an out-of-range row. Rows of groups
+// with no active replica are neither read nor checked: nobody wrote them
+// in this generation.
 func (p *Planner) PlanRecv(table []uint32) error {
 	const op = "plan recv"
 	l := &p.l
-	G, E, L, D, M := l.Groups, l.Experts, l.LocalExperts, l.ReplicaSize, int32(l.Private)
+	G, E, L, M := l.Groups, l.Experts, l.LocalExperts, int32(l.Private)
 	RW, r := l.RowWords, l.Rank
+	src := p.members.Sources
 	g := l.Group(r)
 	if len(table) < G*RW {
 		return argErr(op, "table", "%d words, need %d", len(table), G*RW)
@@ -28,6 +31,11 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	maxLayout := int64(l.MaxTokens * l.ExpertsPerToken)
 	var total int64
 	for h := 0; h < G; h++ {
+		p.sgo[h] = int32(total)
+		if src[h] < 0 {
+			p.cnt[h], p.dgo[h] = 0, 0
+			continue
+		}
 		row := table[h*RW : h*RW+RW]
 		seg := row[E:]
 		mine := sum(row[lo:hi])
@@ -37,7 +45,6 @@ func (p *Planner) PlanRecv(table []uint32) error {
 				h, mine, before, seg[r+1], l.MaxTokens)
 		}
 		p.cnt[h], p.dgo[h] = int32(mine), int32(before)
-		p.sgo[h] = int32(total)
 		total += mine
 	}
 
@@ -48,7 +55,9 @@ func (p *Planner) PlanRecv(table []uint32) error {
 		var n int32
 		if lo+i < hi {
 			for h := 0; h < G; h++ {
-				n += int32(table[h*RW+lo+i])
+				if src[h] >= 0 {
+					n += int32(table[h*RW+lo+i])
+				}
 			}
 		}
 		rp.TokensPerExpert[i] = n
@@ -68,7 +77,10 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	expectDispatch := 0
 	for _, h32 := range p.order {
 		h := int(h32)
-		s := h*D + l.Replica(r)
+		s := int(src[h])
+		if s < 0 {
+			continue
+		}
 		remote := l.Node(s) != myNode
 		if remote {
 			expectDispatch++
@@ -120,37 +132,33 @@ func (p *Planner) PlanRecv(table []uint32) error {
 		rp.RemoteCopies += int(run.Count)
 	}
 
-	// Combine writes: the staged results of every other-domain group go to
-	// all of its replicas.
+	// Combine writes: the staged results of every live other-domain group
+	// go to all of its active replicas (Members.Combine).
 	rp.Combine = rp.Combine[:0]
-	for h := 0; h < G; h++ {
-		if l.Node(h*D) == myNode {
-			continue
-		}
-		for q := h * D; q < h*D+D; q++ {
-			rp.Combine = append(rp.Combine, Transfer{
-				Peer: int32(q), NIC: -1, SrcRow: p.sgo[h], DstRow: p.dgo[h], Rows: p.cnt[h],
-			})
-		}
+	mb := &p.members
+	for _, q := range mb.Combine {
+		h := l.Group(int(q))
+		rp.Combine = append(rp.Combine, Transfer{Peer: q, NIC: -1, SrcRow: p.sgo[h], DstRow: p.dgo[h], Rows: p.cnt[h]})
 	}
 
 	nics := l.NICsPerGPU
-	W, S := l.WorldSize, l.NVLinkSize
-	rp.Imm[TagRoute] = Count{Sent: len(p.send.Routes), Expected: G - 1}
-	// One eager write per group of another domain, plus n slices per
-	// served rank this group sends more than M copies (SendPlan.Overflow).
-	sent := G - l.GroupsPerNode
+	rp.Imm[TagRoute] = Count{Sent: len(mb.Routes), Expected: mb.Live - 1}
+	// One eager write per served rank of another domain, plus n slices per
+	// such rank this group sends more than M copies (SendPlan.Overflow).
+	sent := len(mb.Eager)
 	ownSeg := table[g*RW+E : g*RW+RW]
-	for q := l.Replica(r); q < W; q += D {
-		if l.Node(q) != myNode && int64(ownSeg[q+1])-int64(ownSeg[q]) > int64(M) {
+	for _, q := range mb.Eager {
+		if int64(ownSeg[q+1])-int64(ownSeg[q]) > int64(M) {
 			sent += nics
 		}
 	}
+	others := mb.Count - 1
 	rp.Imm[TagDispatch] = Count{Sent: sent, Expected: expectDispatch}
-	rp.Imm[TagCombine] = Count{Sent: len(rp.Combine) * nics, Expected: (W - S) * nics}
-	rp.Imm[TagDispatchBarrier] = Count{Sent: W - 1, Expected: W - 1}
-	rp.Imm[TagCombineBarrier] = Count{Sent: W - 1, Expected: W - 1}
-	rp.Imm[TagNodeDispatch] = Count{Sent: S - 1, Expected: S - 1}
-	rp.Imm[TagNodeCombine] = Count{Sent: S - 1, Expected: S - 1}
+	rp.Imm[TagCombine] = Count{Sent: len(rp.Combine) * nics, Expected: p.remoteActive * nics}
+	rp.Imm[TagDispatchBarrier] = Count{Sent: others, Expected: others}
+	rp.Imm[TagCombineBarrier] = Count{Sent: others, Expected: others}
+	rp.Imm[TagNodeDispatch] = Count{Sent: len(mb.Node), Expected: len(mb.Node)}
+	rp.Imm[TagNodeCombine] = Count{Sent: len(mb.Node), Expected: len(mb.Node)}
+	rp.Imm[TagJoin] = Count{Sent: others, Expected: others}
 	return nil
 }

@@ -68,14 +68,20 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 			s.low[e], s.high[e] = PathReplica, PathReplica
 		case destNode:
 			s.low[e], s.high[e] = PathNodePush, PathNodePull
+		case destDropped:
+			s.low[e], s.high[e] = PathDropped, PathDropped
 		default:
 			s.low[e], s.high[e] = PathEager, PathOverflow
 		}
 	}
 	s.Expert = s.Expert[:m*K]
 	copy(s.Expert, idx)
+	s.Dropped = 0
+	for _, d := range p.dropped {
+		s.Dropped += int(s.Offsets[d[1]] - s.Offsets[d[0]])
+	}
 
-	s.Eager, s.Overflow = l.SendTransfers(seg, s.Eager[:0], s.Overflow[:0])
+	s.Eager, s.Overflow = p.SendTransfers(seg, s.Eager[:0], s.Overflow[:0])
 	s.Tokens = m
 	p.sendOK = true
 	return nil
@@ -83,27 +89,26 @@ func (p *Planner) PlanSend(indices []uint32, m int) error {
 
 // SendTransfers appends to eager and overflow the RDMA writes of this
 // rank's dispatch, given the W+1 segment starts of its layout (the tail
-// of its count row, SendPlan.Segments): one eager write per served rank
-// of another domain, in rank order, zero rows included, sharded over the
-// NICs by peer; and for each such rank that gets more than M copies, one
-// overflow write of the rest, split by bytes. It is what PlanSend lists,
-// for backends whose kernels lay the copies out and write the row (the
-// CPU then knows the segments without the indices).
-func (l *Layout) SendTransfers(seg []uint32, eager, overflow []Transfer) ([]Transfer, []Transfer) {
-	r, M, win := l.Rank, int32(l.Private), int32(l.MaxCopiesFrom)
-	myNode, h := l.Node(r), int32(l.Group(r))
+// of its count row, SendPlan.Segments): one eager write per rank of
+// another domain it serves (Members.Eager), in rank order, zero rows
+// included, sharded over the NICs by peer; and for each such rank that
+// gets more than M copies, one overflow write of the rest, split by
+// bytes. It is what PlanSend lists, for backends whose kernels lay the
+// copies out and write the row (the CPU then knows the segments without
+// the indices).
+func (p *Planner) SendTransfers(seg []uint32, eager, overflow []Transfer) ([]Transfer, []Transfer) {
+	l := &p.l
+	M, win := int32(l.Private), int32(l.MaxCopiesFrom)
+	h := int32(l.Group(l.Rank))
 	first := len(eager)
 	// One eager write per served rank of another domain, so each receiver
 	// gets exactly one per remote group. The reference let every replica
 	// post it, leaving D-1 surplus immediates per group in the counter.
-	for q := l.Replica(r); q < l.WorldSize; q += l.ReplicaSize {
-		if l.Node(q) == myNode {
-			continue
-		}
+	for _, q := range p.members.Eager {
 		n := int32(seg[q+1] - seg[q])
-		eager = append(eager, Transfer{Peer: int32(q), SrcRow: int32(seg[q]), DstRow: h * win, Rows: min(n, M)})
+		eager = append(eager, Transfer{Peer: q, SrcRow: int32(seg[q]), DstRow: h * win, Rows: min(n, M)})
 		if n > M {
-			overflow = append(overflow, Transfer{Peer: int32(q), NIC: -1, SrcRow: int32(seg[q]) + M, DstRow: h*win + M, Rows: n - M})
+			overflow = append(overflow, Transfer{Peer: q, NIC: -1, SrcRow: int32(seg[q]) + M, DstRow: h*win + M, Rows: n - M})
 		}
 	}
 	mine := eager[first:]

@@ -25,6 +25,12 @@ type Planner struct {
 	// a copy costs a table lookup instead of three divisions.
 	destKind []uint8
 
+	// The active ranks (SetActive), the expert ranges of the inactive
+	// ones, and how many active ranks are in other domains.
+	members      Members
+	dropped      [][2]int32
+	remoteActive int
+
 	// Receive-side scratch, all of fixed size.
 	order   []int32 // groups in visiting order (fixed per rank)
 	cnt     []int32 // G: copies each group sends this rank
@@ -59,11 +65,12 @@ type SendPlan struct {
 	// and its index among that expert's copies.
 	Expert  []uint32
 	Ordinal []int32
-	// Routes are the ranks this rank sends its count row to: the replica
-	// with its own replica index in every other group.
+	// Routes are the ranks this rank sends its count row to: every active
+	// rank of another group that it serves (Members; with every rank
+	// active, the replica with its own replica index in every other group).
 	Routes []int32
 	// Eager lists one write per rank of another domain that this rank
-	// serves (same replica index), in rank order, zero-row writes included:
+	// serves (Members.Eager), in rank order, zero-row writes included:
 	// the first min(count, M) rows of its segment into the private window.
 	// Targets are sharded over NICs by peer (Transfer.NIC).
 	Eager []Transfer
@@ -71,6 +78,10 @@ type SendPlan struct {
 	// more than M copies: the rest of the segment, into the rest of the
 	// window. Each is split by bytes across all NICs (Transfer.NIC -1).
 	Overflow []Transfer
+	// Dropped counts the copies routed to the experts of inactive ranks
+	// (PathDropped): they stay in the layout and the count row, but no
+	// row moves and combine adds nothing for them.
+	Dropped int
 
 	// Per expert: owner rank, the ordinal below which copies take the
 	// private path, the paths below and from that ordinal, and the private
@@ -131,7 +142,7 @@ type RecvPlan struct {
 	Combine []Transfer
 	// Imm gives, per tag, the immediates this rank sends and the number it
 	// must wait for (see the package documentation for the arithmetic).
-	Imm [numTags]Count
+	Imm [NumTags]Count
 }
 
 // NewPlanner validates cfg and allocates a planner for its maxima.
@@ -157,24 +168,22 @@ func NewPlanner(cfg Config) (*Planner, error) {
 		p.owner[e] = int32(l.Owner(e))
 	}
 	p.destKind = make([]uint8, W)
-	for q := range p.destKind {
-		switch {
-		case q == l.Rank:
-			p.destKind[q] = destSelf
-		case l.Replica(q) != l.Replica(l.Rank):
-			p.destKind[q] = destReplica
-		case l.Node(q) == l.Node(l.Rank):
-			p.destKind[q] = destNode
-		default:
-			p.destKind[q] = destRemote
-		}
+	p.members = Members{
+		Active:  make([]bool, W),
+		Others:  make([]int32, 0, W),
+		Node:    make([]int32, 0, l.NVLinkSize),
+		Routes:  make([]int32, 0, W),
+		Eager:   make([]int32, 0, W),
+		Combine: make([]int32, 0, W),
+		Serves:  make([]bool, W),
+		Sources: make([]int32, G),
 	}
+	p.dropped = make([][2]int32, 0, W)
 	p.send = SendPlan{
 		Row:      make([]uint32, l.RowWords),
 		Offsets:  make([]int32, E+1),
 		Expert:   make([]uint32, copies),
 		Ordinal:  p.ordinal,
-		Routes:   make([]int32, 0, G),
 		Eager:    make([]Transfer, 0, W),
 		Overflow: make([]Transfer, 0, W),
 		owner:    p.owner,
@@ -191,12 +200,14 @@ func NewPlanner(cfg Config) (*Planner, error) {
 		Runs:            make([]Run, 0, 2*G*L),
 		Combine:         make([]Transfer, 0, W),
 	}
-	r := l.Rank
-	for h := 0; h < G; h++ {
-		if h != l.Group(r) {
-			p.send.Routes = append(p.send.Routes, int32(h*l.ReplicaSize+l.Replica(r)))
-		}
+	all := make([]bool, W)
+	for q := range all {
+		all[q] = true
 	}
+	if err := p.SetActive(all); err != nil {
+		return nil, err
+	}
+	r := l.Rank
 	// Visiting order of source groups (see RecvPlan.Runs).
 	P, n, g := l.GroupsPerNode, l.Node(r), l.Group(r)
 	for dn := 1; dn < l.Nodes; dn++ {
@@ -227,6 +238,7 @@ const (
 	destReplica
 	destNode
 	destRemote
+	destDropped
 )
 
 // sum adds v with four independent accumulators: the planner's prefix sums

@@ -19,13 +19,18 @@ type slot struct{ group, pos int32 }
 // one receiver slot, that every run reads the slot holding its copy, that
 // combine returns every copy's result exactly once to every replica of its
 // group, that rows stay inside the buffers, and that per destination and
-// tag the immediates produced equal the immediates expected.
+// tag the immediates produced equal the immediates expected. Half the
+// worlds run with some ranks inactive: then only the active ranks plan,
+// copies for inactive ranks' experts must be dropped and no other, groups
+// without an active replica send nothing, and no immediate goes to or is
+// expected from an inactive rank.
 func TestPlannerInvariants(t *testing.T) {
 	n := 400
 	if testing.Short() {
 		n = 60
 	}
 	rng := rand.New(rand.NewPCG(77, 1))
+	masked := 0
 	for it := 0; it < n; it++ {
 		cfg := workload.RandomConfig(rng, 16)
 		l0, err := cfg.Layout()
@@ -33,14 +38,26 @@ func TestPlannerInvariants(t *testing.T) {
 			t.Fatal(err)
 		}
 		groups := workload.RandomGroups(rng, &l0, rng.IntN(3) == 0)
-		if err := checkPlans(cfg, groups); err != nil {
-			t.Fatalf("config %d %+v: %v", it, cfg, err)
+		var active []bool
+		if it%2 == 1 {
+			active = workload.RandomActive(rng, cfg.WorldSize, -1)
+			masked++
+		}
+		if err := checkPlans(cfg, groups, active); err != nil {
+			t.Fatalf("config %d %+v active %v: %v", it, cfg, active, err)
 		}
 	}
+	t.Logf("%d worlds, %d of them with a random active mask", n, masked)
 }
 
-func checkPlans(cfg a2a.Config, groups []reference.Group) error {
+func checkPlans(cfg a2a.Config, groups []reference.Group, active []bool) error {
 	W := cfg.WorldSize
+	if active == nil {
+		active = make([]bool, W)
+		for q := range active {
+			active[q] = true
+		}
+	}
 	planners := make([]*a2a.Planner, W)
 	var l *a2a.Layout
 	for r := range planners {
@@ -51,6 +68,12 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 			return err
 		}
 		l = p.Layout()
+		if !active[r] {
+			continue
+		}
+		if err := p.SetActive(active); err != nil {
+			return err
+		}
 		g := &groups[l.Group(r)]
 		if err := p.PlanSend(g.Indices, g.Tokens); err != nil {
 			return err
@@ -58,17 +81,34 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 		planners[r] = p
 	}
 	G, RW, K, D, M := l.Groups, l.RowWords, l.ExpertsPerToken, l.ReplicaSize, int32(l.Private)
+	live := make([]bool, G)
+	for q := range active {
+		live[l.Group(q)] = live[l.Group(q)] || active[q]
+	}
+	// Rows of groups without an active replica hold garbage: nobody may
+	// read them.
 	table := make([]uint32, G*RW)
+	for i := range table {
+		table[i] = 0xdeadbeef
+	}
+	written := make([]bool, G)
 	for r, p := range planners {
+		if p == nil {
+			continue
+		}
 		h := l.Group(r)
 		row := table[h*RW : h*RW+RW]
-		if l.Replica(r) == 0 {
+		if !written[h] {
 			copy(row, p.Send().Row)
+			written[h] = true
 		} else if fmt.Sprint(row) != fmt.Sprint(p.Send().Row) {
 			return fmt.Errorf("replicas of group %d disagree on their count row", h)
 		}
 	}
 	for r, p := range planners {
+		if p == nil {
+			continue
+		}
 		if err := p.PlanRecv(table); err != nil {
 			return fmt.Errorf("rank %d: %w", r, err)
 		}
@@ -79,7 +119,7 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 	for q := range recv {
 		recv[q] = map[int32]slot{}
 	}
-	imm := make([][7]int, W)
+	imm := make([][a2a.NumTags]int, W)
 	put := func(q int, row int32, s slot) error {
 		if row < 0 || int(row) >= l.RecvRows {
 			return fmt.Errorf("rank %d: receive row %d outside [0, %d)", q, row, l.RecvRows)
@@ -92,6 +132,9 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 	}
 	dests := make([]map[slot]int32, G) // per group: copy -> destination rank
 	for r, p := range planners {
+		if p == nil {
+			continue
+		}
 		sp, h := p.Send(), int32(l.Group(r))
 		if dests[h] == nil {
 			dests[h] = map[slot]int32{}
@@ -101,6 +144,12 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 			if int(c.Pos) >= l.SendRows {
 				return fmt.Errorf("rank %d: layout row %d beyond %d", r, c.Pos, l.SendRows)
 			}
+			if (c.Path == a2a.PathDropped) != !active[c.Dest] {
+				return fmt.Errorf("rank %d copy %d: path %v to rank %d (active %v)", r, i, c.Path, c.Dest, active[c.Dest])
+			}
+			if c.Path == a2a.PathDropped {
+				continue
+			}
 			dests[h][slot{h, c.Pos}] = c.Dest
 			if c.Path == a2a.PathNodePush {
 				if err := put(int(c.Dest), c.PushRow, slot{h, c.Pos}); err != nil {
@@ -109,9 +158,15 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 			}
 		}
 		for _, q := range sp.Routes {
+			if !active[q] {
+				return fmt.Errorf("rank %d: count row to inactive rank %d", r, q)
+			}
 			imm[q][a2a.TagRoute]++
 		}
 		for _, tr := range sp.Eager {
+			if !active[tr.Peer] {
+				return fmt.Errorf("rank %d: eager write to inactive rank %d", r, tr.Peer)
+			}
 			imm[tr.Peer][a2a.TagDispatch]++
 			if tr.Rows > M {
 				return fmt.Errorf("rank %d: eager write of %d rows, window %d", r, tr.Rows, M)
@@ -135,6 +190,9 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 	// place the run says.
 	seen := map[slot]int32{}
 	for q, p := range planners {
+		if p == nil {
+			continue
+		}
 		rp := p.Recv()
 		copies := 0
 		for ri, run := range rp.Runs {
@@ -182,10 +240,17 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 	}
 	total := 0
 	for h := range groups {
-		total += groups[h].Tokens * K
+		if !live[h] {
+			continue
+		}
+		for _, e := range groups[h].Indices[:groups[h].Tokens*K] {
+			if active[l.Owner(int(e))] {
+				total++
+			}
+		}
 	}
 	if len(seen) != total {
-		return fmt.Errorf("%d copies received, %d routed", len(seen), total)
+		return fmt.Errorf("%d copies received, %d routed to active ranks from live groups", len(seen), total)
 	}
 
 	// Combine: every rank sends each received copy's result back; each
@@ -195,6 +260,9 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 		back[q] = map[int32]slot{}
 	}
 	putBack := func(q int, row int32, s slot) error {
+		if !active[q] {
+			return fmt.Errorf("combine: write to inactive rank %d", q)
+		}
 		if row < 0 || int(row) >= l.RecvRows {
 			return fmt.Errorf("combine: rank %d row %d outside [0, %d)", q, row, l.RecvRows)
 		}
@@ -205,6 +273,9 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 		return nil
 	}
 	for r, p := range planners {
+		if p == nil {
+			continue
+		}
 		rp := p.Recv()
 		staged := map[int32]slot{}
 		for ri, run := range rp.Runs {
@@ -218,6 +289,9 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 					continue
 				}
 				for q := int(run.Group) * D; q < int(run.Group)*D+D; q++ {
+					if !active[q] {
+						continue
+					}
 					if err := putBack(q, run.CombineRow+c, s); err != nil {
 						return err
 					}
@@ -237,25 +311,39 @@ func checkPlans(cfg a2a.Config, groups []reference.Group) error {
 			}
 		}
 	}
+	members, nodeMembers := 0, make([]int, l.Nodes)
+	for q := range active {
+		if active[q] {
+			members++
+			nodeMembers[l.Node(q)]++
+		}
+	}
 	for q, p := range planners {
+		if p == nil {
+			continue
+		}
 		h := int32(l.Group(q))
 		sp := p.Send()
-		if len(back[q]) != sp.Tokens*K {
-			return fmt.Errorf("rank %d: %d combine rows arrived for %d copies", q, len(back[q]), sp.Tokens*K)
+		if len(back[q]) != sp.Tokens*K-sp.Dropped {
+			return fmt.Errorf("rank %d: %d combine rows arrived for %d copies, %d dropped", q, len(back[q]), sp.Tokens*K, sp.Dropped)
 		}
 		for i := 0; i < sp.Tokens*K; i++ {
-			pos := sp.Copy(i).Pos
-			if got := back[q][pos]; got != (slot{h, pos}) {
-				return fmt.Errorf("rank %d: combine row %d holds %v", q, pos, got)
+			c := sp.Copy(i)
+			if c.Path == a2a.PathDropped {
+				continue
+			}
+			if got := back[q][c.Pos]; got != (slot{h, c.Pos}) {
+				return fmt.Errorf("rank %d: combine row %d holds %v", q, c.Pos, got)
 			}
 		}
 		rp := p.Recv()
-		imm[q][a2a.TagDispatchBarrier] = W - 1
-		imm[q][a2a.TagCombineBarrier] = W - 1
-		// Every rank signals each node peer once per phase.
-		imm[q][a2a.TagNodeDispatch] = l.NVLinkSize - 1
-		imm[q][a2a.TagNodeCombine] = l.NVLinkSize - 1
-		for tag := a2a.TagRoute; tag <= a2a.TagNodeCombine; tag++ {
+		imm[q][a2a.TagDispatchBarrier] = members - 1
+		imm[q][a2a.TagCombineBarrier] = members - 1
+		imm[q][a2a.TagJoin] = members - 1
+		// Every rank signals each active node peer once per phase.
+		imm[q][a2a.TagNodeDispatch] = nodeMembers[l.Node(q)] - 1
+		imm[q][a2a.TagNodeCombine] = nodeMembers[l.Node(q)] - 1
+		for tag := a2a.TagRoute; tag <= a2a.TagJoin; tag++ {
 			if imm[q][tag] != rp.Imm[tag].Expected {
 				return fmt.Errorf("rank %d tag %v: %d immediates produced, %d expected", q, tag, imm[q][tag], rp.Imm[tag].Expected)
 			}

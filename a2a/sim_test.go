@@ -1,8 +1,10 @@
 package a2a_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,5 +92,81 @@ func TestSimulatedProtocolShapes(t *testing.T) {
 			mod(&cfg)
 			runWorld(t, cfg, 5, 4, memsim.Options{Seed: 5, MaxDelay: 100 * time.Microsecond})
 		})
+	}
+}
+
+// TestSimulatedProtocolMasked runs random worlds through membership
+// changes over memsim: a random set of active ranks, then another (ranks
+// leave and come back), then everyone, each for a few iterations checked
+// against the masked oracle, with every immediate consumed exactly at the
+// end (Residue).
+func TestSimulatedProtocolMasked(t *testing.T) {
+	n := 60
+	if testing.Short() {
+		n = 12
+	}
+	rng := rand.New(rand.NewPCG(2027, 5))
+	for i := 0; i < n; i++ {
+		cfg := workload.RandomConfig(rng, 12)
+		seed := rng.Uint64()
+		masks := [][]bool{workload.RandomActive(rng, cfg.WorldSize, -1), workload.RandomActive(rng, cfg.WorldSize, -1), nil}
+		name := fmt.Sprintf("%d/W%d_S%d_D%d_E%d_K%d", i, cfg.WorldSize, cfg.NVLinkSize, cfg.ReplicaSize, cfg.Experts,
+			cfg.ExpertsPerToken)
+		t.Run(name, func(t *testing.T) {
+			world, err := memsim.NewWorld(cfg, memsim.Options{Seed: seed, MaxDelay: 50 * time.Microsecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &a2atest.World{BeforeIteration: func(it int) { world.Poison(byte(0x5a + it)) }, Timeout: 20 * time.Second}
+			for r := 0; r < cfg.WorldSize; r++ {
+				c := cfg
+				c.Rank = r
+				ctx, err := a2a.New(c, world.Backend(r))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ctx.Close()
+				w.Contexts = append(w.Contexts, ctx)
+			}
+			for gen, active := range masks {
+				if active == nil {
+					active = make([]bool, cfg.WorldSize)
+					for q := range active {
+						active[q] = true
+					}
+				}
+				setActive(t, w.Contexts, uint32(gen+1), active)
+				w.Active = active
+				a2atest.Run(t, cfg, w, seed+uint64(gen), 2)
+			}
+			if err := world.Residue(); err != nil {
+				t.Fatalf("immediate counts: %v", err)
+			}
+		})
+	}
+}
+
+// setActive has every active rank's context take the membership at once.
+func setActive(t *testing.T, ctxs []*a2a.Context, gen uint32, active []bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, len(ctxs))
+	var wg sync.WaitGroup
+	for r, c := range ctxs {
+		if !active[r] {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = c.SetActiveRanks(ctx, a2a.Membership{Generation: gen, Active: active})
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: set active ranks %v (generation %d): %v", r, active, gen, err)
+		}
 	}
 }

@@ -99,7 +99,7 @@ func (b *Backend) iteration(ctx context.Context, it uint32) error {
 	if err := checkSegments(l, seg); err != nil {
 		return err
 	}
-	w.eager, w.overflow = l.SendTransfers(seg, w.eager[:0], w.overflow[:0])
+	w.eager, w.overflow = b.planner.SendTransfers(seg, w.eager[:0], w.overflow[:0])
 	if err := b.wire.Eager(w.eager); err != nil {
 		return err
 	}

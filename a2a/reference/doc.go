@@ -20,4 +20,12 @@
 // (no fused multiply-add), one final round to nearest even into the combine
 // type. y(h,t,k) is the expert-output row that sits where dispatch put the
 // copy (h,t,k). Every replica of h gets the same result.
+//
+// With some ranks inactive (DispatchActive, CombineActive: the semantics
+// of a2a.Context.SetActiveRanks), a group none of whose replicas is active
+// sends nothing and gets nothing, a copy routed to an expert of an
+// inactive rank reaches no one, and its slot is left out of the combine
+// sum (k still in column order over the others), which makes a token
+// whose experts are all inactive combine to 0, or to out[t] with
+// accumulate. Inactive ranks receive nothing.
 package reference

@@ -73,6 +73,34 @@ func check(l *a2a.Layout, groups []Group, needWeights bool) error {
 // Dispatch returns every rank's dispatch result for cfg (its Rank is
 // ignored).
 func Dispatch(cfg a2a.Config, groups []Group) ([]Dispatched, error) {
+	return DispatchActive(cfg, groups, nil)
+}
+
+// activeSet checks active (nil: every rank) and says which groups are
+// live (have an active replica).
+func activeSet(l *a2a.Layout, active []bool) ([]bool, []bool, error) {
+	if active == nil {
+		active = make([]bool, l.WorldSize)
+		for q := range active {
+			active[q] = true
+		}
+	}
+	if len(active) != l.WorldSize {
+		return nil, nil, fmt.Errorf("reference: %d active entries for %d ranks: %w", len(active), l.WorldSize, a2a.ErrInvalidArgument)
+	}
+	live := make([]bool, l.Groups)
+	for q, a := range active {
+		live[l.Group(q)] = live[l.Group(q)] || a
+	}
+	return active, live, nil
+}
+
+// DispatchActive is Dispatch in a world where only the ranks with
+// active[q] take part (nil: all of them; see a2a.Context.SetActiveRanks):
+// the tokens of a group with no active replica are absent, copies routed
+// to the experts of an inactive rank reach no one, and the result of an
+// inactive rank is the zero Dispatched.
+func DispatchActive(cfg a2a.Config, groups []Group, active []bool) ([]Dispatched, error) {
 	cfg.Rank = 0
 	l, err := cfg.Layout()
 	if err != nil {
@@ -81,9 +109,16 @@ func Dispatch(cfg a2a.Config, groups []Group) ([]Dispatched, error) {
 	if err := check(&l, groups, false); err != nil {
 		return nil, err
 	}
+	active, live, err := activeSet(&l, active)
+	if err != nil {
+		return nil, err
+	}
 	K, L, Hs, tb := l.ExpertsPerToken, l.LocalExperts, l.Scales, l.TokenBytes
 	out := make([]Dispatched, l.WorldSize)
 	for r := range out {
+		if !active[r] {
+			continue
+		}
 		d := Dispatched{
 			ExpertTokens: make([]int32, L),
 			ExpertOffset: make([]int32, L+1),
@@ -101,6 +136,9 @@ func Dispatch(cfg a2a.Config, groups []Group) ([]Dispatched, error) {
 			d.ExpertOffset[i] = int32(row)
 			start := row
 			for _, h := range order {
+				if !live[h] {
+					continue
+				}
 				g := &groups[h]
 				for t := 0; t < g.Tokens; t++ {
 					for k := 0; k < K; k++ {
@@ -129,12 +167,26 @@ func Dispatch(cfg a2a.Config, groups []Group) ([]Dispatched, error) {
 // in the row layout of dispatched[r] (OutputRows rows of CombineBytes,
 // packed). With accumulate, prev[h] is group h's output before the call.
 func Combine(cfg a2a.Config, groups []Group, dispatched []Dispatched, expertY [][]byte, prev [][]byte, accumulate bool) ([][]byte, error) {
+	return CombineActive(cfg, groups, dispatched, expertY, prev, accumulate, nil)
+}
+
+// CombineActive is Combine in a world where only the ranks with
+// active[q] take part (nil: all of them), over DispatchActive's results:
+// a slot whose expert belongs to an inactive rank adds nothing (as if its
+// weight were zero), expertY of an inactive rank is not read, and the
+// result of a group with no active replica is nil.
+func CombineActive(cfg a2a.Config, groups []Group, dispatched []Dispatched, expertY [][]byte, prev [][]byte,
+	accumulate bool, active []bool) ([][]byte, error) {
 	cfg.Rank = 0
 	l, err := cfg.Layout()
 	if err != nil {
 		return nil, err
 	}
 	if err := check(&l, groups, true); err != nil {
+		return nil, err
+	}
+	active, live, err := activeSet(&l, active)
+	if err != nil {
 		return nil, err
 	}
 	if len(dispatched) != l.WorldSize || len(expertY) != l.WorldSize || (accumulate && len(prev) != l.Groups) {
@@ -147,6 +199,9 @@ func Combine(cfg a2a.Config, groups []Group, dispatched []Dispatched, expertY []
 		rowOf[h] = make([]int32, groups[h].Tokens*K)
 	}
 	for r, d := range dispatched {
+		if !active[r] {
+			continue
+		}
 		if len(expertY[r]) < l.OutputRows*cb {
 			return nil, fmt.Errorf("reference: expert output of rank %d too short: %w", r, a2a.ErrInvalidArgument)
 		}
@@ -159,6 +214,9 @@ func Combine(cfg a2a.Config, groups []Group, dispatched []Dispatched, expertY []
 	out := make([][]byte, l.Groups)
 	acc := make([]float32, H)
 	for h, g := range groups {
+		if !live[h] {
+			continue
+		}
 		o := make([]byte, g.Tokens*cb)
 		if accumulate {
 			copy(o, prev[h])
@@ -174,6 +232,9 @@ func Combine(cfg a2a.Config, groups []Group, dispatched []Dispatched, expertY []
 			for k := 0; k < K; k++ {
 				e := int(g.Indices[t*K+k])
 				q := e / L
+				if !active[q] {
+					continue
+				}
 				row := int(rowOf[h][t*K+k])
 				y := expertY[q][row*cb : (row+1)*cb]
 				w := g.Weights[t*K+k]

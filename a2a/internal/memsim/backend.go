@@ -13,7 +13,7 @@ type backend struct {
 	closed bool
 }
 
-var _ a2a.Backend = (*backend)(nil)
+var _ a2a.MembershipBackend = (*backend)(nil)
 
 func (b *backend) row(buf []byte, r int32) []byte {
 	s := b.rk.w.l.Stride()
@@ -49,7 +49,7 @@ func (b *backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 			rows.Pack(l, b.row(rk.w.ranks[c.Dest].recv, c.PushRow), in, i/K)
 		}
 	}
-	rk.signalNode(int(a2a.TagNodeDispatch))
+	rk.signal(int(a2a.TagNodeDispatch), p.Members().Node)
 	for _, t := range sp.Eager {
 		rk.writeRows(t, a2a.TagDispatch, false)
 	}
@@ -61,14 +61,14 @@ func (b *backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 
 func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.DispatchOutput) error {
 	rk, l := b.rk, p.Layout()
-	if err := rk.wait(ctx, int(a2a.TagRoute), l.Groups-1); err != nil {
+	if err := rk.wait(ctx, int(a2a.TagRoute), p.Members().Live-1); err != nil {
 		return err
 	}
 	if err := p.PlanRecv(rk.table); err != nil {
 		return err
 	}
 	rp := p.Recv()
-	if err := rk.wait(ctx, int(a2a.TagNodeDispatch), l.NVLinkSize-1); err != nil {
+	if err := rk.wait(ctx, int(a2a.TagNodeDispatch), rp.Imm[a2a.TagNodeDispatch].Expected); err != nil {
 		return err
 	}
 	copyRuns := func(runs []a2a.Run) {
@@ -95,7 +95,7 @@ func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 	if out.ExpertOffsets != nil {
 		copy(out.ExpertOffsets, rp.ExpertOffsets)
 	}
-	return rk.barrier(ctx, a2a.TagDispatchBarrier)
+	return rk.barrier(ctx, a2a.TagDispatchBarrier, p.Members())
 }
 
 func (b *backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.CombineInput) error {
@@ -113,19 +113,22 @@ func (b *backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	D := l.ReplicaSize
 	for _, run := range rp.Runs[rp.RemoteRuns:] {
 		for q := int(run.Group) * D; q < int(run.Group)*D+D; q++ {
+			if !p.Active(q) {
+				continue
+			}
 			dst := rk.w.ranks[q].recv
 			for c := int32(0); c < run.Count; c++ {
 				copy(b.row(dst, run.CombineRow+c), yrow(run.Padded+c))
 			}
 		}
 	}
-	rk.signalNode(int(a2a.TagNodeCombine))
+	rk.signal(int(a2a.TagNodeCombine), p.Members().Node)
 	return nil
 }
 
 func (b *backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.CombineOutput) error {
 	rk, l := b.rk, p.Layout()
-	if err := rk.wait(ctx, int(a2a.TagNodeCombine), l.NVLinkSize-1); err != nil {
+	if err := rk.wait(ctx, int(a2a.TagNodeCombine), p.Recv().Imm[a2a.TagNodeCombine].Expected); err != nil {
 		return err
 	}
 	if err := rk.wait(ctx, int(a2a.TagCombine), p.Recv().Imm[a2a.TagCombine].Expected); err != nil {
@@ -133,8 +136,31 @@ func (b *backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 	}
 	acc := make([]float32, l.Hidden)
 	rows.Reduce(l, p.Send(), out, acc, func(pos int32) []byte { return b.row(rk.recv, pos) })
-	return rk.barrier(ctx, a2a.TagCombineBarrier)
+	return rk.barrier(ctx, a2a.TagCombineBarrier, p.Members())
 }
+
+// SetActive: every member is quiet (its writes landed) before any
+// resets its counters, and every member reset before any goes on.
+func (b *backend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membership) error {
+	rk, mb := b.rk, p.Members()
+	rk.inflight.Wait()
+	join := int(a2a.TagJoin)
+	rk.signal(join, mb.Others)
+	if err := rk.wait(ctx, join, len(mb.Others)); err != nil {
+		return err
+	}
+	rk.mu.Lock()
+	for c := range rk.counter {
+		if c != join {
+			rk.counter[c] = 0
+		}
+	}
+	rk.mu.Unlock()
+	rk.signal(join, mb.Others)
+	return rk.wait(ctx, join, len(mb.Others))
+}
+
+func (b *backend) Joining() bool { return false }
 
 func (b *backend) Close() error {
 	if b.closed {

@@ -11,7 +11,7 @@ import (
 )
 
 // One counter per immediate tag.
-const numCounters = int(a2a.TagNodeCombine) + 1
+const numCounters = a2a.NumTags
 
 // Options tune a World.
 type Options struct {
@@ -175,25 +175,17 @@ func (rk *rank) writeRows(t a2a.Transfer, tag a2a.Tag, sharded bool) {
 	}
 }
 
-// barrier credits every other rank once on tag and waits for all of them,
-// after every write this rank posted has completed.
-func (rk *rank) barrier(ctx context.Context, tag a2a.Tag) error {
+// barrier credits every other member once on tag and waits for all of
+// them, after every write this rank posted has completed.
+func (rk *rank) barrier(ctx context.Context, tag a2a.Tag, m *a2a.Members) error {
 	rk.inflight.Wait()
-	for _, o := range rk.w.ranks {
-		if o != rk {
-			o.credit(int(tag), 1)
-		}
-	}
-	return rk.wait(ctx, int(tag), rk.w.l.WorldSize-1)
+	rk.signal(int(tag), m.Others)
+	return rk.wait(ctx, int(tag), len(m.Others))
 }
 
-// signalNode credits every node peer on counter c.
-func (rk *rank) signalNode(c int) {
-	l := &rk.w.l
-	base := l.Node(rk.id) * l.NVLinkSize
-	for q := base; q < base+l.NVLinkSize; q++ {
-		if q != rk.id {
-			rk.w.ranks[q].credit(c, 1)
-		}
+// signal credits each of ranks on counter c.
+func (rk *rank) signal(c int, ranks []int32) {
+	for _, q := range ranks {
+		rk.w.ranks[q].credit(c, 1)
 	}
 }

@@ -53,8 +53,9 @@ func ExpertRow(l *a2a.Layout, in *a2a.CombineInput, i int32) []byte {
 
 // Reduce computes combine's output for every token of the plan: out[t] =
 // (accumulate ? out[t] : 0) + sum over k of w[t][k]*y, y being the combine
-// row at the copy's layout position, read by row(pos). acc is scratch of
-// Hidden floats.
+// row at the copy's layout position, read by row(pos); dropped copies
+// (inactive experts) are left out of the sum. acc is scratch of Hidden
+// floats.
 func Reduce(l *a2a.Layout, sp *a2a.SendPlan, out *a2a.CombineOutput, acc []float32, row func(pos int32) []byte) {
 	K, ct, H := l.ExpertsPerToken, l.CombineType, l.Hidden
 	os := orDefault(out.OutStride, l.CombineBytes)
@@ -69,7 +70,11 @@ func Reduce(l *a2a.Layout, sp *a2a.SendPlan, out *a2a.CombineOutput, acc []float
 			clear(acc)
 		}
 		for k := 0; k < K; k++ {
-			y := row(sp.Copy(t*K + k).Pos)
+			c := sp.Copy(t*K + k)
+			if c.Path == a2a.PathDropped {
+				continue // an inactive rank's expert adds nothing
+			}
+			y := row(c.Pos)
 			w := out.Weights[t*K+k]
 			switch ct {
 			case a2a.BF16:

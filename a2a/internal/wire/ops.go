@@ -12,8 +12,8 @@ func (w *Wiring) scatter(targets []fabric.ScatterTarget, src *fabric.MemoryRegio
 	if len(targets) == 0 {
 		return nil
 	}
-	s := fabric.ScatterWrite{Src: src, Targets: targets, Imm: w.l.Imm(tag), HasImm: true, Route: route, Group: g}
-	if err := w.eng.SubmitScatter(s, fabric.Count(&w.done)); err != nil {
+	s := fabric.ScatterWrite{Src: src, Targets: targets, Imm: w.imm(tag), HasImm: true, Route: route, Group: g}
+	if err := w.eng.SubmitScatter(s, fabric.Count(w.done)); err != nil {
 		return fmt.Errorf("a2a %v scatter: %w", tag, err)
 	}
 	w.posted++
@@ -56,8 +56,8 @@ func (w *Wiring) Combine(ts []a2a.Transfer) error {
 	return w.scatter(w.combT, w.sendReg, a2a.TagCombine, fabric.ShardBytes(), w.combG)
 }
 
-// Signal sends one zero-byte immediate of tag to each node peer (node
-// tags) or to every other rank (barrier tags).
+// Signal sends one zero-byte immediate of tag to each active node peer
+// (node tags) or to every other active rank (barrier and join tags).
 func (w *Wiring) Signal(tag a2a.Tag) error {
 	dsts := w.allDsts
 	if tag == a2a.TagNodeDispatch || tag == a2a.TagNodeCombine {
@@ -66,7 +66,7 @@ func (w *Wiring) Signal(tag a2a.Tag) error {
 	if len(dsts) == 0 {
 		return nil
 	}
-	if err := w.eng.SubmitBarrier(fabric.Barrier{Imm: w.l.Imm(tag), Dsts: dsts}, fabric.Count(&w.done)); err != nil {
+	if err := w.eng.SubmitBarrier(fabric.Barrier{Imm: w.imm(tag), Dsts: dsts}, fabric.Count(w.done)); err != nil {
 		return fmt.Errorf("a2a %v signal: %w", tag, err)
 	}
 	w.posted++
@@ -123,13 +123,13 @@ func (w *Wiring) Drain(ctx context.Context) error {
 	return nil
 }
 
-// Barrier: every transfer of this phase is complete here and every rank
-// is past the phase's reads, so all buffers may be reused.
+// Barrier: every transfer of this phase is complete here and every
+// active rank is past the phase's reads, so all buffers may be reused.
 func (w *Wiring) Barrier(ctx context.Context, tag a2a.Tag) error {
 	if err := w.Signal(tag); err != nil {
 		return err
 	}
-	if err := w.Wait(ctx, tag, w.l.WorldSize-1); err != nil {
+	if err := w.Wait(ctx, tag, len(w.allDsts)); err != nil {
 		return err
 	}
 	return w.Drain(ctx)

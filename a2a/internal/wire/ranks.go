@@ -10,28 +10,21 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 )
 
-// Lost ranks. Every credit counter watches every other rank's endpoints
+// Lost ranks. Every credit counter watches every other active rank's endpoints
 // (fabric.ImmCounter.Watch): when the engine declares one lost (its
 // process died, its connection broke, or it stopped answering heartbeats),
 // a wait on any counter ends with that, and the error names the rank
 // instead of running into the call's timeout. A wait that times out names
 // the ranks the engine knows are lost, if any.
 
-// watchRanks binds the credit counters to every other rank: the main
-// address of a peer (its count table's NIC 0) is enough to watch its
-// process; every endpoint address is named when an operation on it fails.
-func (w *Wiring) watchRanks() error {
-	w.rankOf = make(map[fabric.Address]int)
+// watchRanks binds the credit counters to every other active rank: the
+// main address of a peer (its count table's NIC 0) is enough to watch its
+// process; every endpoint address is named when an operation on it fails
+// (rankOf, filled by the exchange). Inactive ranks are not watched: no
+// wait is for them.
+func (w *Wiring) watchRanks(m *a2a.Members) error {
 	var main []fabric.Address
-	for q := range w.l.WorldSize {
-		if q == w.l.Rank {
-			continue
-		}
-		for _, d := range []fabric.Descriptor{w.recvDesc[q], w.tableDesc[q]} {
-			for _, k := range d.NICs {
-				w.rankOf[k.Addr] = q
-			}
-		}
+	for _, q := range m.Others {
 		if len(w.tableDesc[q].NICs) > 0 {
 			main = append(main, w.tableDesc[q].NICs[0].Addr)
 		}
@@ -66,12 +59,13 @@ func (w *Wiring) rankError(err error) error {
 	return &a2a.RankError{Rank: q, Err: err}
 }
 
-// suspects says which ranks the engine knows are lost, for a timeout.
+// suspects says which active ranks the engine knows are lost, for a
+// timeout.
 func (w *Wiring) suspects() string {
 	var lost []string
 	seen := map[int]bool{}
 	for a, q := range w.rankOf {
-		if !seen[q] && w.eng.PeerStatus(a) != nil {
+		if !seen[q] && w.active[q] && w.eng.PeerStatus(a) != nil {
 			seen[q] = true
 			lost = append(lost, fmt.Sprint(q))
 		}

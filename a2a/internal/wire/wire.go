@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -12,13 +13,11 @@ import (
 )
 
 // Exchanger all-gathers one message per rank over the whole world, in rank
-// order (rendezvous.Group does).
-type Exchanger interface {
-	AllGather(ctx context.Context, data []byte) ([][]byte, error)
-}
+// order (rendezvous.Group does); in a membership change, over the members.
+type Exchanger = a2a.Exchanger
 
 // NumTags is the number of immediate tags a context uses.
-const NumTags = int(a2a.TagNodeCombine) + 1
+const NumTags = a2a.NumTags
 
 // closeDrain bounds how long Close waits for transfers still in flight.
 const closeDrain = 5 * time.Second
@@ -37,19 +36,31 @@ type Options struct {
 	// Flags makes the counter of a tag a FlagCounter raising that flag
 	// (Arm instead of Wait); tags not listed get credit counters.
 	Flags map[a2a.Tag]fabric.Flag
+	// Join builds the wiring of a rank that joins a running world: New
+	// creates no counter and exchanges nothing; the first SetActive, with
+	// an exchanger over the members, does both.
+	Join bool
 }
 
 // Wiring is one rank's fabric wiring. See the package documentation.
 type Wiring struct {
 	l        *a2a.Layout
 	eng      *fabric.Engine
+	dev      fabric.Device
 	sendReg  *fabric.MemoryRegion
 	tableReg *fabric.MemoryRegion
+	flagOf   map[a2a.Tag]fabric.Flag
+	msg      []byte // this rank's descriptors, as exchanged
 
+	gen       uint32              // membership generation: the bank of every immediate value
+	wired     bool                // counters exist and descriptors are known
+	descs     [][]byte            // per rank: its descriptors as exchanged (nil: unknown)
 	recvDesc  []fabric.Descriptor // per rank
 	tableDesc []fabric.Descriptor // per rank
-	nodeDsts  []fabric.Descriptor // node peers' receive buffers (signals)
-	allDsts   []fabric.Descriptor // every other rank's receive buffer (barriers)
+	nodeDsts  []fabric.Descriptor // active node peers' receive buffers (signals)
+	allDsts   []fabric.Descriptor // every other active rank's receive buffer (barriers)
+	joinWait  int                 // join immediates one phase waits for
+	active    []bool              // per rank: a member of the current generation
 	counters  [NumTags]*fabric.ImmCounter
 	flags     [NumTags]*fabric.FlagCounter
 
@@ -60,8 +71,8 @@ type Wiring struct {
 	// iteration: the engine resolves their addresses once.
 	routeG, eagerG, combG fabric.PeerGroup
 
-	posted int64 // transfers posted so far
-	done   fabric.TransferCounter
+	posted int64 // transfers posted this generation
+	done   *fabric.TransferCounter
 	closed bool
 
 	// rankOf names the rank behind each peer address, so a lost peer can
@@ -71,98 +82,138 @@ type Wiring struct {
 }
 
 // New creates the counters and exchanges descriptors with every rank (so
-// all ranks call New together). On error everything it did is undone.
+// all ranks call New together), every rank active. With Options.Join it
+// does neither: SetActive will. On error everything it did is undone.
 func New(ctx context.Context, l *a2a.Layout, o Options) (_ *Wiring, err error) {
-	if o.Engine == nil || o.Exchange == nil || o.Send == nil || o.Recv == nil || o.Table == nil {
+	if o.Engine == nil || o.Send == nil || o.Recv == nil || o.Table == nil || (o.Exchange == nil && !o.Join) {
 		return nil, fmt.Errorf("a2a wiring: engine, exchange and regions are required: %w", a2a.ErrInvalidArgument)
 	}
-	w := &Wiring{l: l, eng: o.Engine, sendReg: o.Send, tableReg: o.Table}
+	w := &Wiring{l: l, eng: o.Engine, dev: o.Device, sendReg: o.Send, tableReg: o.Table, flagOf: o.Flags,
+		done: new(fabric.TransferCounter), rankOf: make(map[fabric.Address]int),
+		descs: make([][]byte, l.WorldSize), recvDesc: make([]fabric.Descriptor, l.WorldSize),
+		tableDesc: make([]fabric.Descriptor, l.WorldSize)}
 	defer func() {
 		if err != nil {
 			_ = w.Close()
 		}
 	}()
-	// Counters exist before any peer can learn where to write.
-	for t := range w.counters {
-		imm := l.Imm(a2a.Tag(t))
-		if f, ok := o.Flags[a2a.Tag(t)]; ok {
-			if w.flags[t], err = w.eng.FlagCounter(imm, f); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if w.counters[t], err = w.eng.ImmCounter(imm); err != nil {
-			return nil, err
-		}
-	}
 	rd, _ := o.Recv.Descriptor()
 	td, _ := o.Table.Descriptor()
-	msg, err := encodeDescs(rd, td)
-	if err != nil {
-		return nil, err
-	}
-	all, err := o.Exchange.AllGather(ctx, msg)
-	if err != nil {
-		return nil, fmt.Errorf("a2a wiring: exchange descriptors: %w", err)
-	}
-	if len(all) != l.WorldSize {
-		return nil, fmt.Errorf("a2a wiring: exchange returned %d ranks, want %d: %w", len(all), l.WorldSize, a2a.ErrInvalidArgument)
-	}
-	w.recvDesc = make([]fabric.Descriptor, l.WorldSize)
-	w.tableDesc = make([]fabric.Descriptor, l.WorldSize)
-	for q, m := range all {
-		if w.recvDesc[q], w.tableDesc[q], err = decodeDescs(m); err != nil {
-			return nil, fmt.Errorf("a2a wiring: descriptors of rank %d: %w", q, err)
-		}
-		if q == l.Rank {
-			continue
-		}
-		w.allDsts = append(w.allDsts, w.recvDesc[q])
-		if l.Node(q) == l.Node(l.Rank) {
-			w.nodeDsts = append(w.nodeDsts, w.recvDesc[q])
-		}
-	}
-	if err := w.watchRanks(); err != nil {
+	if w.msg, err = encodeDescs(rd, td); err != nil {
 		return nil, err
 	}
 	w.eagerT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	w.overT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	w.combT = make([]fabric.ScatterTarget, 0, l.WorldSize)
-	if err := w.addGroups(o.Device); err != nil {
+	w.routeT = make([]fabric.ScatterTarget, 0, l.WorldSize)
+	if o.Join {
+		return w, nil
+	}
+	p, err := a2a.NewPlanner(l.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.wireUp(ctx, p.Members(), o.Exchange); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// addGroups registers the fixed target lists with the engine, in the
-// order the planner lists them: route targets by group, eager targets by
-// rank, combine targets by group then replica. The route targets are the
-// same every iteration (each rank's count row goes to the same row of the
-// same peers' tables), so they are built once here.
-func (w *Wiring) addGroups(dev fabric.Device) error {
-	l := w.l
-	var routes, eager, comb []int
-	for h := 0; h < l.Groups; h++ {
-		if h != l.Group(l.Rank) {
-			routes = append(routes, h*l.ReplicaSize+l.Replica(l.Rank))
+// wireUp makes the counters of the current generation's bank, learns the
+// descriptors (from ex, when not nil), watches the other active ranks and
+// builds the target lists of m. Counters exist before any peer can learn
+// where to write; a peer already writing (a membership change) has its
+// immediates held by the engine until they do.
+func (w *Wiring) wireUp(ctx context.Context, m *a2a.Members, ex Exchanger) error {
+	for t := range w.counters {
+		imm := w.imm(a2a.Tag(t))
+		var err error
+		if f, ok := w.flagOf[a2a.Tag(t)]; ok {
+			if w.flags[t], err = w.eng.FlagCounter(imm, f); err != nil {
+				return err
+			}
+			continue
 		}
-		if l.Node(h*l.ReplicaSize) != l.Node(l.Rank) {
-			for q := h * l.ReplicaSize; q < (h+1)*l.ReplicaSize; q++ {
-				comb = append(comb, q)
+		if w.counters[t], err = w.eng.ImmCounter(imm); err != nil {
+			return err
+		}
+	}
+	w.wired = true
+	if ex != nil {
+		if err := w.exchange(ctx, m, ex); err != nil {
+			return err
+		}
+	}
+	w.allDsts, w.nodeDsts = w.allDsts[:0], w.nodeDsts[:0]
+	for _, q := range m.Others {
+		w.allDsts = append(w.allDsts, w.recvDesc[q])
+	}
+	for _, q := range m.Node {
+		w.nodeDsts = append(w.nodeDsts, w.recvDesc[q])
+	}
+	w.joinWait = m.Count - 1
+	w.active = append(w.active[:0], m.Active...)
+	if err := w.watchRanks(m); err != nil {
+		return err
+	}
+	return w.addGroups(m)
+}
+
+// exchange all-gathers this rank's descriptors over the members of m.
+func (w *Wiring) exchange(ctx context.Context, m *a2a.Members, ex Exchanger) error {
+	l := w.l
+	all, err := ex.AllGather(ctx, w.msg)
+	if err != nil {
+		return fmt.Errorf("a2a wiring: exchange descriptors: %w", err)
+	}
+	if len(all) != m.Count {
+		return fmt.Errorf("a2a wiring: exchange returned %d messages for %d members: %w", len(all), m.Count, a2a.ErrInvalidArgument)
+	}
+	i := 0
+	for q := range l.WorldSize {
+		if !m.Active[q] {
+			continue
+		}
+		msg := all[i]
+		i++
+		if q != l.Rank && w.descs[q] != nil && l.Node(q) == l.Node(l.Rank) && !bytes.Equal(msg, w.descs[q]) {
+			return fmt.Errorf("a2a wiring: node peer %d came back with new buffers; node buffers are mapped once, at New: %w",
+				q, a2a.ErrNotSupported)
+		}
+		if w.recvDesc[q], w.tableDesc[q], err = decodeDescs(msg); err != nil {
+			return fmt.Errorf("a2a wiring: descriptors of rank %d: %w", q, err)
+		}
+		w.descs[q] = bytes.Clone(msg)
+		if q == l.Rank {
+			continue
+		}
+		for _, d := range []fabric.Descriptor{w.recvDesc[q], w.tableDesc[q]} {
+			for _, k := range d.NICs {
+				w.rankOf[k.Addr] = q
 			}
 		}
 	}
-	for q := l.Replica(l.Rank); q < l.WorldSize; q += l.ReplicaSize {
-		if l.Node(q) != l.Node(l.Rank) {
-			eager = append(eager, q)
-		}
-	}
+	return nil
+}
+
+// imm is the immediate value of tag in the current generation's bank.
+func (w *Wiring) imm(tag a2a.Tag) uint32 { return w.l.Imm(tag, w.gen) }
+
+// addGroups registers the fixed target lists with the engine, in the
+// order the planner lists them (Members): route targets and eager
+// targets by rank, combine targets by group then replica. The route
+// targets are the same every iteration (each rank's count row goes to the
+// same row of the same peers' tables), so they are built here. The engine
+// keeps one group per distinct list.
+func (w *Wiring) addGroups(m *a2a.Members) error {
+	l := w.l
 	RW, g := l.RowWords, l.Group(l.Rank)
 	off := uint64(g * RW * 4)
-	for _, q := range routes {
+	w.routeT = w.routeT[:0]
+	for _, q := range m.Routes {
 		w.routeT = append(w.routeT, fabric.ScatterTarget{Dst: w.tableDesc[q], Length: uint64(RW * 4), SrcOffset: off, DstOffset: off})
 	}
-	add := func(d fabric.Device, ranks []int, descs []fabric.Descriptor) (fabric.PeerGroup, error) {
+	add := func(d fabric.Device, ranks []int32, descs []fabric.Descriptor) (fabric.PeerGroup, error) {
 		if len(ranks) == 0 {
 			return fabric.PeerGroup{}, nil
 		}
@@ -175,13 +226,13 @@ func (w *Wiring) addGroups(dev fabric.Device) error {
 		return w.eng.AddPeerGroup(d, peers)
 	}
 	var err error
-	if w.routeG, err = add(fabric.HostDevice, routes, w.tableDesc); err != nil {
+	if w.routeG, err = add(fabric.HostDevice, m.Routes, w.tableDesc); err != nil {
 		return err
 	}
-	if w.eagerG, err = add(dev, eager, w.recvDesc); err != nil {
+	if w.eagerG, err = add(w.dev, m.Eager, w.recvDesc); err != nil {
 		return err
 	}
-	w.combG, err = add(dev, comb, w.recvDesc)
+	w.combG, err = add(w.dev, m.Combine, w.recvDesc)
 	return err
 }
 
@@ -224,15 +275,23 @@ func (w *Wiring) Close() error {
 	// A transfer that does not finish in time is abandoned: the caller
 	// is tearing down, and the engine reports it when it closes.
 	_ = w.done.Wait(ctx, w.posted)
+	w.unwire()
+	return nil
+}
+
+// unwire ends the watches and removes the counters of the current bank.
+func (w *Wiring) unwire() {
 	for _, stop := range w.unwatch {
 		stop()
 	}
+	w.unwatch = w.unwatch[:0]
 	for t := range w.counters {
 		if w.counters[t] != nil || w.flags[t] != nil {
-			w.eng.RemoveImmCount(w.l.Imm(a2a.Tag(t)))
+			w.eng.RemoveImmCount(w.imm(a2a.Tag(t)))
 		}
+		w.counters[t], w.flags[t] = nil, nil
 	}
-	return nil
+	w.wired = false
 }
 
 // ErrNoCounter is a Wait on a flag tag or an Arm on a credit tag.

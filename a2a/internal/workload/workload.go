@@ -101,11 +101,30 @@ func randomGroups(rng *rand.Rand, l *a2a.Layout, skew bool, tokens int) []refere
 	return groups
 }
 
+// RandomActive draws which of W ranks are active: all of them one time in
+// three, otherwise each inactive with probability 1/3; rank (when >= 0)
+// and at least one rank are always active.
+func RandomActive(rng *rand.Rand, W, rank int) []bool {
+	active := make([]bool, W)
+	all := rng.IntN(3) == 0
+	for q := range active {
+		active[q] = all || q == rank || rng.IntN(3) != 0
+	}
+	if rank < 0 {
+		active[rng.IntN(W)] = true
+	}
+	return active
+}
+
 // ExpertOutputs plays the experts: a deterministic function of each
-// dispatched row, in the combine type.
+// dispatched row, in the combine type (nil for a rank that received
+// nothing, an inactive one).
 func ExpertOutputs(l *a2a.Layout, d []reference.Dispatched) [][]byte {
 	ys := make([][]byte, len(d))
 	for r := range d {
+		if d[r].X == nil {
+			continue
+		}
 		y := make([]byte, l.OutputRows*l.CombineBytes)
 		for row := 0; row < l.OutputRows; row++ {
 			x := d[r].X[row*l.TokenBytes : (row+1)*l.TokenBytes]
@@ -121,6 +140,7 @@ func ExpertOutputs(l *a2a.Layout, d []reference.Dispatched) [][]byte {
 
 // Iteration is one iteration's inputs and the oracle's answers.
 type Iteration struct {
+	Active     []bool // the ranks taking part (nil: all)
 	Groups     []reference.Group
 	Want       []reference.Dispatched // per rank
 	Ys         [][]byte               // expert outputs per rank
@@ -136,7 +156,14 @@ func NewIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout) (*Iteration, er
 }
 
 func newIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, tokens int) (*Iteration, error) {
-	return build(rng, cfg, l, randomGroups(rng, l, rng.IntN(4) == 0, tokens), nil)
+	return build(rng, cfg, l, randomGroups(rng, l, rng.IntN(4) == 0, tokens), nil, nil)
+}
+
+// NewIterationActive is NewIteration for a world where only the ranks
+// with active[q] take part (nil: all), with the masked oracle's answers
+// (reference.DispatchActive, CombineActive).
+func NewIterationActive(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, active []bool) (*Iteration, error) {
+	return build(rng, cfg, l, randomGroups(rng, l, rng.IntN(4) == 0, -1), nil, active)
 }
 
 // BenchIteration draws the fixed inputs of a benchmark case: every group
@@ -148,15 +175,15 @@ func BenchIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, tokens int) (
 		return nil, fmt.Errorf("%d tokens not in [0, %d]: %w", tokens, l.MaxTokens, a2a.ErrInvalidArgument)
 	}
 	accumulate := false
-	return build(rng, cfg, l, randomGroups(rng, l, false, tokens), &accumulate)
+	return build(rng, cfg, l, randomGroups(rng, l, false, tokens), &accumulate, nil)
 }
 
 // build completes an iteration of groups with the oracle's answers;
 // accumulate nil draws it from rng.
-func build(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, groups []reference.Group, accumulate *bool) (*Iteration, error) {
-	it := &Iteration{Groups: groups}
+func build(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, groups []reference.Group, accumulate *bool, active []bool) (*Iteration, error) {
+	it := &Iteration{Groups: groups, Active: active}
 	var err error
-	if it.Want, err = reference.Dispatch(cfg, it.Groups); err != nil {
+	if it.Want, err = reference.DispatchActive(cfg, it.Groups, active); err != nil {
 		return nil, err
 	}
 	it.Ys = ExpertOutputs(l, it.Want)
@@ -172,7 +199,7 @@ func build(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, groups []reference.Gro
 			a2a.EncodeFloat32(l.CombineType, it.Prev[h], i, rng.Float32())
 		}
 	}
-	it.WantOut, err = reference.Combine(cfg, it.Groups, it.Want, it.Ys, it.Prev, it.Accumulate)
+	it.WantOut, err = reference.CombineActive(cfg, it.Groups, it.Want, it.Ys, it.Prev, it.Accumulate, active)
 	return it, err
 }
 
@@ -192,20 +219,32 @@ func RunRankTokens(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int
 	return runRank(ctx, cfg, c, rank, seed, iters, tokens)
 }
 
+// RunRankActive is RunRank in a world where only the ranks with
+// active[q] take part (this rank among them), checked against the masked
+// oracle, drop reports included. Every member draws the same inputs.
+func RunRankActive(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed uint64, iters int, active []bool) error {
+	return runRankActive(ctx, cfg, c, rank, seed, iters, -1, active)
+}
+
 func runRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed uint64, iters, tokens int) error {
+	return runRankActive(ctx, cfg, c, rank, seed, iters, tokens, nil)
+}
+
+func runRankActive(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed uint64, iters, tokens int, active []bool) error {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	l := c.Layout()
 	for it := 0; it < iters; it++ {
-		in, err := newIteration(rng, cfg, l, tokens)
+		in, err := build(rng, cfg, l, randomGroups(rng, l, rng.IntN(4) == 0, tokens), nil, active)
 		if err != nil {
 			return err
 		}
 		g := &in.Groups[l.Group(rank)]
 		dout := a2a.DispatchOutput{
-			ExpertTokens:  make([]int32, l.LocalExperts),
-			ExpertOffsets: make([]int32, l.LocalExperts+1),
-			X:             make([]byte, l.OutputRows*l.TokenBytes),
-			Scales:        make([]float32, l.OutputRows*l.Scales),
+			ExpertTokens:   make([]int32, l.LocalExperts),
+			ExpertOffsets:  make([]int32, l.LocalExperts+1),
+			X:              make([]byte, l.OutputRows*l.TokenBytes),
+			Scales:         make([]float32, l.OutputRows*l.Scales),
+			DroppedExperts: make([]int32, l.Experts),
 		}
 		cout := a2a.CombineOutput{
 			Out:        append([]byte(nil), in.Prev[l.Group(rank)]...),
@@ -219,6 +258,9 @@ func runRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed
 		if err := Compare(l, &in.Want[rank], &dout); err != nil {
 			return fmt.Errorf("iteration %d: %w", it, err)
 		}
+		if err := CheckDropped(l, g, active, &dout); err != nil {
+			return fmt.Errorf("iteration %d: %w", it, err)
+		}
 		if err := c.Combine(ctx, &a2a.CombineInput{Y: in.Ys[rank]}, &cout); err != nil {
 			return fmt.Errorf("iteration %d combine: %w", it, err)
 		}
@@ -229,6 +271,31 @@ func runRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int, seed
 	return nil
 }
 
+// CheckDropped compares the drop report of a dispatch of g's tokens with
+// the copies g routes to inactive ranks (active nil: all active).
+func CheckDropped(l *a2a.Layout, g *reference.Group, active []bool, d *a2a.DispatchOutput) error {
+	want := make([]int32, l.Experts)
+	total := 0
+	for _, e := range g.Indices[:g.Tokens*l.ExpertsPerToken] {
+		if active != nil && !active[l.Owner(int(e))] {
+			want[e]++
+			total++
+		}
+	}
+	if d.Dropped != total {
+		return fmt.Errorf("%d copies reported dropped, %d routed to inactive ranks", d.Dropped, total)
+	}
+	if d.DroppedExperts != nil {
+		for e, n := range want {
+			if d.DroppedExperts[e] != n {
+				return fmt.Errorf("expert %d: %d copies reported dropped, want %d", e, d.DroppedExperts[e], n)
+			}
+		}
+	}
+	return nil
+}
+
+// Compare checks a dispatch output against the oracle's, row for row.
 func Compare(l *a2a.Layout, w *reference.Dispatched, d *a2a.DispatchOutput) error {
 	for i := 0; i < l.LocalExperts; i++ {
 		if d.ExpertTokens[i] != w.ExpertTokens[i] || d.ExpertOffsets[i] != w.ExpertOffset[i] {
