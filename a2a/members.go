@@ -55,9 +55,9 @@ type MembershipBackend interface {
 // replica order (wrapping): exactly one rank of every group with an
 // active replica (a live group) sends q its count row and its copies.
 type Members struct {
-	Active []bool // per rank
-	Count  int    // active ranks
-	Live   int    // live groups (with an active replica): Live-1 count rows arrive per iteration
+	Active []bool  // per rank
+	Count  int     // active ranks
+	Live   int     // live groups (with an active replica): Live-1 count rows arrive per iteration
 	Others []int32 // every other active rank (barrier signals)
 	Node   []int32 // the other active ranks of this rank's domain (node signals)
 	// Routes are the ranks of other groups this rank serves: where its
