@@ -307,9 +307,15 @@ func (c *Context) SetActiveRanks(ctx context.Context, m Membership) error {
 		c.mu.Unlock()
 		return argErr("set active ranks", "Exchange", "a joining rank needs the members' descriptors")
 	}
-	if err := c.p.SetActive(m.Active); err != nil {
+	if err := c.l.CheckActive(m.Active); err != nil {
 		c.mu.Unlock()
 		return err
+	}
+	if err := mb.Quiesce(ctx); err != nil {
+		return c.end(fmt.Errorf("a2a generation %d: %w", m.Generation, err), stIdle)
+	}
+	if err := c.p.SetActive(m.Active); err != nil {
+		return c.end(err, stIdle) // checked above: cannot happen
 	}
 	if err := mb.SetActive(ctx, c.p, &m); err != nil {
 		return c.end(fmt.Errorf("a2a generation %d: %w", m.Generation, err), stIdle)

@@ -30,15 +30,20 @@ type Membership struct {
 }
 
 // MembershipBackend is a Backend that can run with some ranks inactive.
+// Context.SetActiveRanks calls Quiesce, then sets the planner to the new
+// members, then SetActive.
 type MembershipBackend interface {
 	Backend
-	// SetActive brings this rank into m with the other members: it
-	// abandons whatever the previous generation left unfinished (its own
-	// transfers drained, its worker restarted), takes m's bank of
-	// immediate values, rewires its targets and watches to the active
-	// ranks, and meets every other member twice (everyone quiet, then
-	// everyone reset) before it returns. p already plans for m. Every wait
-	// ends with ctx.
+	// Quiesce abandons whatever the current generation left unfinished:
+	// nothing of the backend reads the planner or posts anything once it
+	// returns, and every transfer it posted has finished (those to a lost
+	// rank fail). Every wait ends with ctx.
+	Quiesce(ctx context.Context) error
+	// SetActive brings this rank into m with the other members: it takes
+	// m's bank of immediate values, rewires its targets and watches to the
+	// active ranks, and meets every other member twice (everyone quiet,
+	// then everyone reset) before it returns. p already plans for m. Every
+	// wait ends with ctx.
 	SetActive(ctx context.Context, p *Planner, m *Membership) error
 	// Joining reports that the backend was built to join a running world
 	// (it exchanged nothing yet): its Context accepts SetActiveRanks, with
@@ -95,20 +100,29 @@ func (p *Planner) server(h, q int) int32 {
 	return -1
 }
 
+// CheckActive checks a set of active ranks for this rank: WorldSize
+// entries, this rank's among the active.
+func (l *Layout) CheckActive(active []bool) error {
+	const op = "set active ranks"
+	if len(active) != l.WorldSize {
+		return argErr(op, "Active", "%d entries for %d ranks", len(active), l.WorldSize)
+	}
+	if !active[l.Rank] {
+		return argErr(op, "Active", "rank %d (this one) is not active", l.Rank)
+	}
+	return nil
+}
+
 // SetActive makes the planner plan for the ranks in active (WorldSize
 // entries, this rank's among them): copies routed to the experts of an
 // inactive rank are dropped (PathDropped), groups without an active
 // replica send nothing, and every list and immediate count covers the
 // active ranks only. It invalidates the last PlanSend.
 func (p *Planner) SetActive(active []bool) error {
-	const op = "set active ranks"
 	l := &p.l
 	W, r, D := l.WorldSize, l.Rank, l.ReplicaSize
-	if len(active) != W {
-		return argErr(op, "Active", "%d entries for %d ranks", len(active), W)
-	}
-	if !active[r] {
-		return argErr(op, "Active", "rank %d (this one) is not active", r)
+	if err := l.CheckActive(active); err != nil {
+		return err
 	}
 	m := &p.members
 	copy(m.Active, active)

@@ -33,6 +33,12 @@ type Options struct {
 	// within it, with an error naming the rank (a2a.RankError) as soon as
 	// the engine declares it lost. 0 means DefaultTimeout.
 	Timeout time.Duration
+	// Join builds the backend of a restarted rank joining a running world:
+	// New shares node memory and registers its buffers but exchanges
+	// nothing (Exchange may be nil); its Context's first call is then
+	// SetActiveRanks with a Membership whose Exchange reaches the members
+	// (a2a.Context.SetActiveRanks).
+	Join bool
 }
 
 // DefaultTimeout is Options.Timeout's default.
@@ -56,10 +62,11 @@ type Backend struct {
 	acc     []float32
 	w       *worker
 	timeout time.Duration
+	joining bool
 	closed  bool
 }
 
-var _ a2a.Backend = (*Backend)(nil)
+var _ a2a.MembershipBackend = (*Backend)(nil)
 
 // New builds rank cfg.Rank's backend: it shares buffers with its domain,
 // registers them and the count table with the engine, creates the
@@ -70,13 +77,14 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if err != nil {
 		return nil, err
 	}
-	if opt.Engine == nil || opt.Exchange == nil || opt.Node == nil {
+	if opt.Engine == nil || (opt.Exchange == nil && !opt.Join) || opt.Node == nil {
 		return nil, fmt.Errorf("a2a host backend: engine, exchange and node are required: %w", a2a.ErrInvalidArgument)
 	}
 	if n := opt.Engine.NICs(); n != l.NICsPerGPU {
 		return nil, fmt.Errorf("a2a host backend: engine has %d nics, config %d: %w", n, l.NICsPerGPU, a2a.ErrInvalidArgument)
 	}
-	b := &Backend{l: l, eng: opt.Engine, node: opt.Node, acc: make([]float32, l.Hidden), timeout: opt.Timeout}
+	b := &Backend{l: l, eng: opt.Engine, node: opt.Node, acc: make([]float32, l.Hidden), timeout: opt.Timeout,
+		joining: opt.Join}
 	if b.timeout <= 0 {
 		b.timeout = DefaultTimeout
 	}
@@ -119,12 +127,56 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 		return nil, err
 	}
 	b.wire, err = wire.New(ctx, &b.l, wire.Options{Engine: b.eng, Exchange: opt.Exchange,
-		Send: sendReg, Recv: recvReg, Table: tableReg, Device: fabric.HostDevice})
+		Send: sendReg, Recv: recvReg, Table: tableReg, Device: fabric.HostDevice, Join: opt.Join})
 	if err != nil {
 		return nil, err
 	}
-	b.startWorker()
+	if !opt.Join {
+		b.startWorker()
+	}
 	return b, nil
+}
+
+// Joining reports whether the backend was built with Options.Join and has
+// not joined yet.
+func (b *Backend) Joining() bool { return b.joining }
+
+// Quiesce stops the worker of the generation being given up and waits
+// until every transfer this rank posted finished (those to a lost rank
+// fail): a2a.MembershipBackend. Bounded by ctx and Options.Timeout.
+func (b *Backend) Quiesce(ctx context.Context) error {
+	if b.closed {
+		return fmt.Errorf("a2a host backend: %w", a2a.ErrClosed)
+	}
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	b.stopWorker()
+	b.w = nil
+	return b.wire.Quiesce(ctx)
+}
+
+// SetActive moves the wiring to the new generation's immediate values and
+// the active ranks' targets, meets the members twice (wire.SetActive,
+// Joined) and starts a new worker: a2a.MembershipBackend. Bounded by ctx
+// and Options.Timeout.
+func (b *Backend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membership) error {
+	if b.w != nil {
+		return fmt.Errorf("a2a host backend: set active ranks before quiescing: %w", a2a.ErrCallOrder)
+	}
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	if err := b.wire.SetActive(ctx, m.Generation, p.Members(), m.Exchange); err != nil {
+		return err
+	}
+	// Everyone is quiet: nothing of the old generation lands any more.
+	// The host backend keeps no state peers write into besides the
+	// counters (new) and the buffers (rewritten before they are read).
+	if err := b.wire.Joined(ctx); err != nil {
+		return err
+	}
+	b.joining = false
+	b.startWorker()
+	return nil
 }
 
 // Close unregisters and frees everything, after waiting (briefly) for

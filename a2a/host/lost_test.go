@@ -21,7 +21,12 @@ import (
 func lostWorld(t *testing.T, cfg a2a.Config, timeout time.Duration) ([]*a2a.Context, []*fabric.Engine) {
 	t.Helper()
 	W := cfg.WorldSize
+	l, _ := cfg.Layout()
 	x := a2atest.NewExchange(W)
+	nodes := make([]*host.LocalNode, l.Nodes)
+	for n := range nodes {
+		nodes[n] = host.NewLocalNode(l.NVLinkSize)
+	}
 	engines := make([]*fabric.Engine, W)
 	ctxs := make([]*a2a.Context, W)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -32,8 +37,7 @@ func lostWorld(t *testing.T, cfg a2a.Config, timeout time.Duration) ([]*a2a.Cont
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e, err := fabric.Open(ctx, fabric.Config{Transport: "mem", LivenessInterval: 50 * time.Millisecond,
-				Logger: slog.New(slog.DiscardHandler)})
+			e, err := openEngine(ctx, l.NICsPerGPU)
 			if err != nil {
 				errs[r] = err
 				return
@@ -41,8 +45,8 @@ func lostWorld(t *testing.T, cfg a2a.Config, timeout time.Duration) ([]*a2a.Cont
 			engines[r] = e
 			c := cfg
 			c.Rank = r
-			b, err := host.New(ctx, c, host.Options{Engine: e, Exchange: x.Member(r), Node: host.NewLocalNode(1).Member(0),
-				Timeout: timeout})
+			b, err := host.New(ctx, c, host.Options{Engine: e, Exchange: x.Member(r),
+				Node: nodes[l.Node(r)].Member(r % l.NVLinkSize), Timeout: timeout})
 			if err == nil {
 				ctxs[r], err = a2a.New(c, b)
 			}
@@ -66,6 +70,12 @@ func lostWorld(t *testing.T, cfg a2a.Config, timeout time.Duration) ([]*a2a.Cont
 	return ctxs, engines
 }
 
+// openEngine opens a mem engine that notices lost peers quickly.
+func openEngine(ctx context.Context, nics int) (*fabric.Engine, error) {
+	return fabric.Open(ctx, fabric.Config{Transport: "mem", NICs: nics, LivenessInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+}
+
 // dispatchAll runs one Dispatch on every rank but skip, at once, under a
 // context far longer than the backend's timeout, and returns their errors
 // and how long the slowest took.
@@ -86,10 +96,11 @@ func dispatchAll(t *testing.T, cfg a2a.Config, ctxs []*a2a.Context, skip int) ([
 		go func() {
 			defer wg.Done()
 			g := &in.Groups[l.Group(r)]
-			out := a2a.DispatchOutput{ExpertTokens: make([]int32, l.LocalExperts), X: make([]byte, l.OutputRows*l.TokenBytes)}
+			out := a2a.DispatchOutput{ExpertTokens: make([]int32, l.LocalExperts), X: make([]byte, l.OutputRows*l.TokenBytes),
+				Scales: make([]float32, l.OutputRows*l.Scales)}
 			callCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			errs[r] = ctxs[r].Dispatch(callCtx, &a2a.DispatchInput{Tokens: g.Tokens, X: g.X, Indices: g.Indices}, &out)
+			errs[r] = ctxs[r].Dispatch(callCtx, &a2a.DispatchInput{Tokens: g.Tokens, X: g.X, Scales: g.Scales, Indices: g.Indices}, &out)
 		}()
 	}
 	wg.Wait()
@@ -153,5 +164,135 @@ func require(t *testing.T, ok bool, format string, args ...any) {
 	t.Helper()
 	if !ok {
 		t.Fatalf(format, args...)
+	}
+}
+
+// TestLostRankCarryOn: after a rank dies mid-run (its engine closes under
+// it), the survivors' next call fails naming it; they take a membership
+// without it and run on, every iteration equal to the masked oracle (its
+// experts' rows dropped and reported, its node peer carrying on alone in
+// their domain).
+func TestLostRankCarryOn(t *testing.T) {
+	const timeout, lost = 5 * time.Second, 1
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 8, Hidden: 16, Scales: 2,
+		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 10, ExpertsPerToken: 3, PrivateTokens: 2}
+	ctxs, engines := lostWorld(t, cfg, timeout)
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 21, 1)
+
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	require(t, engines[lost].Close(cctx) == nil, "close the lost rank's engine")
+	ccancel()
+	callErrs, took := dispatchAll(t, cfg, ctxs, lost)
+	for r, err := range callErrs {
+		var re *a2a.RankError
+		if r != lost && (!errors.As(err, &re) || re.Rank != lost) {
+			t.Fatalf("rank %d: error %v does not name rank %d as lost", r, err, lost)
+		}
+	}
+	t.Logf("the survivors' dispatch failed %v after the rank was lost", took)
+
+	active := []bool{true, false, true, true}
+	start := time.Now()
+	setActive(t, ctxs, 1, active, nil)
+	t.Logf("the survivors took generation 1 in %v", time.Since(start))
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: active}, 22, 4)
+}
+
+// TestSilentRankCarryOn: the survivors carry on without a rank that is
+// alive but stopped taking part, once their calls timed out.
+func TestSilentRankCarryOn(t *testing.T) {
+	const timeout, silent = time.Second, 2
+	cfg := lostCfg
+	ctxs, _ := lostWorld(t, cfg, timeout)
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 23, 1)
+	callErrs, _ := dispatchAll(t, cfg, ctxs, silent)
+	for r, err := range callErrs {
+		if r != silent && !errors.Is(err, a2a.ErrTimeout) {
+			t.Fatalf("rank %d: %v, want a timeout", r, err)
+		}
+	}
+	active := []bool{true, true, false}
+	setActive(t, ctxs, 1, active, nil)
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: active}, 24, 3)
+}
+
+// TestLostRankRejoins: a lost rank restarts (a new engine, new buffers, a
+// backend built to join) and comes back through an explicit membership
+// change with a descriptor exchange among the members; everyone then runs
+// on with all ranks, equal to the oracle.
+func TestLostRankRejoins(t *testing.T) {
+	const timeout, lost = 5 * time.Second, 0
+	cfg := lostCfg
+	ctxs, engines := lostWorld(t, cfg, timeout)
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 25, 1)
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	require(t, engines[lost].Close(cctx) == nil, "close the lost rank's engine")
+	ccancel()
+	callErrs, _ := dispatchAll(t, cfg, ctxs, lost)
+	for r, err := range callErrs {
+		if r != lost && !errors.Is(err, a2a.ErrPeerLost) {
+			t.Fatalf("rank %d: %v, want the rank lost", r, err)
+		}
+	}
+	without := []bool{false, true, true}
+	setActive(t, ctxs, 1, without, nil)
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: without}, 26, 2)
+
+	// The restarted rank: a fresh engine and a backend built to join.
+	_ = ctxs[lost].Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := openEngine(ctx, 1)
+	require(t, err == nil, "open the restarted rank's engine: %v", err)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = e.Close(cctx)
+		cancel()
+	})
+	c := cfg
+	c.Rank = lost
+	b, err := host.New(ctx, c, host.Options{Engine: e, Node: host.NewLocalNode(1).Member(0), Timeout: timeout, Join: true})
+	require(t, err == nil, "restarted backend: %v", err)
+	ctxs[lost], err = a2a.New(c, b)
+	require(t, err == nil, "restarted context: %v", err)
+	// A joining context does nothing before it joined.
+	err = ctxs[lost].Dispatch(ctx, &a2a.DispatchInput{}, &a2a.DispatchOutput{ExpertTokens: make([]int32, 2),
+		X: make([]byte, 1<<16)})
+	require(t, errors.Is(err, a2a.ErrCallOrder), "dispatch before joining: %v", err)
+
+	all := []bool{true, true, true}
+	setActive(t, ctxs, 2, all, a2atest.NewExchange(3))
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: all}, 27, 3)
+}
+
+// setActive has every active rank's context take the membership at once,
+// with an exchange among the members when x is not nil.
+func setActive(t *testing.T, ctxs []*a2a.Context, gen uint32, active []bool, x *a2atest.Exchange) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, len(ctxs))
+	var wg sync.WaitGroup
+	i := 0
+	for r, c := range ctxs {
+		if !active[r] {
+			continue
+		}
+		m := a2a.Membership{Generation: gen, Active: active}
+		if x != nil {
+			m.Exchange = x.Member(i)
+		}
+		i++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = c.SetActiveRanks(ctx, m)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: set active ranks %v (generation %d): %v", r, active, gen, err)
+		}
 	}
 }

@@ -82,7 +82,7 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 		}
 	}
 	// Node rows first, while RDMA rows may still be landing.
-	if err := b.wire.Wait(ctx, a2a.TagNodeDispatch, l.NVLinkSize-1); err != nil {
+	if err := b.wire.Wait(ctx, a2a.TagNodeDispatch, rp.Imm[a2a.TagNodeDispatch].Expected); err != nil {
 		return err
 	}
 	copyRuns(rp.Runs[rp.RemoteRuns:])
@@ -119,6 +119,9 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	D := int32(l.ReplicaSize)
 	for _, run := range rp.Runs[rp.RemoteRuns:] {
 		for q := run.Group * D; q < run.Group*D+D; q++ {
+			if !p.Active(int(q)) {
+				continue
+			}
 			dst := b.recv[b.peer(q)]
 			for c := int32(0); c < run.Count; c++ {
 				copy(b.row(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
@@ -132,7 +135,7 @@ func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	l := &b.l
-	if err := b.wire.Wait(ctx, a2a.TagNodeCombine, l.NVLinkSize-1); err != nil {
+	if err := b.wire.Wait(ctx, a2a.TagNodeCombine, p.Recv().Imm[a2a.TagNodeCombine].Expected); err != nil {
 		return err
 	}
 	if err := b.wire.Wait(ctx, a2a.TagCombine, p.Recv().Imm[a2a.TagCombine].Expected); err != nil {

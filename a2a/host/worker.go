@@ -96,7 +96,7 @@ func (w *worker) reply(ch chan error, err error) {
 
 // plan waits for every group's count row and plans the receive side.
 func (b *Backend) plan(ctx context.Context, p *a2a.Planner) error {
-	if err := b.wire.Wait(ctx, a2a.TagRoute, b.l.Groups-1); err != nil {
+	if err := b.wire.Wait(ctx, a2a.TagRoute, p.Members().Live-1); err != nil {
 		return err
 	}
 	return p.PlanRecv(b.words)

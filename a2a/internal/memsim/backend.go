@@ -143,7 +143,6 @@ func (b *backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 // resets its counters, and every member reset before any goes on.
 func (b *backend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membership) error {
 	rk, mb := b.rk, p.Members()
-	rk.inflight.Wait()
 	join := int(a2a.TagJoin)
 	rk.signal(join, mb.Others)
 	if err := rk.wait(ctx, join, len(mb.Others)); err != nil {
@@ -161,6 +160,12 @@ func (b *backend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membersh
 }
 
 func (b *backend) Joining() bool { return false }
+
+// Quiesce waits for this rank's writes to land.
+func (b *backend) Quiesce(ctx context.Context) error {
+	b.rk.inflight.Wait()
+	return nil
+}
 
 func (b *backend) Close() error {
 	if b.closed {

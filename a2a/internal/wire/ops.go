@@ -115,8 +115,12 @@ func (w *Wiring) Drain(ctx context.Context) error {
 	}
 	if n := w.done.Errors(); n > 0 {
 		first := w.done.Err()
-		if re := w.rankError(first); re != nil {
-			return fmt.Errorf("a2a rank %d: %d transfers failed: %w", w.l.Rank, n, re)
+		re := w.rankError(first)
+		if re == nil {
+			re = w.awaitLost(ctx)
+		}
+		if re != nil {
+			return fmt.Errorf("a2a rank %d: %d transfers failed (the first with: %v): %w", w.l.Rank, n, first, re)
 		}
 		return fmt.Errorf("a2a rank %d: %d transfers failed, the first with: %w", w.l.Rank, n, first)
 	}

@@ -1,10 +1,12 @@
 package wire
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
@@ -57,6 +59,33 @@ func (w *Wiring) rankError(err error) error {
 		return nil
 	}
 	return &a2a.RankError{Rank: q, Err: err}
+}
+
+// lostGrace bounds how long a transfer failure that names no peer (a
+// provider's error completion, a region gone with its process) waits for
+// the engine to declare an active rank lost, so that the error names it.
+// The engine checks its peers every fabric.Config.LivenessInterval (500 ms
+// by default).
+const lostGrace = 3 * time.Second
+
+// awaitLost returns a *a2a.RankError for the first active rank the engine
+// declares lost within lostGrace (or ctx), else nil.
+func (w *Wiring) awaitLost(ctx context.Context) error {
+	deadline := time.Now().Add(lostGrace)
+	for {
+		for q, a := range w.active {
+			if !a || q == w.l.Rank || len(w.tableDesc[q].NICs) == 0 {
+				continue
+			}
+			if err := w.eng.PeerStatus(w.tableDesc[q].NICs[0].Addr); err != nil {
+				return &a2a.RankError{Rank: q, Err: err}
+			}
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // suspects says which active ranks the engine knows are lost, for a
