@@ -23,6 +23,18 @@ import (
 // The test binary re-executes itself as the ranks of a job: with
 // A2A_HOST_CHILD set to a transport, TestMain runs one rank.
 func TestMain(m *testing.M) {
+	if s := os.Getenv(killEnv); s != "" {
+		var j killJob
+		err := json.Unmarshal([]byte(s), &j)
+		if err == nil {
+			err = killedRank(j)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "a2a host killed-rank job:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if transport := os.Getenv("A2A_HOST_CHILD"); transport != "" {
 		if err := childRank(transport); err != nil {
 			fmt.Fprintln(os.Stderr, "a2a host child:", err)

@@ -25,6 +25,10 @@ type SpawnOptions struct {
 	// GracePeriod is how long a child has to exit after SIGTERM before it
 	// is killed; 0 means 5 s.
 	GracePeriod time.Duration
+	// KeepGoing lets the other children run on when one fails (a job
+	// meant to survive the loss of ranks); the result still lists every
+	// rank that failed.
+	KeepGoing bool
 }
 
 // RankExit is how one spawned rank ended.
@@ -61,7 +65,7 @@ func (e *SpawnError) Unwrap() error { return ErrPeerLost }
 // free port. A child calls ConfigFromEnv and Join.
 //
 // When a child fails, the others get SIGTERM (then SIGKILL after the grace
-// period); when ctx ends, all of them do. The result is nil or a
+// period), unless SpawnOptions.KeepGoing; when ctx ends, all of them do. The result is nil or a
 // *SpawnError listing every rank's exit.
 func SpawnLocal(ctx context.Context, world int, argv, env []string) error {
 	return Spawn(ctx, world, argv, env, SpawnOptions{})
@@ -147,7 +151,7 @@ func Spawn(ctx context.Context, world int, argv, env []string, opts SpawnOptions
 	lnFile.Close() // rank 0 has its copy; the parent must not keep the port
 	for range started {
 		r := <-done
-		if exits[r].Err != nil {
+		if exits[r].Err != nil && !opts.KeepGoing {
 			cancel() // one rank failed: the job cannot finish
 		}
 	}
