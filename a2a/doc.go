@@ -67,6 +67,44 @@
 //	combine-barrier   W-1
 //	node-dispatch     S-1: each node peer's pushed and staged dispatch rows are ready
 //	node-combine      S-1: each node peer's combine rows are pushed
+//	join              W-1 per phase of a membership change (two phases)
+//
+// With some ranks inactive, every count covers the active ranks only: G
+// becomes the live groups (those with an active replica), W and S the
+// active ranks of the world and of the domain, W-S the active ranks of
+// other domains. Each membership generation uses its own bank of these
+// values (Layout.Imm).
+//
+// # Lost ranks and the active-rank mask
+//
+// A rank that dies or stops answering fails the others' calls with a
+// *RankError naming it (as soon as the transport declares it lost) or
+// with ErrTimeout (the backend's timeout): never a hang. The survivors
+// then carry on without it: each calls Context.SetActiveRanks with the
+// same Membership (a generation number and the active ranks), which
+// revives its broken context. Mooncake EP passes an active_ranks tensor
+// and FlashInfer an active_rank_mask with every dispatch and combine;
+// here the mask is state of the context, changed between iterations by a
+// collective call, because every rank must plan an iteration with the same
+// mask (the immediate counts depend on it), and because a change must
+// resynchronise the members, which a per-call argument cannot do: the
+// generation given up is abandoned (transfers drained, workers stopped),
+// the immediates move to the new generation's bank so stragglers are
+// never counted, targets and liveness watches are rebuilt for the active
+// ranks, and the members meet twice, quiet and then reset, before the
+// first iteration of the new generation.
+//
+// Semantics with a mask (package reference computes the same, in
+// DispatchActive and CombineActive, so every backend is checked bit for
+// bit): a copy routed to an expert of an inactive rank is dropped at
+// dispatch (PathDropped: not sent; DispatchOutput.Dropped and
+// DroppedExperts report it to the rank whose token it was) and combine
+// leaves its slot out of the sum, as if its weight were zero. A group
+// with no active replica sends nothing. A group's active replicas serve
+// the ranks its inactive replicas served (Members). Nothing waits for an
+// inactive rank: no route, eager write, barrier, node signal or counter.
+// A rank comes back only through another SetActiveRanks, with a descriptor
+// exchange when it restarted (see SetActiveRanks for the rules).
 //
 // # Fixes relative to the reference (pplx-garden p2p-all-to-all)
 //

@@ -39,5 +39,12 @@
 // process died, its connection broke, it stopped answering heartbeats)
 // the waits end at once with an *a2a.RankError naming it (errors.Is
 // a2a.ErrPeerLost); a wait that times out says which ranks are known
-// lost. Either leaves the context broken, as every backend failure does.
+// lost. Either leaves the context broken, as every backend failure does,
+// until the survivors take a membership without the rank
+// (a2a.Context.SetActiveRanks): the backend then stops its worker, waits
+// for its own transfers (those to the lost rank fail), moves its counters
+// to the new generation's immediate values, rewires targets, signals and
+// watches to the active ranks, and meets the other members twice before
+// it runs again. A restarted rank comes back with a backend built with
+// Options.Join, when no rank of its domain stayed active.
 package host
