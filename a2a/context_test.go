@@ -3,6 +3,7 @@ package a2a_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -322,3 +323,120 @@ func TestZeroTokensEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// memberBackend is a fakeBackend that can change members.
+type memberBackend struct {
+	fakeBackend
+	joining bool
+}
+
+func (f *memberBackend) Quiesce(ctx context.Context) error { return f.record("Quiesce") }
+func (f *memberBackend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membership) error {
+	return f.record("SetActive")
+}
+func (f *memberBackend) Joining() bool { return f.joining }
+
+// TestSetActiveRanksRules: the membership call keeps the call-order
+// contract (only between iterations, after a failure, or first on a
+// joining rank), takes only growing generations in another bank and masks
+// that hold the calling rank, revives a broken context, and is refused by
+// a backend that cannot run without some ranks.
+func TestSetActiveRanksRules(t *testing.T) {
+	cfg := smallConfig()
+	ctx := context.Background()
+	all, without1 := []bool{true, true}, []bool{true, false}
+
+	c, err := a2a.New(cfg, &fakeBackend{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetActiveRanks(ctx, a2a.Membership{Generation: 1, Active: all}); !errors.Is(err, a2a.ErrNotSupported) {
+		t.Fatalf("plain backend: %v", err)
+	}
+
+	fb := &memberBackend{fakeBackend: fakeBackend{fail: "CombineSend"}}
+	c, err = a2a.New(cfg, fb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]a2a.Membership{
+		"generation 0":       {Generation: 0, Active: all},
+		"same bank":          {Generation: a2a.ImmBanks, Active: all},
+		"short mask":         {Generation: 1, Active: []bool{true}},
+		"calling rank out":   {Generation: 1, Active: []bool{false, true}},
+		"no mask":            {Generation: 1},
+		"long mask":          {Generation: 1, Active: []bool{true, true, true}},
+		"calling rank alone": {Generation: 1, Active: []bool{false, false}},
+	} {
+		if err := c.SetActiveRanks(ctx, m); !errors.Is(err, a2a.ErrInvalidArgument) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if len(fb.calls) != 0 {
+		t.Fatalf("refused calls reached the backend: %v", fb.calls)
+	}
+	l := c.Layout()
+	b := newBuffers(l, 2)
+	if err := c.DispatchSend(ctx, &b.in); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetActiveRanks(ctx, a2a.Membership{Generation: 1, Active: without1}); !errors.Is(err, a2a.ErrCallOrder) {
+		t.Fatalf("mid-iteration: %v", err)
+	}
+	if err := c.DispatchRecv(ctx, &b.dout); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CombineSend(ctx, &b.cin); !errors.Is(err, errFake) {
+		t.Fatalf("combine send: %v", err)
+	}
+	if err := c.DispatchSend(ctx, &b.in); !errors.Is(err, a2a.ErrBroken) {
+		t.Fatalf("broken: %v", err)
+	}
+	// The survivors' way on: the failure is cleared, the next iteration
+	// plans without rank 1 (its experts 2 and 3 dropped, and reported).
+	if err := c.SetActiveRanks(ctx, a2a.Membership{Generation: 1, Active: without1}); err != nil {
+		t.Fatalf("revive: %v", err)
+	}
+	if g := c.Generation(); g != 1 {
+		t.Fatalf("generation %d", g)
+	}
+	if err := c.SetActiveRanks(ctx, a2a.Membership{Generation: 1 + a2a.ImmBanks, Active: all}); !errors.Is(err, a2a.ErrInvalidArgument) {
+		t.Fatalf("the current bank again: %v", err)
+	}
+	fb.fail = ""
+	b.dout.DroppedExperts = make([]int32, l.Experts)
+	if err := c.Dispatch(ctx, &b.in, &b.dout); err != nil {
+		t.Fatal(err)
+	}
+	// Tokens {0,1} and {2,3}: experts 2 and 3 belong to rank 1.
+	if b.dout.Dropped != 2 || b.dout.DroppedExperts[2] != 1 || b.dout.DroppedExperts[3] != 1 || b.dout.DroppedExperts[0] != 0 {
+		t.Fatalf("dropped %d, per expert %v", b.dout.Dropped, b.dout.DroppedExperts)
+	}
+	want := []string{"DispatchSend", "DispatchRecv", "CombineSend", "Quiesce", "SetActive", "DispatchSend", "DispatchRecv"}
+	if fmt.Sprint(fb.calls) != fmt.Sprint(want) {
+		t.Fatalf("backend calls %v, want %v", fb.calls, want)
+	}
+
+	// A joining rank does nothing before it joined, and needs an exchange.
+	jb := &memberBackend{joining: true}
+	j, err := a2a.New(cfg, jb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.DispatchSend(ctx, &b.in); !errors.Is(err, a2a.ErrCallOrder) {
+		t.Fatalf("dispatch before joining: %v", err)
+	}
+	if err := j.SetActiveRanks(ctx, a2a.Membership{Generation: 3, Active: all}); !errors.Is(err, a2a.ErrInvalidArgument) {
+		t.Fatalf("join without an exchange: %v", err)
+	}
+	if err := j.SetActiveRanks(ctx, a2a.Membership{Generation: 3, Active: all, Exchange: nopExchange{}}); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if err := j.DispatchSend(ctx, &b.in); err != nil {
+		t.Fatalf("dispatch after joining: %v", err)
+	}
+}
+
+type nopExchange struct{}
+
+func (nopExchange) AllGather(ctx context.Context, data []byte) ([][]byte, error) { return nil, nil }

@@ -87,3 +87,40 @@ func ExampleBF16FromFloat32() {
 	// 0x3f80 0x3f81
 	// 1.0078125 +Inf
 }
+
+// Planning with an inactive rank: of 4 ranks (2 experts each), rank 2 is
+// lost. Rank 0's copies for experts 4 and 5 are dropped, nobody waits for
+// rank 2 (3 members: 2 barrier immediates), and group 2's count row is
+// not expected.
+func ExamplePlanner_SetActive() {
+	cfg := a2a.Config{WorldSize: 4, Rank: 0, MaxTokens: 2, Hidden: 4, DispatchType: a2a.BF16,
+		CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 2}
+	p, err := a2a.NewPlanner(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := p.SetActive([]bool{true, true, false, true}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := p.PlanSend([]uint32{4, 1, 7, 5}, 2); err != nil {
+		fmt.Println(err)
+		return
+	}
+	sp := p.Send()
+	for i := range 4 {
+		c := sp.Copy(i)
+		fmt.Printf("copy %d: to rank %d via %v\n", i, c.Dest, c.Path)
+	}
+	fmt.Println("dropped:", sp.Dropped, "count rows to:", sp.Routes)
+	m := p.Members()
+	fmt.Println("members:", m.Count, "others:", m.Others, "live groups:", m.Live)
+	// Output:
+	// copy 0: to rank 2 via dropped
+	// copy 1: to rank 0 via self
+	// copy 2: to rank 3 via rdma-eager
+	// copy 3: to rank 2 via dropped
+	// dropped: 2 count rows to: [1 3]
+	// members: 3 others: [1 3] live groups: 3
+}
