@@ -38,6 +38,7 @@ type peerState struct {
 	watched int        // Engine.WatchPeer count
 	probing bool       // a heartbeat is with the provider
 	probeAt int64      // when it was posted
+	losses  uint32     // times declared lost: an op taken before the last loss says nothing of now
 	local   bool       // an endpoint of this process: descriptors are checked
 }
 
@@ -97,6 +98,7 @@ func (w *worker) peerLost(ds *domState, ps *peerState, cause error, gone bool) {
 	first := ps.lost == nil
 	ps.lost, ps.gone = pe, gone
 	if first {
+		ps.losses++
 		w.e.log.Warn("ferry peer lost", "nic", ds.info.Name, "peer", ps.addr.String(), "gone", gone, "err", cause)
 		w.e.peersLost.Add(1)
 		if w.e.notePeerLost(pe) {
@@ -106,7 +108,10 @@ func (w *worker) peerLost(ds *domState, ps *peerState, cause error, gone bool) {
 	w.failPeerWork(ds, ps, pe)
 }
 
-// peerBack clears a lost peer that completed an op again.
+// peerBack clears a lost peer that completed an op again. Callers pass
+// only ops taken for the peer after it was declared lost (answeredSince):
+// an op posted before the loss may complete well after it (its bytes left
+// before the peer died) and proves nothing about the peer now.
 func (w *worker) peerBack(ds *domState, ps *peerState) {
 	if ps.lost == nil || ps.gone {
 		return
@@ -114,6 +119,12 @@ func (w *worker) peerBack(ds *domState, ps *peerState) {
 	ps.lost = nil
 	w.e.log.Info("ferry peer reachable again", "nic", ds.info.Name, "peer", ps.addr.String())
 	w.e.notePeerBack(ps.addr)
+}
+
+// answeredSince reports whether an op taken when ps had been lost losses
+// times shows that ps answers now: it was taken after the latest loss.
+func answeredSince(ps *peerState, losses uint32) bool {
+	return ps != nil && ps.lost != nil && ps.losses == losses
 }
 
 // failPeerWork fails every transfer with work on ds for ps.

@@ -125,3 +125,20 @@ func TestCounterWatchPeer(t *testing.T) {
 	_, err = b.WatchPeer(fabric.Address{})
 	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
 }
+
+// TestOldSuccessIsNoEvidence: an op taken before its peer was declared
+// lost that completes successfully afterwards (its bytes left before the
+// connection broke) does not bring the peer back: a two-page write whose
+// first page's completion reports a reset connection, and whose second
+// page then completes, leaves the peer lost.
+func TestOldSuccessIsNoEvidence(t *testing.T) {
+	a, _, src, desc := memPair(t, fabric.Config{LivenessInterval: -1, RequestTimeout: time.Minute})
+	require.NoError(t, memfabric.Inject(nicAddr(a), memfabric.Faults{ResetWrites: 1}))
+	tr := fabric.NewTransfer()
+	pages := []uint32{0, 1}
+	require.NoError(t, a.SubmitPaged(fabric.PagedWrite{Src: src, SrcPages: pages, Dst: desc, DstPages: pages, Length: 64},
+		fabric.Notify(tr)))
+	require.ErrorIs(t, tr.Wait(waitCtx(t)), fabric.ErrPeerLost)
+	require.ErrorIs(t, a.PeerStatus(desc.NICs[0].Addr), fabric.ErrPeerLost,
+		"the second page's success, taken before the loss, brought the peer back")
+}

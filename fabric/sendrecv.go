@@ -96,7 +96,7 @@ func (w *worker) acceptSend(r *request) {
 		w.finishXfer(xi, err)
 		return
 	}
-	w.xfers[xi].peer = p
+	w.xfers[xi].peer, w.xfers[xi].peerLosses = p, p.losses
 	e := w.e
 	ds.sendQ = append(ds.sendQ, SendOp{
 		Local:     uint64(e.sendBuf.Addr()) + uint64(r.slot)*uint64(e.cfg.SendBufferSize),
@@ -146,7 +146,7 @@ func (w *worker) sendDone(ds *domState, ev *Event) {
 	if ev.Errno != 0 {
 		ds.stats.Errors.Add(1)
 		err = ds.d.DescribeError(*ev)
-	} else if ps != nil && ps.lost != nil {
+	} else if answeredSince(ps, w.xfers[xi].peerLosses) {
 		w.peerBack(ds, ps)
 	}
 	w.finishXfer(xi, err)

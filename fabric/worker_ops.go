@@ -52,6 +52,7 @@ type opCtx struct {
 	localDesc uint64
 	peer      PeerID
 	ps        *peerState // the one peer of an imm, single or paged context
+	psLosses  uint32     // ps.losses when the context was taken
 	rkey      uint64
 	rbase     uint64
 	imm       uint32
@@ -76,16 +77,17 @@ type opCtx struct {
 // completed: that is the fence that keeps a late completion from touching
 // a newer transfer.
 type xferSlot struct {
-	live     bool
-	reported bool
-	kind     reqKind
-	c        Completion
-	pending  int
-	err      error
-	sendSlot int32
-	deadline int64      // nanotime; noDeadline for none
-	start    int64      // nanotime when accepted
-	peer     *peerState // a send's peer
+	live       bool
+	reported   bool
+	kind       reqKind
+	c          Completion
+	pending    int
+	err        error
+	sendSlot   int32
+	deadline   int64      // nanotime; noDeadline for none
+	start      int64      // nanotime when accepted
+	peer       *peerState // a send's peer
+	peerLosses uint32     // peer.losses when the send was taken
 }
 
 func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
@@ -228,7 +230,7 @@ func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	if err != nil {
 		return fmt.Errorf("resolve peer %s on nic %d: %w", rk.Addr, nic, err)
 	}
-	c.peer, c.ps, c.rkey = p.id, p, rk.Key
+	c.peer, c.ps, c.psLosses, c.rkey = p.id, p, p.losses, rk.Key
 	if err := w.usable(p); err != nil {
 		return err
 	}

@@ -244,8 +244,8 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 		w.noteOpError(ds, ps, err)
 		return
 	}
-	if ps := c.ps; ps != nil && ps.lost != nil {
-		w.peerBack(ds, ps)
+	if answeredSince(c.ps, c.psLosses) {
+		w.peerBack(ds, c.ps)
 	}
 	w.maybeRetire(ci)
 }
