@@ -33,9 +33,12 @@ type Options struct {
 	// Grid and Block size every launch (blocks, threads per block); 0
 	// takes the Device's default. Block must be a multiple of 32.
 	Grid, Block int
-	// Timeout bounds every wait inside a kernel when the call's context
-	// has no deadline (default 30 s). With a deadline, kernels give up
-	// shortly before it.
+	// Timeout bounds every wait inside a kernel (default 30 s); when the
+	// call's context has an earlier deadline, kernels give up shortly
+	// before it. A rank that stops answering fails the others' calls
+	// within it, and at once (naming the rank, a2a.RankError) when the
+	// engine declares the rank lost: the worker fails, and the kernels'
+	// waits give up when it does.
 	Timeout time.Duration
 	// Spin makes the CPU worker poll the kernels' flags without ever
 	// sleeping (it still yields): the lowest latency, for hosts with a core
@@ -43,6 +46,12 @@ type Options struct {
 	// millisecond while nothing happens, which machines with few cores (and
 	// the emulator, whose kernels need those cores) want.
 	Spin bool
+	// Join builds the backend of a restarted rank joining a running world:
+	// New builds, allocates and registers everything but exchanges nothing
+	// (Exchange may be nil); its Context's first call is then
+	// SetActiveRanks with a Membership whose Exchange reaches the members
+	// (a2a.Context.SetActiveRanks).
+	Join bool
 }
 
 // DefaultTimeout is Options.Timeout's default.
@@ -71,17 +80,20 @@ type Backend struct {
 	table      Memory
 	meta       Memory
 	params     Memory
+	state      Memory // struct a2a_state
+	ranks      Memory // per-rank flags (A2A_RANK_*)
 	regs       []*fabric.MemoryRegion
 	wire       *wire.Wiring
 	planner    *a2a.Planner // the worker's: receive plans
 
-	io     stager
-	epoch  uint32 // iterations completed (the kernels' epoch)
-	w      *worker
-	closed bool
+	io      stager
+	epoch   uint32 // iterations completed (the kernels' epoch)
+	w       *worker
+	joining bool
+	closed  bool
 }
 
-var _ a2a.Backend = (*Backend)(nil)
+var _ a2a.MembershipBackend = (*Backend)(nil)
 
 // New builds rank cfg.Rank's backend: it compiles (or finds in the cache)
 // the kernels for cfg's shape, shares the transport buffers with its
@@ -94,7 +106,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if err != nil {
 		return nil, err
 	}
-	if opt.Engine == nil || opt.Exchange == nil || opt.Device == nil || opt.Node == nil {
+	if opt.Engine == nil || (opt.Exchange == nil && !opt.Join) || opt.Device == nil || opt.Node == nil {
 		return nil, fmt.Errorf("a2a cuda backend: engine, exchange, device and node are required: %w", a2a.ErrInvalidArgument)
 	}
 	if n := opt.Engine.NICs(); n != l.NICsPerGPU {
@@ -104,7 +116,8 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 		return nil, fmt.Errorf("a2a cuda backend: NVLinkSize %d above %d: %w", l.NVLinkSize, syncBytes/8, a2a.ErrInvalidConfig)
 	}
 	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout, spin: opt.Spin,
-		ml: newMetaLayout(&l)}
+		joining: opt.Join,
+		ml:      newMetaLayout(&l)}
 	if b.timeout <= 0 {
 		b.timeout = DefaultTimeout
 	}
@@ -121,6 +134,9 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 			_ = b.Close()
 		}
 	}()
+	if b.planner, err = a2a.NewPlanner(l.Config); err != nil {
+		return nil, err
+	}
 	if err := b.build(ctx); err != nil {
 		return nil, err
 	}
@@ -131,7 +147,9 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 		return nil, err
 	}
 	b.io = newStager(b.dev)
-	b.startWorker()
+	if !opt.Join {
+		b.startWorker()
+	}
 	return b, nil
 }
 
@@ -266,14 +284,14 @@ func (b *Backend) allocate(ctx context.Context) error {
 			l.Experts, l.MaxTokens, cells>>20, a2a.ErrInvalidConfig)
 	}
 	sizes := []int{paramsSize, stateSize, 3 * 8 * S, int(cells), int(cells), 4 * (l.Experts + 1),
-		4 * l.MaxTokens * l.ExpertsPerToken, recordBytes(l)}
+		4 * l.MaxTokens * l.ExpertsPerToken, recordBytes(l), l.WorldSize}
 	dm := make([]Memory, len(sizes))
 	for i, n := range sizes {
 		if dm[i], err = b.alloc(n, false); err != nil {
 			return err
 		}
 	}
-	b.params = dm[0]
+	b.params, b.state, b.ranks = dm[0], dm[1], dm[8]
 	me := l.Rank - l.Node(l.Rank)*S
 	// Peer tables: send buffers, receive buffers, sync slots (at the tail
 	// of each receive buffer), indexed by node-local rank.
@@ -291,8 +309,11 @@ func (b *Backend) allocate(ctx context.Context) error {
 	a := addrs{send: b.send[me], recv: b.recv[me], peerSend: pt, peerRecv: pt + uint64(8*S), peerSync: pt + uint64(16*S),
 		sync: b.recv[me] + uint64(l.RecvBytes), table: b.table.Addr(), ctrl: b.ctrl.Addr(), meta: b.meta.Addr(),
 		dmeta: dm[7].Addr(), state: dm[1].Addr(), mask: dm[3].Addr(), prefix: dm[4].Addr(), offsets: dm[5].Addr(),
-		pos: dm[6].Addr()}
+		pos: dm[6].Addr(), ranks: b.ranks.Addr()}
 	if err := b.dev.Upload(pt, peers); err != nil {
+		return err
+	}
+	if err := b.dev.Upload(b.ranks.Addr(), encodeRanks(b.planner.Members())); err != nil {
 		return err
 	}
 	return b.dev.Upload(b.params.Addr(), encodeParams(l, a, b.ml, chunks, b.block))
@@ -344,11 +365,7 @@ func (b *Backend) connect(ctx context.Context, ex Exchanger) error {
 		a2a.TagCombine:  epochFlag{b.ctrlWord(slotCombineRDMA, 0)},
 	}
 	b.wire, err = wire.New(ctx, l, wire.Options{Engine: b.eng, Exchange: ex, Send: sendReg, Recv: recvReg,
-		Table: tableReg, Device: b.dev.EngineDevice(), Flags: flags})
-	if err != nil {
-		return err
-	}
-	b.planner, err = a2a.NewPlanner(l.Config)
+		Table: tableReg, Device: b.dev.EngineDevice(), Flags: flags, Join: b.joining})
 	return err
 }
 

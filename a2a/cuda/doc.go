@@ -82,11 +82,29 @@
 // Nothing in a step needs the host: the four launches of an iteration
 // replay from a CUDA graph.
 //
-// Every wait in a kernel has a deadline (the call's context, or
-// Options.Timeout). A wait that passes it ends the launch cleanly: the
-// kernel skips the rest of its work, and the call returns a *KernelError
-// wrapping a2a.ErrTimeout that names what was awaited (and the worker's
-// error, if the worker failed first).
+// Every wait in a kernel has a deadline (Options.Timeout, or shortly
+// before the call's context ends if that is sooner). A wait that passes
+// it ends the launch cleanly: the kernel skips the rest of its work, and
+// the call returns a *KernelError wrapping a2a.ErrTimeout that names what
+// was awaited (and the worker's error, if the worker failed first). When
+// the worker fails (the engine declared an active rank lost, say), it
+// raises a control word that makes every kernel wait give up at once, and
+// the KernelError wraps its error (an *a2a.RankError naming the rank).
+//
+// # Active ranks
+//
+// The kernels read the membership from a per-rank table the backend
+// writes at each change (a2a.Context.SetActiveRanks): which ranks this
+// one serves for its group (it stages or pushes their rows), and which
+// are active. A copy for an inactive rank's experts is not staged, its
+// layout row is marked dropped, and combine-receive leaves its slot out of
+// the sum; node waits and publications skip inactive node ranks; combine
+// results for a node group still go to every replica, since an inactive
+// replica's buffers stay mapped and nothing reads them. A change stops the
+// worker, waits for the stream and the transfers, and, between the two
+// meetings of the members, starts every epoch again from zero (the
+// kernels' iteration count, the control block, this rank's sync slots),
+// so that all members count alike from the first iteration on.
 //
 // # Calls
 //

@@ -86,7 +86,11 @@ func (e *KernelError) Error() string {
 	var s string
 	switch e.Status {
 	case statusTimeout:
-		s = fmt.Sprintf("a2a cuda rank %d %s: timed out waiting for %v", e.Rank, e.Phase, e.Awaited)
+		verb := "timed out waiting for"
+		if e.Worker != nil {
+			verb = "gave up waiting for"
+		}
+		s = fmt.Sprintf("a2a cuda rank %d %s: %s %v", e.Rank, e.Phase, verb, e.Awaited)
 		if e.Awaited == AwaitNodeDispatch || e.Awaited == AwaitNodeCombine {
 			s += fmt.Sprintf(" (node rank %d)", e.Peer)
 		}

@@ -10,7 +10,7 @@ import (
 // kernel reports the C sizes and offsets, and New refuses a build that
 // disagrees with these.
 const (
-	paramsAddrs  = 15 // 64-bit fields of struct a2a_params
+	paramsAddrs  = 16 // 64-bit fields of struct a2a_params
 	paramsWords  = 28 // 32-bit fields after them
 	paramsSize   = paramsAddrs*8 + paramsWords*4
 	stateBarrier = 256  // offset of the grid barrier in struct a2a_state
@@ -34,7 +34,8 @@ const (
 	slotCombineFree
 	slotDispatchRDMA
 	slotCombineRDMA
-	slotStatus // + phase
+	slotStatus       // + phase
+	slotWorkerFailed = slotStatus + 4
 )
 
 // Phases, in call order.
@@ -68,14 +69,14 @@ func recordBytes(l *a2a.Layout) int { return 16 * (l.RecvRows + 1) }
 
 // addrs are the 64-bit fields of struct a2a_params, in order.
 type addrs struct {
-	send, recv, peerSend, peerRecv, peerSync, sync, table, ctrl, meta, dmeta, state, mask, prefix, offsets, pos uint64
+	send, recv, peerSend, peerRecv, peerSync, sync, table, ctrl, meta, dmeta, state, mask, prefix, offsets, pos, ranks uint64
 }
 
 // encodeParams lays out struct a2a_params.
 func encodeParams(l *a2a.Layout, a addrs, ml metaLayout, chunks, threads int) []byte {
 	b := make([]byte, 0, paramsSize)
 	for _, v := range []uint64{a.send, a.recv, a.peerSend, a.peerRecv, a.peerSync, a.sync, a.table, a.ctrl, a.meta,
-		a.dmeta, a.state, a.mask, a.prefix, a.offsets, a.pos} {
+		a.dmeta, a.state, a.mask, a.prefix, a.offsets, a.pos, a.ranks} {
 		b = binary.LittleEndian.AppendUint64(b, v)
 	}
 	r := l.Rank
@@ -88,6 +89,26 @@ func encodeParams(l *a2a.Layout, a addrs, ml metaLayout, chunks, threads int) []
 		ml.maxRuns, ml.runs, ml.starts, threads,
 	} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
+	}
+	return b
+}
+
+// Per-rank flags of the kernels (A2A_RANK_* in a2a_common.cuh).
+const (
+	rankServed = 1
+	rankActive = 2
+)
+
+// encodeRanks lays out the kernels' per-rank flags for the members m.
+func encodeRanks(m *a2a.Members) []byte {
+	b := make([]byte, len(m.Active))
+	for q := range b {
+		if m.Active[q] {
+			b[q] |= rankActive
+		}
+		if m.Serves[q] {
+			b[q] |= rankServed
+		}
 	}
 	return b
 }

@@ -22,16 +22,17 @@ func orDefault(v, d int) int {
 	return v
 }
 
-// kernelTimeout is how long a kernel may wait in total: until shortly
-// before ctx's deadline, so the kernel gives up (and reports what it
-// waited for) while the caller still waits for it, or Options.Timeout.
+// kernelTimeout is how long a kernel may wait in total: Options.Timeout,
+// or, when ctx's deadline comes sooner, until shortly before it, so the
+// kernel gives up (and reports what it waited for) while the caller still
+// waits for it.
 func (b *Backend) kernelTimeout(ctx context.Context) time.Duration {
 	d, ok := ctx.Deadline()
 	if !ok {
 		return b.timeout
 	}
 	left := time.Until(d)
-	return max(left-left/8-10*time.Millisecond, time.Millisecond)
+	return min(b.timeout, max(left-left/8-10*time.Millisecond, time.Millisecond))
 }
 
 // launch runs one phase's kernel and turns its status into an error.

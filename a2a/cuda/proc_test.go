@@ -17,6 +17,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	a2acuda "github.com/ferryrdma/ferry/a2a/cuda"
 	"github.com/ferryrdma/ferry/a2a/cuda/emu"
+	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	"github.com/ferryrdma/ferry/cuda"
 	_ "github.com/ferryrdma/ferry/efa"
@@ -59,6 +60,9 @@ type procJob struct {
 	Iters     int
 	// Phase bounds each iteration of each rank.
 	Phase time.Duration
+	// Kill, when set, makes the job a SIGKILL test (a2atest.KilledRank)
+	// instead of Iters iterations.
+	Kill *a2atest.KillJob
 }
 
 // runProcRank is one rank: Iters iterations checked against the oracle,
@@ -83,8 +87,14 @@ func runProcRank(j procJob) (err error) {
 	if err != nil {
 		return err
 	}
-	eng, err := fabric.Open(ctx, fabric.Config{Transport: j.Transport, NICs: l.NICsPerGPU, Node: "127.0.0.1",
-		Logger: slog.New(slog.DiscardHandler)})
+	fc := fabric.Config{Transport: j.Transport, NICs: l.NICsPerGPU, Node: "127.0.0.1", Logger: slog.New(slog.DiscardHandler)}
+	var timeout time.Duration
+	if j.Kill != nil {
+		// Notice the victim quickly: its process (shm) or its heartbeats
+		// (tcp, after the handshake timeout).
+		fc.LivenessInterval, fc.HandshakeTimeout, timeout = 100*time.Millisecond, 2*time.Second, j.Kill.Timeout
+	}
+	eng, err := fabric.Open(ctx, fc)
 	if err != nil {
 		return err
 	}
@@ -113,7 +123,7 @@ func runProcRank(j procJob) (err error) {
 	if err != nil {
 		return err
 	}
-	b, err := a2acuda.New(ctx, cfg, a2acuda.Options{Engine: eng, Exchange: g, Device: dev, Node: node})
+	b, err := a2acuda.New(ctx, cfg, a2acuda.Options{Engine: eng, Exchange: g, Device: dev, Node: node, Timeout: timeout})
 	if err != nil {
 		return err
 	}
@@ -121,9 +131,13 @@ func runProcRank(j procJob) (err error) {
 	if err != nil {
 		return errors.Join(err, b.Close())
 	}
-	err = procIterations(ctx, j, cfg, &l, c, g, dev, node)
-	// Every rank is done with every rank's buffers before any closes.
-	err = errors.Join(err, g.Barrier(ctx), c.Close())
+	if j.Kill != nil {
+		err = errors.Join(a2atest.KilledRank(ctx, cfg, c, *j.Kill), c.Close())
+	} else {
+		err = procIterations(ctx, j, cfg, &l, c, g, dev, node)
+		// Every rank is done with every rank's buffers before any closes.
+		err = errors.Join(err, g.Barrier(ctx), c.Close())
+	}
 	if n := eng.Regions(); n != 0 {
 		err = errors.Join(err, fmt.Errorf("%d memory regions still registered after closing", n))
 	}
@@ -196,10 +210,32 @@ func runProcJob(t *testing.T, j procJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	err = rendezvous.Spawn(ctx, j.Config.WorldSize, []string{exe, "-test.run=^$"}, append(os.Environ(), procJobEnv+"="+string(js)),
-		rendezvous.SpawnOptions{Stdout: &out, Stderr: &out})
+		rendezvous.SpawnOptions{Stdout: &out, Stderr: &out, KeepGoing: j.Kill != nil})
+	if j.Kill != nil {
+		if t.Failed() || out.Len() > 0 {
+			t.Logf("ranks' output:\n%s", out.String())
+		}
+		a2atest.KillResults(t, err, j.Config.WorldSize, *j.Kill)
+		return
+	}
 	if err != nil {
 		t.Fatalf("%v\nranks' output:\n%s", err, out.String())
 	}
+}
+
+// TestKilledRankProcessesEmu: the CUDA backend on the emulator, ranks as
+// processes over shm, node ranks sharing memfds; one is SIGKILLed
+// mid-iteration. The survivors' calls fail naming it (the worker sees it
+// lost and the kernels' waits give up), then the survivors carry on
+// without it, every iteration equal to the masked oracle; its node peer
+// carries on alone in its domain, and closing leaves no memory file open.
+func TestKilledRankProcessesEmu(t *testing.T) {
+	_, err := cudaemu.Compiler()
+	testutil.SkipIfNotSupported(t, "cudaemu", err)
+	j := procJob{Transport: "shm", Device: "emu", Config: a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 6,
+		Hidden: 40, Scales: 3, DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 3,
+		PrivateTokens: 1}, Kill: &a2atest.KillJob{Victim: 1, Dir: t.TempDir(), Timeout: 10 * time.Second, Iters: 3}}
+	runProcJob(t, j)
 }
 
 // TestNodeProcessesEmu: the CUDA backend on the emulator with node ranks

@@ -75,6 +75,9 @@ func (b *Backend) runWorker() {
 				w.mu.Lock()
 				w.err = fmt.Errorf("a2a cuda worker rank %d iteration %d: %w", b.l.Rank, it, err)
 				w.mu.Unlock()
+				// The kernels' waits give up at once: a flag this worker
+				// raises, or one its transfers raise, will not come.
+				b.ctrlWord(slotWorkerFailed, 0).Store(1)
 			}
 			return
 		}
@@ -106,10 +109,10 @@ func (b *Backend) iteration(ctx context.Context, it uint32) error {
 	if err := b.wire.Overflow(w.overflow); err != nil {
 		return err
 	}
-	if err := b.wire.Wait(ctx, a2a.TagRoute, l.Groups-1); err != nil {
+	p := b.planner
+	if err := b.wire.Wait(ctx, a2a.TagRoute, p.Members().Live-1); err != nil {
 		return err
 	}
-	p := b.planner
 	if err := p.PlanRecv(tw[:l.Groups*RW]); err != nil {
 		return err
 	}
@@ -118,12 +121,12 @@ func (b *Backend) iteration(ctx context.Context, it uint32) error {
 		return err
 	}
 	if l.Nodes > 1 {
-		if err := b.wire.Arm(a2a.TagDispatch, rp.Imm[a2a.TagDispatch].Expected); err != nil {
+		if err := b.arm(a2a.TagDispatch, slotDispatchRDMA, rp.Imm[a2a.TagDispatch].Expected); err != nil {
 			return err
 		}
 	}
 	if l.WorldSize > l.NVLinkSize {
-		if err := b.wire.Arm(a2a.TagCombine, rp.Imm[a2a.TagCombine].Expected); err != nil {
+		if err := b.arm(a2a.TagCombine, slotCombineRDMA, rp.Imm[a2a.TagCombine].Expected); err != nil {
 			return err
 		}
 	}
@@ -207,6 +210,31 @@ func encodePlan(mw []uint32, l *a2a.Layout, ml *metaLayout, rp *a2a.RecvPlan) er
 	return nil
 }
 
+// arm has the flag counter of tag raise the epoch flag in slot s once n
+// immediates arrived. With none to wait for (every rank of the other
+// domains inactive) the flag goes up at once: the kernels wait for it
+// whenever the world has other domains.
+func (b *Backend) arm(tag a2a.Tag, s, n int) error {
+	if n == 0 {
+		epochFlag{b.ctrlWord(s, 0)}.Set()
+		return nil
+	}
+	return b.wire.Arm(tag, n)
+}
+
+// awaitErr ends a wait for a kernel flag: when ctx ended, or when the
+// engine declared an active rank lost (the kernel may wait for it, on a
+// node rank's slot, where no counter of this worker sees the loss).
+func (b *Backend) awaitErr(ctx context.Context, s int, it uint32) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("a2a cuda worker: waiting for kernel flag %d epoch %d: %w: %w", s, it, a2a.ErrTimeout, err)
+	}
+	if err := b.wire.LostRank(); err != nil {
+		return fmt.Errorf("a2a cuda worker: waiting for kernel flag %d epoch %d: %w", s, it, err)
+	}
+	return nil
+}
+
 // raise publishes epoch it in slot s for the kernels.
 func (b *Backend) raise(s int, it uint32) { b.ctrlWord(s, 0).Store(it) }
 
@@ -224,12 +252,14 @@ func (b *Backend) await(ctx context.Context, s int, it uint32) error {
 		case i < 64:
 		case i < 256 || b.spin:
 			runtime.Gosched()
-			if b.spin && i%4096 == 0 && ctx.Err() != nil {
-				return fmt.Errorf("a2a cuda worker: waiting for kernel flag %d epoch %d: %w: %w", s, it, a2a.ErrTimeout, ctx.Err())
+			if b.spin && i%4096 == 0 {
+				if err := b.awaitErr(ctx, s, it); err != nil {
+					return err
+				}
 			}
 		default:
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("a2a cuda worker: waiting for kernel flag %d epoch %d: %w: %w", s, it, a2a.ErrTimeout, err)
+			if err := b.awaitErr(ctx, s, it); err != nil {
+				return err
 			}
 			d := time.Duration(1<<min(i-256, 9)) * time.Microsecond
 			time.Sleep(d)

@@ -34,6 +34,7 @@ type world struct {
 	ctxs     []*a2a.Context
 	backends []*cuda.Backend
 	members  []*cuda.LocalMember
+	engines  []*fabric.Engine
 	l        a2a.Layout
 }
 
@@ -45,7 +46,10 @@ func (w *world) poison(it int) {
 	if it%2 == 1 {
 		b = 0x5a
 	}
-	for _, m := range w.members {
+	for q, m := range w.members {
+		if w.ctxs[q] == nil {
+			continue // a lost rank's memory may be gone
+		}
 		s, r := m.Buffers()
 		for _, buf := range [][]byte{s.Bytes()[:w.l.SendBytes], r.Bytes()[:w.l.RecvBytes]} {
 			for i := range buf {
@@ -71,6 +75,7 @@ func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) 
 		nodes[n] = cuda.NewLocalNode(dev, l.NVLinkSize)
 	}
 	engines := make([]*fabric.Engine, W)
+	w.engines = engines
 	errs := make([]error, W)
 	t.Cleanup(func() {
 		for r, c := range w.ctxs {
@@ -86,7 +91,7 @@ func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) 
 				if n := e.Regions(); n != 0 {
 					t.Errorf("%d regions still registered", n)
 				}
-				if err := e.Close(cctx); err != nil {
+				if err := e.Close(cctx); err != nil && !errors.Is(err, fabric.ErrClosed) {
 					t.Errorf("close engine: %v", err)
 				}
 				cancel()
@@ -102,7 +107,7 @@ func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) 
 		go func() {
 			defer wg.Done()
 			e, err := fabric.Open(ctx, fabric.Config{Transport: transport, NICs: l.NICsPerGPU, Node: "127.0.0.1",
-				Logger: slog.New(slog.DiscardHandler)})
+				LivenessInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				errs[r] = err
 				return

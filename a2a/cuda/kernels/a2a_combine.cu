@@ -24,7 +24,9 @@ __device__ void a2a_send_copies(const a2a_params *p, uint32_t lo, uint32_t hi, b
 			a2a_copy(dst, 1, src, n, lane, 32);
 			return;
 		}
-		// D destinations, in batches of up to 8 stores per load.
+		// D destinations, in batches of up to 8 stores per load: inactive
+		// replicas too (their buffers stay mapped and nothing reads them),
+		// which keeps the batches free of per-row tests.
 		const uint32_t q0 = (r.w >> 12) * D - p->base;
 		for (uint32_t b = 0; b < D; b += 8) {
 			const uint32_t nd = D - b < 8u ? D - b : 8u;
@@ -44,7 +46,7 @@ a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint6
 	if (!a2a_shape_ok(p, st, A2A_PHASE_COMBINE_SEND, iter)) return;
 	// Every rank is done reading what it was sent, and every transfer out
 	// of this rank's buffers completed.
-	if (threadIdx.x == 0) a2a_wait(st, a2a_ctrl(p, A2A_COMBINE_FREE), iter, timeout_ns, A2A_WAIT_COMBINE_FREE, 0);
+	if (threadIdx.x == 0) a2a_wait(p, st, a2a_ctrl(p, A2A_COMBINE_FREE), iter, timeout_ns, A2A_WAIT_COMBINE_FREE, 0);
 	__syncthreads();
 	const uint32_t *meta = (const uint32_t *)p->meta;
 	const uint32_t copies = meta[A2A_META_COPIES], remote = meta[A2A_META_REMOTE_COPIES];
@@ -56,7 +58,7 @@ a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint6
 	// (a2a_finish); past the last grid barrier no other block reads it.
 	const bool ok = blockIdx.x == 0 && !a2a_aborted(st);
 	__syncthreads();
-	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok) {
+	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok && (a2a_rank_flags(p, p->base + threadIdx.x) & A2A_RANK_ACTIVE)) {
 		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + p->node_size + p->me;
 		fd_fence_sys();
 		fd_st_release_sys(slot, iter);
@@ -106,6 +108,7 @@ __device__ __forceinline__ void a2a_reduce_chunk(const a2a_params *p, uint8_t *c
 			if (i < ne) acc[i] = a2a_decode(c, i, ct);
 	}
 	for (uint32_t k = 0; k < K; ++k) {
+		if (rows[k] == 0) continue; // an inactive rank's expert adds nothing
 		const uint8_t *src = rows[k] + off;
 		if (full) {
 			fd_v16 v = fd_ld16_nc(src);
@@ -141,9 +144,10 @@ a2a_combine_recv(const a2a_params *p, uint8_t *out, uint64_t out_stride, const f
 	const uint32_t iter = st->iter + 1u, S = p->node_size, K = A2A_K(p);
 	if (!a2a_shape_ok(p, st, A2A_PHASE_COMBINE_RECV, iter)) return;
 	if (threadIdx.x == 0) {
-		bool ok = p->world == S || a2a_wait(st, a2a_ctrl(p, A2A_COMBINE_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_COMBINE, 0);
+		bool ok = p->world == S || a2a_wait(p, st, a2a_ctrl(p, A2A_COMBINE_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_COMBINE, 0);
 		for (uint32_t q = 0; ok && q < S; ++q)
-			ok = a2a_wait(st, (uint32_t *)p->sync + S + q, iter, timeout_ns, A2A_WAIT_NODE_COMBINE, q);
+			if (a2a_rank_flags(p, p->base + q) & A2A_RANK_ACTIVE)
+				ok = a2a_wait(p, st, (uint32_t *)p->sync + S + q, iter, timeout_ns, A2A_WAIT_NODE_COMBINE, q);
 	}
 	__syncthreads();
 	__shared__ uint8_t *rows[A2A_MAX_TOPK];
@@ -153,7 +157,8 @@ a2a_combine_recv(const a2a_params *p, uint8_t *out, uint64_t out_stride, const f
 	const bool skip = a2a_aborted(st);
 	for (uint32_t t = blockIdx.x; t < m && !skip; t += gridDim.x) {
 		for (uint32_t k = threadIdx.x; k < K; k += blockDim.x) {
-			rows[k] = a2a_row(p->recv, p, ((const uint32_t *)p->pos)[(uint64_t)t * K + k]);
+			const uint32_t pos = ((const uint32_t *)p->pos)[(uint64_t)t * K + k];
+			rows[k] = pos == A2A_POS_DROPPED ? 0 : a2a_row(p->recv, p, pos);
 			w[k] = weights[(uint64_t)t * K + k];
 		}
 		__syncthreads();

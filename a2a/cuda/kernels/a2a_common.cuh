@@ -65,6 +65,7 @@
 #define A2A_DISPATCH_RDMA 8  // engine -> kernel: every dispatch immediate arrived
 #define A2A_COMBINE_RDMA 9   // engine -> kernel: every combine immediate arrived
 #define A2A_STATUS 10        // + phase: code, what, peer, epoch
+#define A2A_WORKER_FAILED 14 // worker -> kernel: the worker failed (a rank lost): waits give up at once
 
 #define A2A_PHASE_DISPATCH_SEND 0
 #define A2A_PHASE_DISPATCH_RECV 1
@@ -114,13 +115,27 @@ struct a2a_params {
 	uint64_t state;                            // struct a2a_state
 	uint64_t mask, prefix;                     // [E][chunks] token bitmaps and their prefix counts
 	uint64_t offsets;                          // [E+1] exclusive prefix of the per-expert counts
-	uint64_t pos;                              // [T*K] layout row of every copy
+	uint64_t pos;                              // [T*K] layout row of every copy (A2A_POS_DROPPED: none)
+	uint64_t ranks;                            // [W] uint8 A2A_RANK_* flags: the active ranks (a2a.Members)
 	uint32_t rank, world, node_size, replicas, groups, nodes;
 	uint32_t local_experts, experts, topk, max_tokens, chunks, hidden;
 	uint32_t private_rows, window, token_bytes, scales, stride, combine_bytes;
 	uint32_t combine_type, row_words, me, base, group, replica;
 	uint32_t max_runs, meta_runs, meta_starts, threads;
 };
+
+// Per-rank flags (a2a.Members), rewritten by the backend at each
+// membership change: SERVED, this rank stages or pushes the rows bound for
+// the rank (itself included); ACTIVE, the rank takes part. Copies for an
+// inactive rank's experts are dropped: not sent, and combine leaves their
+// slot out (their pos is A2A_POS_DROPPED).
+#define A2A_RANK_SERVED 1u
+#define A2A_RANK_ACTIVE 2u
+#define A2A_POS_DROPPED 0xffffffffu
+
+__device__ __forceinline__ uint32_t a2a_rank_flags(const a2a_params *p, uint32_t q) {
+	return ((const uint8_t *)p->ranks)[q];
+}
 
 struct a2a_state {
 	uint32_t iter, m, pad0[14];
@@ -152,9 +167,11 @@ __device__ __forceinline__ void a2a_abort(a2a_state *st, uint32_t what, uint32_t
 }
 
 // a2a_wait: one thread waits until *flag reaches want, the launch's
-// timeout passes (then it aborts the launch), or another wait aborted it.
-__device__ bool a2a_wait(a2a_state *st, uint32_t *flag, uint32_t want, uint64_t timeout_ns,
-                                      uint32_t what, uint32_t peer) {
+// timeout passes or the worker failed (then it aborts the launch: a flag
+// the worker raises, or one its peers' writes raise, will not come), or
+// another wait aborted it.
+__device__ bool a2a_wait(const a2a_params *p, a2a_state *st, uint32_t *flag, uint32_t want, uint64_t timeout_ns,
+                         uint32_t what, uint32_t peer) {
 	if (a2a_aborted(st)) return false;
 	if (a2a_reached(fd_ld_acquire_sys(flag), want)) return true;
 	uint64_t t0 = fd_globaltimer_ns();
@@ -162,7 +179,7 @@ __device__ bool a2a_wait(a2a_state *st, uint32_t *flag, uint32_t want, uint64_t 
 		fd_nanosleep(128);
 		if (a2a_reached(fd_ld_acquire_sys(flag), want)) return true;
 		if (a2a_aborted(st)) return false;
-		if (fd_globaltimer_ns() - t0 > timeout_ns) {
+		if (fd_globaltimer_ns() - t0 > timeout_ns || fd_ld_relaxed_sys(a2a_ctrl(p, A2A_WORKER_FAILED)) != 0u) {
 			a2a_abort(st, what, peer);
 			return false;
 		}

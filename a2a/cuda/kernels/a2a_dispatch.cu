@@ -60,11 +60,11 @@ __device__ void a2a_classify(const a2a_params *p, a2a_state *st, const uint32_t 
 		uint8_t *row = 0;
 		if (e < p->experts) {
 			const uint32_t pos = a2a_position(p, e, t);
-			((uint32_t *)p->pos)[(uint64_t)t * K + k] = pos;
-			const uint32_t q = e / p->local_experts;
+			const uint32_t q = e / p->local_experts, f = a2a_rank_flags(p, q);
+			((uint32_t *)p->pos)[(uint64_t)t * K + k] = (f & A2A_RANK_ACTIVE) ? pos : A2A_POS_DROPPED;
 			if (q == p->rank) {
 				c = 2, row = a2a_row(p->send, p, pos);
-			} else if (q % p->replicas == p->replica) {
+			} else if (f & A2A_RANK_SERVED) {
 				const uint32_t j = pos - ((const uint32_t *)p->offsets)[q * p->local_experts];
 				if (q / p->node_size != p->rank / p->node_size) {
 					c = 1, row = a2a_row(p->send, p, pos);
@@ -123,7 +123,7 @@ __device__ void a2a_count(const a2a_params *p, a2a_state *st, const uint32_t *in
 		st->m = m;
 		// The table row and every buffer this launch writes were read by
 		// the previous iteration until its combine barrier.
-		a2a_wait(st, a2a_ctrl(p, A2A_DISPATCH_FREE), iter - 1u, timeout_ns, A2A_WAIT_DISPATCH_FREE, 0);
+		a2a_wait(p, st, a2a_ctrl(p, A2A_DISPATCH_FREE), iter - 1u, timeout_ns, A2A_WAIT_DISPATCH_FREE, 0);
 	}
 	fd_grid_sync(&st->barrier);
 	if (blockIdx.x != 0 || a2a_aborted(st)) return;
@@ -236,7 +236,7 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 	__syncthreads();
 	// Every row of this rank for its node peers (and itself) is written:
 	// publish the epoch into each node rank's sync slot [me].
-	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok) {
+	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok && (a2a_rank_flags(p, p->base + threadIdx.x) & A2A_RANK_ACTIVE)) {
 		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + p->me;
 		fd_fence_sys();
 		fd_st_release_sys(slot, iter);
@@ -301,9 +301,10 @@ a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float 
 	const uint32_t iter = st->iter + 1u, S = p->node_size;
 	if (!a2a_shape_ok(p, st, A2A_PHASE_DISPATCH_RECV, iter)) return;
 	if (threadIdx.x == 0) {
-		bool ok = a2a_wait(st, a2a_ctrl(p, A2A_PLAN_READY), iter, timeout_ns, A2A_WAIT_PLAN, 0);
+		bool ok = a2a_wait(p, st, a2a_ctrl(p, A2A_PLAN_READY), iter, timeout_ns, A2A_WAIT_PLAN, 0);
 		for (uint32_t q = 0; ok && q < S; ++q)
-			ok = a2a_wait(st, (uint32_t *)p->sync + q, iter, timeout_ns, A2A_WAIT_NODE_DISPATCH, q);
+			if (a2a_rank_flags(p, p->base + q) & A2A_RANK_ACTIVE)
+				ok = a2a_wait(p, st, (uint32_t *)p->sync + q, iter, timeout_ns, A2A_WAIT_NODE_DISPATCH, q);
 	}
 	__syncthreads();
 	if (!a2a_aborted(st)) a2a_expand_plan(p);
@@ -312,7 +313,7 @@ a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float 
 	const uint32_t copies = meta[A2A_META_COPIES], remote = meta[A2A_META_REMOTE_COPIES];
 	if (!a2a_aborted(st)) a2a_recv_copies(p, remote, copies, out_x, x_stride, out_scales, s_tok, s_elem);
 	if (threadIdx.x == 0 && p->nodes > 1u)
-		a2a_wait(st, a2a_ctrl(p, A2A_DISPATCH_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_DISPATCH, 0);
+		a2a_wait(p, st, a2a_ctrl(p, A2A_DISPATCH_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_DISPATCH, 0);
 	__syncthreads();
 	if (!a2a_aborted(st)) a2a_recv_copies(p, 0, remote, out_x, x_stride, out_scales, s_tok, s_elem);
 	if (blockIdx.x == 0 && !a2a_aborted(st)) {

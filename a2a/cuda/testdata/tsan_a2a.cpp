@@ -95,7 +95,7 @@ struct world {
 	std::vector<bytes> params;
 	std::vector<std::vector<rank_io>> its; // [iteration][rank]
 	// per rank memory
-	std::vector<uint8_t *> send, recv, table, ctrl, meta, prm, state, peers, mask, prefix, offsets, pos, dmeta;
+	std::vector<uint8_t *> send, recv, table, ctrl, meta, prm, state, peers, mask, prefix, offsets, pos, dmeta, ranks;
 	std::vector<uint8_t *> x, scales, idx, w, y, out, outx, outs, tok, off;
 	std::vector<std::atomic<uint64_t>> arrivals;
 	world() : arrivals(64) {}
@@ -148,6 +148,7 @@ void allocate(world &wd) {
 		wd.offsets.push_back(alloc(wd.offsets_b));
 		wd.pos.push_back(alloc(wd.pos_b));
 		wd.dmeta.push_back(alloc(wd.dmeta_b));
+		wd.ranks.push_back(alloc(wd.W));
 		wd.x.push_back(alloc(wd.T * wd.TB));
 		wd.scales.push_back(alloc(4 * wd.T * wd.HS));
 		wd.idx.push_back(alloc(4 * wd.T * wd.K));
@@ -184,6 +185,10 @@ void allocate(world &wd) {
 		p.prefix = (uint64_t)wd.prefix[r];
 		p.offsets = (uint64_t)wd.offsets[r];
 		p.pos = (uint64_t)wd.pos[r];
+		// Every rank active; this one serves the ranks of its replica index.
+		for (uint64_t q = 0; q < wd.W; q++)
+			wd.ranks[r][q] = A2A_RANK_ACTIVE | (q % p.replicas == p.replica ? A2A_RANK_SERVED : 0u);
+		p.ranks = (uint64_t)wd.ranks[r];
 		std::memcpy(wd.prm[r], &p, sizeof p);
 	}
 }

@@ -73,19 +73,29 @@ const lostGrace = 3 * time.Second
 func (w *Wiring) awaitLost(ctx context.Context) error {
 	deadline := time.Now().Add(lostGrace)
 	for {
-		for q, a := range w.active {
-			if !a || q == w.l.Rank || len(w.tableDesc[q].NICs) == 0 {
-				continue
-			}
-			if err := w.eng.PeerStatus(w.tableDesc[q].NICs[0].Addr); err != nil {
-				return &a2a.RankError{Rank: q, Err: err}
-			}
+		if err := w.LostRank(); err != nil {
+			return err
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// LostRank returns a *a2a.RankError for the first active rank the engine
+// has declared lost, else nil. It takes a lock per rank: for waits that
+// already back off, not for per-operation paths.
+func (w *Wiring) LostRank() error {
+	for q, a := range w.active {
+		if !a || q == w.l.Rank || len(w.tableDesc[q].NICs) == 0 {
+			continue
+		}
+		if err := w.eng.PeerStatus(w.tableDesc[q].NICs[0].Addr); err != nil {
+			return &a2a.RankError{Rank: q, Err: err}
+		}
+	}
+	return nil
 }
 
 // suspects says which active ranks the engine knows are lost, for a
