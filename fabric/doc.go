@@ -47,7 +47,14 @@
 // a completion names no operation. Work to a lost peer fails fast with a
 // *PeerError (ErrPeerLost) naming it; one op per interval is let through,
 // so a peer that comes back (a restarted process on the same address) is
-// used again. The rest of the engine keeps serving. A receiver that only
+// used again. A peer the provider's check finds gone (asked at once when
+// an op fails for the peer's fault) is lost for good: nothing is let
+// through to it again, and every other peer the worker has is checked
+// right then, so the other NIC addresses of a process that died are
+// declared lost with the first, before any failure is reported. A
+// transfer that failed because its peer was lost is reported after the
+// peer was declared: PeerStatus then names it. The rest of the engine
+// keeps serving. A receiver that only
 // waits for a peer's immediates learns of its death with ImmCounter.Watch
 // (or WatchPeer, PeerStatus and OnPeerLost), which also sends heartbeats on
 // providers that have them.

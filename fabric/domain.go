@@ -234,8 +234,11 @@ type Provider interface {
 // PeerChecker is implemented by domains that can tell cheaply, without
 // posting anything, that a peer is gone for good (shm: the process behind
 // the peer's endpoint has exited). The worker calls it for the peers it
-// recently sent to or watches, every Config.LivenessInterval, and at once
-// when a completion names no operation.
+// recently sent to or watches, every Config.LivenessInterval; at once for
+// the peer of an op that failed for the peer's fault (gone for good, or
+// lost for a while); and for all its peers when a completion names no
+// operation or another peer was found gone. A provider that reports an op
+// failed for a dead peer must report that peer here from then on.
 type PeerChecker interface {
 	// CheckPeer returns nil while p may be alive, else an error wrapping
 	// ErrPeerLost: nothing posted to p will ever complete, and the engine

@@ -82,13 +82,38 @@ func (w *worker) retryInterval() int64 {
 
 // peerLost declares ps lost with cause and fails the work queued to it.
 // gone means nothing posted to it will ever complete: its posted ops are
-// abandoned.
+// abandoned. A peer gone for good is usually one endpoint of a process
+// that ended, whose other endpoints (the other NICs of the same engine)
+// ended with it though nothing sent to them failed yet: every peer of the
+// worker is then checked at once (sweepGone), and all those found gone are
+// declared before any of their transfers is failed, so that whoever learns
+// of a failure finds each of them declared.
 func (w *worker) peerLost(ds *domState, ps *peerState, cause error, gone bool) {
+	if !w.declareLost(ds, ps, cause, gone) {
+		return
+	}
+	if !gone {
+		w.failPeerWork(ds, ps, ps.lost)
+		return
+	}
+	found := w.sweepGone()
+	w.failPeerWork(ds, ps, ps.lost)
+	for _, l := range found {
+		w.failPeerWork(l.ds, l.p, l.p.lost)
+	}
+	clear(found)
+	w.swept = found[:0]
+}
+
+// declareLost records that ps is lost (gone: for good) and tells the
+// engine-wide registry. It reports false when that changed nothing: the
+// peer was lost already, and as much for good.
+func (w *worker) declareLost(ds *domState, ps *peerState, cause error, gone bool) bool {
 	ps.retryAt = w.now + w.retryInterval()
 	if ps.lost != nil && (ps.gone || !gone) {
 		// Already lost: its queued work failed then, and new work fails
 		// fast (the op let through to try it again fails on its own).
-		return
+		return false
 	}
 	var pe *PeerError
 	if errors.As(cause, &pe) && pe.Peer == ps.addr {
@@ -105,7 +130,30 @@ func (w *worker) peerLost(ds *domState, ps *peerState, cause error, gone bool) {
 			w.pending = append(w.pending, dispEvent{kind: dispPeerLost, perr: pe})
 		}
 	}
-	w.failPeerWork(ds, ps, pe)
+	return true
+}
+
+// sweepGone asks the provider of each domain that can check its peers
+// about every peer not yet gone for good, declares those it finds gone,
+// and returns them (in w.swept; their work is not failed yet).
+func (w *worker) sweepGone() []lostPeer {
+	found := w.swept[:0]
+	for _, ds := range w.doms {
+		pc, ok := ds.d.(PeerChecker)
+		if !ok {
+			continue
+		}
+		for _, ps := range ds.peerList {
+			if ps.gone {
+				continue
+			}
+			if err := pc.CheckPeer(ps.id); err != nil && w.declareLost(ds, ps, err, true) {
+				found = append(found, lostPeer{ds, ps})
+			}
+		}
+	}
+	w.swept = found
+	return found
 }
 
 // peerBack clears a lost peer that completed an op again. Callers pass
@@ -226,14 +274,23 @@ func (w *worker) opPeer(ds *domState, c *opCtx, op int) *peerState {
 }
 
 // noteOpError declares the peer of a failed op lost when the provider
-// says the error is the peer's.
+// says the error is the peer's. A provider that can check its peers is
+// asked at once whether this one is gone for good (its process ended):
+// then no op is let through to it again, and none that completes can
+// bring it back. Callers declare the loss before they report the failed
+// transfer.
 func (w *worker) noteOpError(ds *domState, ps *peerState, err error) {
-	if ps != nil && errors.Is(err, ErrPeerLost) {
-		if errors.Is(err, ErrTimeout) {
-			ds.stalled = true // it stopped answering: no reset, no refusal
-		}
-		w.peerLost(ds, ps, err, false)
+	if ps == nil || !errors.Is(err, ErrPeerLost) {
+		return
 	}
+	if errors.Is(err, ErrTimeout) {
+		ds.stalled = true // it stopped answering: no reset, no refusal
+	}
+	gone := ps.gone
+	if pc, ok := ds.d.(PeerChecker); ok && !gone {
+		gone = pc.CheckPeer(ps.id) != nil
+	}
+	w.peerLost(ds, ps, err, gone)
 }
 
 // liveness runs the periodic checks: the provider's check of recently

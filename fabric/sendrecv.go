@@ -118,17 +118,21 @@ func (w *worker) postSends(ds *domState) bool {
 		ds.stats.Bytes.Add(s.Length)
 	}
 	rest := ds.sendQ[n:]
+	refused := -1
 	var refusedBy *peerState
 	if err != nil && len(rest) > 0 {
 		ds.stats.Errors.Add(1)
-		w.finishXfer(uint32(rest[0].Context&ctxIndexMask), fmt.Errorf("post send: %w", err))
+		refused = int(rest[0].Context & ctxIndexMask)
 		refusedBy = ds.byID[rest[0].Peer]
 		rest = rest[1:]
 		n++
 	}
 	ds.sendQ = ds.sendQ[:copy(ds.sendQ, rest)]
-	if refusedBy != nil {
+	if refused >= 0 {
+		// The peer is declared lost before the send's failure is
+		// reported.
 		w.noteOpError(ds, refusedBy, err)
+		w.finishXfer(uint32(refused), fmt.Errorf("post send: %w", err))
 	}
 	return n > 0
 }
@@ -149,8 +153,8 @@ func (w *worker) sendDone(ds *domState, ev *Event) {
 	} else if answeredSince(ps, w.xfers[xi].peerLosses) {
 		w.peerBack(ds, ps)
 	}
+	w.noteOpError(ds, ps, err) // declared before the failure is reported
 	w.finishXfer(xi, err)
-	w.noteOpError(ds, ps, err)
 }
 
 // PostRecv posts a persistent receive into [off, off+n) of r on the main

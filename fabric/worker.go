@@ -70,6 +70,7 @@ type worker struct {
 	// nextLiveness is when the periodic peer checks run next.
 	nextLiveness int64
 	lostLater    []lostPeer
+	swept        []lostPeer // sweepGone's findings, reused
 
 	groups map[uint32]*peerGroupState
 	recvs  []recvSlot

@@ -100,6 +100,11 @@ func (w *worker) postWrites(ds *domState) bool {
 				break
 			}
 		}
+		// The peer that refused is declared lost before the failure is
+		// reported (the pops below may do that).
+		if refusedBy != nil {
+			w.noteOpError(ds, refusedBy, err)
+		}
 		// Pop contexts that are fully posted or dead from the head.
 		for !ds.fifo.empty() {
 			ci := ds.fifo.at(0)
@@ -110,9 +115,6 @@ func (w *worker) postWrites(ds *domState) bool {
 			ds.fifo.pop()
 			c.inQueue = false
 			w.maybeRetire(ci)
-		}
-		if refusedBy != nil {
-			w.noteOpError(ds, refusedBy, err)
 		}
 		if n < nb && err == nil {
 			return did // provider busy: poll, then come back
@@ -222,9 +224,10 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 		return
 	}
 	c := &w.ctxs[ci]
-	if !c.live || uint64(c.gen) != ev.Context>>ctxGenShift&ctxGenMask {
-		// The op was abandoned (its peer was lost) and its slot may have
-		// been reused since: it was already accounted for.
+	if !c.live || uint64(c.gen) != ev.Context>>ctxGenShift&ctxGenMask || c.finished >= c.next {
+		// The op was abandoned (its peer is gone for good) and its slot
+		// may have been reused since, or the context still waits to leave
+		// its queue: it was already accounted for.
 		w.e.late.Add(1)
 		if ev.Errno != 0 {
 			ds.stats.Errors.Add(1)
@@ -239,9 +242,12 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 		c.bad = true
 		err := ds.d.DescribeError(*ev)
 		w.failXfer(c.xfer, err)
-		ps := w.opPeer(ds, c, int(ev.Context>>ctxOpShift&ctxOpMask))
-		w.maybeRetire(ci)
-		w.noteOpError(ds, ps, err)
+		// The peer is declared lost before the transfer's failure is
+		// reported (which that may do already).
+		w.noteOpError(ds, w.opPeer(ds, c, int(ev.Context>>ctxOpShift&ctxOpMask)), err)
+		if w.ctxs[ci].live {
+			w.maybeRetire(ci)
+		}
 		return
 	}
 	if answeredSince(c.ps, c.psLosses) {

@@ -43,10 +43,15 @@ const (
 // outPeer is a connection to a target. Its reader goroutine maps what the
 // target sends (connection page, regions) and unmaps what it revokes.
 type outPeer struct {
-	d      *Domain
-	ea     endpointAddr
-	c      *ctlConn
-	state  atomic.Int32
+	d     *Domain
+	ea    endpointAddr
+	c     *ctlConn
+	pid   int // of the process at the other end, 0 when unknown
+	state atomic.Int32
+	// ended is set, before the state turns dead, when the process at the
+	// other end was found exiting (processEnded): a connection still being
+	// set up then never turns ready.
+	ended  atomic.Bool
 	page   *connPage // set by the reader before state becomes peerReady
 	wakeFD int       // the target's wake eventfd, set with page; the worker closes it
 	news   atomic.Bool
@@ -64,6 +69,17 @@ type outPeer struct {
 	heldHead int
 	isHeld   bool
 	pageGone bool
+}
+
+// processGone marks the peer dead because its process is exiting, from
+// the reader of another connection to that process; this one's own
+// reader retires the mappings when it sees its connection end.
+func (p *outPeer) processGone() {
+	p.ended.Store(true)
+	if p.state.CompareAndSwap(peerReady, peerDead) {
+		p.news.Store(true)
+		p.d.wakeWorker()
+	}
 }
 
 func (p *outPeer) dropPage() {
@@ -161,6 +177,8 @@ func (d *Domain) runIncoming(c *inConn) {
 		d.mu.Unlock()
 		c.dead.Store(true)
 		d.wakeWorker()
+		// An initiator that died may also be a target of this process.
+		processEnded(c.pid, nil)
 	}()
 	hello := false
 	for {
@@ -238,12 +256,25 @@ func (d *Domain) serveMap(c *inConn, m ctlMsg) bool {
 	return true
 }
 
+// readerEndHook, set by tests, runs first when an outgoing connection's
+// reader ends: a test holds one back to see what the others do meanwhile.
+var readerEndHook atomic.Pointer[func(*outPeer)]
+
 // runOutgoing reads the target's answers until the connection ends, then
 // unmaps every region of the target and marks the peer dead.
 func (d *Domain) runOutgoing(p *outPeer) {
 	defer d.wg.Done()
 	defer func() {
+		if hook := readerEndHook.Load(); hook != nil {
+			(*hook)(p)
+		}
 		p.c.close()
+		// The process's other endpoints are dead before this one, so that
+		// whoever learns from this one that the peer is gone finds them
+		// gone too (see process.go).
+		if processEnded(p.pid, p) {
+			p.ended.Store(true)
+		}
 		// Dead before the mappings are revoked: a copier that finds one
 		// revoked then also finds the peer dead, and reports that.
 		p.state.Store(peerDead)
@@ -253,6 +284,9 @@ func (d *Domain) runOutgoing(p *outPeer) {
 			delete(p.installed, k)
 		}
 		p.mu.Unlock()
+		// Out of the registry before the domain can close (wg.Done runs
+		// last): nobody signals this domain's eventfd after.
+		removePeerProcess(p)
 		p.news.Store(true)
 		d.wakeWorker()
 	}()
@@ -305,6 +339,11 @@ func (p *outPeer) connected(m ctlMsg, fd, wake int) bool {
 	}
 	p.page, p.wakeFD = pg, wake
 	p.state.Store(peerReady)
+	if p.ended.Load() {
+		// Its process was found exiting meanwhile (processGone saw the
+		// peer still connecting, or will see it ready: either way dead).
+		p.state.CompareAndSwap(peerReady, peerDead)
+	}
 	p.news.Store(true)
 	p.d.wakeWorker()
 	return true

@@ -34,11 +34,19 @@
 // # Failures
 //
 // When a peer process exits or crashes, the kernel closes its end of the
-// control connection and the other side learns at once: the initiator
-// unmaps the target's regions and connection page, fails every write it
-// held for it and every later one with an error wrapping fabric.ErrPeerLost
-// (and fabric.ErrProvider); the target delivers what the dead initiator
-// had published, then unmaps the connection page. Unregistering a region
+// control connection and the other side learns as soon as the
+// connection's reader goroutine runs: the initiator unmaps the target's
+// regions and connection page, fails every write it held for it and every
+// later one with an error wrapping fabric.ErrPeerLost (and
+// fabric.ErrProvider); the target delivers what the dead initiator had
+// published, then unmaps the connection page. That reader also finds the
+// process exiting (/proc) and marks every other connection of this
+// process to it dead first, so the endpoints of one dead process (the
+// NICs of its engine) are found gone together, and CheckPeer reports
+// them: an engine declares them lost for good. Until a reader has run, a
+// write to a process that just died may still complete successfully, its
+// bytes landing in pages nobody reads, as an RDMA write the NIC
+// acknowledged just before its target died. Unregistering a region
 // revokes every peer's mapping and waits until each acknowledged, so no
 // write lands after UnregisterMemory returns. Writes with an unknown or
 // revoked key, or a range outside the region, fail with a remote access

@@ -220,8 +220,9 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 			ea, err, fabric.ErrPeerLost)
 	}
 	c, err := newCtlConn(uc)
+	var pid int
 	if err == nil {
-		_, err = c.checkPeer()
+		pid, err = c.checkPeer()
 	}
 	if err == nil {
 		err = c.send(ctlMsg{kind: ctlHello, a: ctlVersion, b: uint64(d.ea.pid)})
@@ -230,7 +231,7 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 		_ = uc.Close()
 		return 0, fmt.Errorf("ipc: connect to %s: %w", ea, err)
 	}
-	p := &outPeer{d: d, ea: ea, c: c, installed: map[uint64]*mapping{}, maps: map[uint64]*mapping{}}
+	p := &outPeer{d: d, ea: ea, c: c, pid: pid, installed: map[uint64]*mapping{}, maps: map[uint64]*mapping{}}
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()
@@ -239,6 +240,7 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 	}
 	d.wg.Add(1)
 	d.mu.Unlock()
+	addPeerProcess(p)
 	go d.runOutgoing(p)
 	d.peers = append(d.peers, p)
 	id := fabric.PeerID(len(d.peers) - 1)
