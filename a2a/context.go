@@ -58,8 +58,9 @@ var nextCall = [...]string{"DispatchSend", "DispatchRecv", "CombineSend", "Combi
 // returns an error wrapping ErrCallOrder and changes nothing, so misuse
 // never deadlocks the peers. A bad argument returns ErrInvalidArgument, also
 // changing nothing. A backend failure or timeout breaks the context: later
-// calls return ErrBroken (wrapping the cause) and the context must be
-// closed and rebuilt on every rank.
+// calls return ErrBroken (wrapping the cause) until the members
+// resynchronise with SetActiveRanks (after a lost or silent rank, without
+// it), or the context is closed and rebuilt on every rank.
 //
 // A Context is not meant for concurrent use: a call made while another
 // runs returns ErrBusy. Close waits for a running call to return (every

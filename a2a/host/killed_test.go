@@ -5,6 +5,7 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -81,22 +82,45 @@ func TestKilledRankProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 10, Hidden: 24, Scales: 2, DispatchType: a2a.FP8,
-		CombineType: a2a.BF16, Experts: 10, ExpertsPerToken: 3, PrivateTokens: 2}
-	for _, transport := range []string{"shm", "tcp;ofi_rxm"} {
-		t.Run(transport, func(t *testing.T) {
-			fabrictest.RequireTransport(t, transport, "127.0.0.1")
-			j := killJob{KillJob: a2atest.KillJob{Victim: 3, Dir: t.TempDir(), Timeout: 10 * time.Second, Iters: 3},
-				Config: cfg, Transport: transport}
-			js, err := json.Marshal(j)
+	type world struct {
+		cfg    a2a.Config
+		victim int
+	}
+	worlds := []world{{a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 10, Hidden: 24, Scales: 2,
+		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 10, ExpertsPerToken: 3, PrivateTokens: 2}, 3}}
+	if os.Getenv("FERRY_A2A_FULL") != "" {
+		// make test-a2a-full: a lost replica whose group's other replica
+		// serves in its place, a world of single-rank domains, two NICs.
+		worlds = append(worlds,
+			world{a2a.Config{WorldSize: 8, NVLinkSize: 4, ReplicaSize: 2, MaxTokens: 8, Hidden: 16,
+				DispatchType: a2a.BF16, CombineType: a2a.FP32, Experts: 16, ExpertsPerToken: 4, PrivateTokens: 1}, 5},
+			world{a2a.Config{WorldSize: 4, NICsPerGPU: 2, MaxTokens: 9, Hidden: 20, DispatchType: a2a.FP32,
+				CombineType: a2a.FP16, Experts: 7, ExpertsPerToken: 2, PrivateTokens: 1, ExpertPadding: 16}, 2})
+	} else {
+		t.Logf("one world; FERRY_A2A_FULL=1 (make test-a2a-full) runs more")
+	}
+	for _, w := range worlds {
+		for _, transport := range []string{"shm", "tcp;ofi_rxm"} {
+			cfg := w.cfg
+			l, err := cfg.Layout()
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-			defer cancel()
-			err = rendezvous.Spawn(ctx, cfg.WorldSize, []string{exe, "-test.run=^$"},
-				append(os.Environ(), killEnv+"="+string(js)), rendezvous.SpawnOptions{KeepGoing: true})
-			a2atest.KillResults(t, err, cfg.WorldSize, j.KillJob)
-		})
+			name := fmt.Sprintf("%s/W%d_S%d_D%d_victim%d", transport, l.WorldSize, l.NVLinkSize, l.ReplicaSize, w.victim)
+			t.Run(name, func(t *testing.T) {
+				fabrictest.RequireTransport(t, transport, "127.0.0.1")
+				j := killJob{KillJob: a2atest.KillJob{Victim: w.victim, Dir: t.TempDir(), Timeout: 10 * time.Second, Iters: 3},
+					Config: cfg, Transport: transport}
+				js, err := json.Marshal(j)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+				defer cancel()
+				err = rendezvous.Spawn(ctx, cfg.WorldSize, []string{exe, "-test.run=^$"},
+					append(os.Environ(), killEnv+"="+string(js)), rendezvous.SpawnOptions{KeepGoing: true})
+				a2atest.KillResults(t, err, cfg.WorldSize, j.KillJob)
+			})
+		}
 	}
 }

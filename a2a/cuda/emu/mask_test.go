@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -57,9 +59,15 @@ func allActive(w int) []bool {
 // the masked oracle bit for bit (dropped rows reported, their combine
 // slots left out), buffers poisoned first.
 func TestEmuMasked(t *testing.T) {
-	n := 4
+	n, maxW := 4, 4
 	if testing.Short() {
 		n = 2
+	}
+	if s := os.Getenv("FERRY_A2A_EMU_RANDOM"); s != "" {
+		// A longer sweep (make test-a2a-full): a third as many masked
+		// worlds as random ones, up to 8 ranks.
+		v, _ := strconv.Atoi(s)
+		n, maxW = max(n, v/3), 8
 	}
 	shapes := []a2a.Config{
 		{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 8, Hidden: 40, Scales: 3, DispatchType: a2a.FP8,
@@ -69,7 +77,7 @@ func TestEmuMasked(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(43, 9))
 	for i := 0; i < n; i++ {
-		cfg := workload.RandomConfig(rng, 4)
+		cfg := workload.RandomConfig(rng, maxW)
 		if i < len(shapes) {
 			cfg = shapes[i]
 		}
