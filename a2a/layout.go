@@ -155,7 +155,10 @@ const NumTags = int(TagJoin) + 1
 // through, one per membership generation (Context.SetActiveRanks): an
 // immediate left over from an older generation (a late write of a lost
 // rank, a slow completion) carries another bank's value, so no counter of
-// the current generation counts it.
+// the current generation counts it. A bank comes back after ImmBanks
+// generations: a straggler would have to outlive that many membership
+// changes, each of which waits for every member's transfers, to be
+// counted.
 const ImmBanks = 64
 
 // Imm returns the immediate value of tag t in membership generation gen:

@@ -3,11 +3,14 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,12 +27,48 @@ type killJob struct {
 	a2atest.KillJob
 	Config    a2a.Config
 	Transport string
+	// Restarted marks the victim's second life (KillJob.Restart): a new
+	// process that joins the survivors.
+	Restarted bool
 }
 
 const killEnv = "A2A_HOST_KILL"
 
+// restartedRank is the victim started again: its own engine, a backend
+// built to join (a domain of one: no node memory to share), and
+// a2atest.RestartedRank.
+func restartedRank(j killJob) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := j.Config
+	cfg.Rank = j.Victim
+	e, err := fabric.Open(ctx, fabric.Config{Transport: j.Transport, NICs: cfg.NICsPerGPU, Node: "127.0.0.1",
+		LivenessInterval: 100 * time.Millisecond, HandshakeTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		_ = e.Close(cctx)
+	}()
+	b, err := host.New(ctx, cfg, host.Options{Engine: e, Node: host.NewLocalNode(1).Member(0), Timeout: j.Timeout, Join: true})
+	if err != nil {
+		return err
+	}
+	c, err := a2a.New(cfg, b)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return a2atest.RestartedRank(ctx, cfg, c, j.KillJob)
+}
+
 // killedRank builds one rank of a killJob and runs a2atest.KilledRank.
 func killedRank(j killJob) error {
+	if j.Restarted {
+		return restartedRank(j)
+	}
 	rc, err := rendezvous.ConfigFromEnv(os.LookupEnv)
 	if err != nil {
 		return err
@@ -122,5 +161,64 @@ func TestKilledRankProcesses(t *testing.T) {
 				a2atest.KillResults(t, err, cfg.WorldSize, j.KillJob)
 			})
 		}
+	}
+}
+
+// TestKilledRankRestartsProcesses: as TestKilledRankProcesses, then the
+// victim comes back as a new process (new buffers, new addresses, a
+// backend built to join): every rank joins generation 2 with a descriptor
+// exchange among the members, and they run on with every rank, equal to
+// the oracle.
+func TestKilledRankRestartsProcesses(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := a2a.Config{WorldSize: 3, MaxTokens: 8, Hidden: 16, Scales: 1, DispatchType: a2a.FP8, CombineType: a2a.BF16,
+		Experts: 7, ExpertsPerToken: 2, PrivateTokens: 1}
+	for _, transport := range []string{"shm", "tcp;ofi_rxm"} {
+		t.Run(transport, func(t *testing.T) {
+			fabrictest.RequireTransport(t, transport, "127.0.0.1")
+			j := killJob{KillJob: a2atest.KillJob{Victim: 2, Dir: t.TempDir(), Timeout: 10 * time.Second, Iters: 2,
+				Restart: true, RestartIters: 3}, Config: cfg, Transport: transport}
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			// The restarted victim: started once the first one died.
+			restarted := make(chan error, 1)
+			var out bytes.Buffer
+			go func() {
+				for {
+					if _, err := os.Stat(filepath.Join(j.Dir, "killed")); err == nil {
+						break
+					}
+					if ctx.Err() != nil {
+						restarted <- ctx.Err()
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				again := j
+				again.Restarted = true
+				js, err := json.Marshal(again)
+				if err != nil {
+					restarted <- err
+					return
+				}
+				cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
+				cmd.Env = append(os.Environ(), killEnv+"="+string(js))
+				cmd.Stdout, cmd.Stderr = &out, &out
+				restarted <- cmd.Run()
+			}()
+			js, err := json.Marshal(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = rendezvous.Spawn(ctx, cfg.WorldSize, []string{exe, "-test.run=^$"},
+				append(os.Environ(), killEnv+"="+string(js)), rendezvous.SpawnOptions{KeepGoing: true})
+			if rerr := <-restarted; rerr != nil {
+				t.Fatalf("the restarted rank: %v\n%s", rerr, out.String())
+			}
+			a2atest.KillResults(t, err, cfg.WorldSize, j.KillJob)
+		})
 	}
 }

@@ -26,6 +26,12 @@ type KillJob struct {
 	Dir     string        // where ranks leave the kill time and their results
 	Timeout time.Duration // the backend's timeout: survivors must fail within it
 	Iters   int           // iterations the survivors run without the victim
+	// Restart brings the victim back afterwards: the parent starts a new
+	// process for it (RestartedRank), and every rank joins generation 2
+	// with all ranks active, exchanging descriptors through files in Dir
+	// (FileExchange); then RestartIters iterations with everyone.
+	Restart      bool
+	RestartIters int
 }
 
 // KilledRank is one rank of a KillJob, over a context every rank built:
@@ -93,11 +99,53 @@ func KilledRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, j KillJob) 
 		return fmt.Errorf("rank %d, without rank %d: %w", cfg.Rank, j.Victim, err)
 	}
 	report := fmt.Sprintf("%d %d", after.Microseconds(), joined.Microseconds())
+	if j.Restart {
+		if err := rejoin(ctx, cfg, c, j); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(j.Dir, "done-"+strconv.Itoa(cfg.Rank)), []byte(report), 0o644); err != nil {
 		return err
 	}
+	return awaitDone(ctx, cfg, j)
+}
+
+// RestartedRank is the victim of a KillJob with Restart, started again as
+// a new process, over a context whose backend was built to join: it joins
+// generation 2 with every rank and runs the iterations with everyone.
+func RestartedRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, j KillJob) error {
+	if err := rejoin(ctx, cfg, c, j); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(j.Dir, "done-"+strconv.Itoa(cfg.Rank)), []byte("0 0"), 0o644); err != nil {
+		return err
+	}
+	return awaitDone(ctx, cfg, j)
+}
+
+// rejoin takes generation 2, every rank active, descriptors exchanged
+// through files, and runs j.RestartIters iterations checked against the
+// oracle.
+func rejoin(ctx context.Context, cfg a2a.Config, c *a2a.Context, j KillJob) error {
+	all := make([]bool, cfg.WorldSize)
+	for q := range all {
+		all[q] = true
+	}
+	x := FileExchange{Dir: j.Dir, Name: "gen2", Index: cfg.Rank, Members: cfg.WorldSize}
+	if err := c.SetActiveRanks(ctx, a2a.Membership{Generation: 2, Active: all, Exchange: x}); err != nil {
+		return fmt.Errorf("rank %d: rejoin: %w", cfg.Rank, err)
+	}
+	if err := workload.RunRankActive(ctx, cfg, c, cfg.Rank, 34, j.RestartIters, all); err != nil {
+		return fmt.Errorf("rank %d, after the rejoin: %w", cfg.Rank, err)
+	}
+	return nil
+}
+
+// awaitDone waits until every rank that finishes wrote its result, so
+// that none closes its engine while another may still talk to it.
+func awaitDone(ctx context.Context, cfg a2a.Config, j KillJob) error {
 	for q := range cfg.WorldSize {
-		for q != j.Victim {
+		for q != j.Victim || j.Restart {
 			if _, err := os.Stat(filepath.Join(j.Dir, "done-"+strconv.Itoa(q))); err == nil {
 				break
 			}
@@ -108,6 +156,45 @@ func KilledRank(ctx context.Context, cfg a2a.Config, c *a2a.Context, j KillJob) 
 		}
 	}
 	return nil
+}
+
+// FileExchange is an all-gather among the processes of one machine
+// through files in Dir: member Index writes its message to Name-Index
+// (atomically, by rename) and reads everyone's once all Members wrote.
+// It is the stand-in for a control plane that brings a restarted process
+// and the survivors together.
+type FileExchange struct {
+	Dir, Name      string
+	Index, Members int
+}
+
+// AllGather contributes data and returns every member's, in index order.
+func (x FileExchange) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	path := func(i int) string { return filepath.Join(x.Dir, fmt.Sprintf("%s-%d", x.Name, i)) }
+	if err := os.WriteFile(path(x.Index)+".tmp", data, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(path(x.Index)+".tmp", path(x.Index)); err != nil {
+		return nil, err
+	}
+	all := make([][]byte, x.Members)
+	for i := range all {
+		for {
+			b, err := os.ReadFile(path(i))
+			if err == nil {
+				all[i] = b
+				break
+			}
+			if !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("file exchange: member %d never wrote: %w", i, ctx.Err())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return all, nil
 }
 
 // KillResults checks, in the parent, how a KillJob of world ranks ended
@@ -126,6 +213,13 @@ func KillResults(tb testing.TB, spawnErr error, world int, j KillJob) {
 	}
 	for q := range world {
 		if q == j.Victim {
+			if j.Restart {
+				if _, err := os.Stat(filepath.Join(j.Dir, "done-"+strconv.Itoa(q))); err != nil {
+					tb.Fatalf("the restarted rank %d left no result: %v", q, err)
+				}
+				tb.Logf("rank %d: restarted as a new process, rejoined; %d iterations with every rank equal to the oracle",
+					q, j.RestartIters)
+			}
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(j.Dir, "done-"+strconv.Itoa(q)))

@@ -12,7 +12,11 @@
 //   - one counter per tag: a credit ImmCounter, or a FlagCounter for the
 //     tags a kernel waits on;
 //   - a TransferCounter drained at each barrier, so a buffer is reused
-//     only after every request that read it completed.
+//     only after every request that read it completed;
+//   - membership changes (members.go): every target, signal, watch and
+//     wait covers the active ranks only, each generation counts in its
+//     own bank of immediate values, and a change runs Quiesce, SetActive
+//     (join phase 1) and Joined (join phase 2).
 //
 // A Wiring is used by one goroutine at a time (the backend hands it from
 // the caller's calls to its worker through its own synchronisation).
