@@ -262,6 +262,10 @@ func (c *Context) Generation() uint32 {
 // nothing. No wait of any later call is for an inactive rank.
 //
 // Rules:
+//   - Every member passes the same Membership; nothing checks that they
+//     agree (a disagreement usually ends in a join that times out), so
+//     the mask and the generation come from one place (the control plane
+//     that saw the rank lost).
 //   - It is the only way to change the active ranks, and so the only way
 //     back in for a rank that was masked out. A masked-out rank must not
 //     keep iterating on its own: stop it, close its context, or bring it
