@@ -161,7 +161,12 @@ func (w *worker) lookForGonePeer(start int64) {
 		return
 	}
 	w.now = nanotime()
-	var gone *peerState
+	type found struct {
+		ds  *domState
+		ps  *peerState
+		err error
+	}
+	var lost []found
 	for _, ds := range w.doms {
 		pc, ok := ds.d.(PeerChecker)
 		if !ok {
@@ -172,23 +177,29 @@ func (w *worker) lookForGonePeer(start int64) {
 				continue
 			}
 			if err := pc.CheckPeer(ps.id); err != nil {
-				w.peerLost(ds, ps, err, true)
-				gone = ps
+				lost = append(lost, found{ds, ps, err})
 			}
 		}
 	}
-	if gone == nil {
+	if len(lost) == 0 {
 		w.releaseCall(s)
 		return
 	}
-	// Abandon before the lost peer's failures reach anyone: a caller that
+	// Abandon before the lost peers' failures reach anyone: a caller that
 	// sees its transfer fail and submits again must find the worker
-	// abandoned (ErrAbandoned), not queue behind the stuck call.
-	if w.exitState.CompareAndSwap(workerRunning, workerAbandoned) {
-		close(w.abandon)
+	// abandoned (ErrAbandoned), not queue behind the stuck call. The
+	// failures are still delivered (report), the state being claimed;
+	// the abandon channel, which ends waits on the worker's transfers with
+	// ErrAbandoned, is closed only once they have been told of the peer.
+	abandoned := w.exitState.CompareAndSwap(workerRunning, workerAbandoned)
+	for _, l := range lost {
+		w.peerLost(l.ds, l.ps, l.err, true)
 	}
 	w.flush()
-	w.takeClaimed(fmt.Sprintf("stuck in a provider call while peer %s is gone", gone.addr))
+	if abandoned {
+		close(w.abandon)
+	}
+	w.takeClaimed(fmt.Sprintf("stuck in a provider call while peer %s is gone", lost[len(lost)-1].ps.addr))
 }
 
 // failHeld fails every transfer, queued request and receive of a claimed

@@ -201,8 +201,11 @@ func (w *worker) report(x *xferSlot) {
 	if c.ctx != nil {
 		w.ctxWatched--
 	}
-	if w.exitState.Load() == workerAbandoned {
-		return // Close gave up on this worker: nobody is told any more
+	if w.exitState.Load() == workerAbandoned && w.callStart.Load() != callClaimed {
+		// Close gave up on this worker: nobody is told any more. (With
+		// the state claimed, it is the watchdog that reports, failing a
+		// gone peer's transfers: those are still told.)
+		return
 	}
 	w.deliver(c, err)
 }
