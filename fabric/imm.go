@@ -66,12 +66,24 @@ func (e *Engine) creditLocked(ent *immEntry, n int64) bool {
 }
 
 // immMissed handles an immediate a worker found no counter for in its
-// lock-free read of the counter map. That read may predate a registration,
-// so the map is read again under the lock that registrations take: the
-// immediate is counted by a counter registered since, or goes to the OnImm
-// callbacks, or is held for the next counter of its value. It is never
-// dropped. It reports whether the OnImm callbacks must get it.
+// lock-free read of the counter map, made for this very immediate (so it
+// sees every registration completed before the immediate was sent). With
+// OnImm callbacks installed (they are never removed) a last lock-free look
+// decides: a counter registered since counts it, else the callbacks get
+// it. Without callbacks the immediate must be held, and holding has to be
+// settled under the lock registrations take (a registration takes what is
+// held), so the map is read again under it: the immediate is counted by a
+// counter registered since, or held for the next counter of its value. It
+// is never dropped. It reports whether the OnImm callbacks must get it.
 func (e *Engine) immMissed(imm uint32) (ent *immEntry, reached, toCallbacks bool) {
+	if len(*e.immFns.Load()) > 0 {
+		if ent = (*e.imm.Load())[imm]; ent != nil {
+			if r, counted := ent.arrive(); counted {
+				return ent, r, false
+			}
+		}
+		return nil, false, true
+	}
 	e.immMu.Lock()
 	defer e.immMu.Unlock()
 	if ent = (*e.imm.Load())[imm]; ent != nil {
@@ -82,7 +94,7 @@ func (e *Engine) immMissed(imm uint32) (ent *immEntry, reached, toCallbacks bool
 		}
 	}
 	if len(*e.immFns.Load()) > 0 {
-		return nil, false, true
+		return nil, false, true // callbacks were installed meanwhile
 	}
 	e.held[imm]++
 	e.unclaimed.Add(1)

@@ -17,14 +17,16 @@ import (
 //
 // An immediate whose value has no counter goes to the OnImm callbacks or,
 // with none installed, is held until a counter for its value is registered.
-// A worker's lock-free read of the map may be older than a registration;
-// a miss is therefore settled again under the registration lock
-// (Engine.immMissed), so no immediate sent after its counter was
-// registered can be missed, and none is ever dropped.
+// A worker reads the map afresh for each immediate (it once reused one
+// read for a whole poll pass, and lost immediates whose counters were
+// registered meanwhile), so no immediate sent after its counter was
+// registered can be missed. An immediate to be held is settled under the
+// registration lock (Engine.immMissed), since a registration takes what is
+// held: none is ever dropped.
 //
 // A counter's value is one atomic int64, and removal swaps in a sentinel:
 // an arrival racing with removal either lands in the final count the
-// remover reads or, seeing the sentinel, is settled under the lock as
+// remover reads or, seeing the sentinel, is settled by immMissed as
 // above. No arrival is lost or counted twice.
 
 const immRemoved = math.MinInt64

@@ -257,8 +257,8 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 }
 
 // immArrived counts one incoming immediate. The counter map is read for
-// each immediate (one atomic load); a miss is settled under the
-// registration lock, since the read may predate a registration.
+// each immediate (one atomic load); a miss goes to immMissed, which takes
+// a lock only to hold an immediate no callback or counter takes.
 func (w *worker) immArrived(imm uint32) {
 	ent := (*w.e.imm.Load())[imm]
 	reached, counted := false, false
