@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,6 +47,13 @@ func (b *Backend) launch(ctx context.Context, phase int, args ...any) error {
 		return fmt.Errorf("a2a cuda rank %d %s: launch: %w", b.l.Rank, phaseNames[phase], err)
 	}
 	if err := b.st.Sync(ctx); err != nil {
+		if ctx.Err() == nil {
+			// The launch failed rather than outlived ctx (a fault, a
+			// trap, a failed emulator check): the kernel has ended and
+			// its status word says nothing.
+			return errors.Join(fmt.Errorf("a2a cuda rank %d %s: kernel failed: %w: %w", b.l.Rank, phaseNames[phase],
+				ErrKernel, err), b.io.done())
+		}
 		// The kernel gives up on its own shortly after ctx's deadline:
 		// wait for that before the caller's memory is released.
 		wctx, cancel := context.WithTimeout(context.Background(), tmo+closeWait)

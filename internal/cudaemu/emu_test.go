@@ -17,13 +17,19 @@ import (
 // when this machine cannot (no g++, or no cgo).
 func emuModule(tb testing.TB, defines ...string) *cudaemu.Module {
 	tb.Helper()
-	code, err := os.ReadFile("testdata/emu_kernels.cu")
+	return testdataModule(tb, "emu_kernels.cu", defines...)
+}
+
+// testdataModule builds testdata/file.
+func testdataModule(tb testing.TB, file string, defines ...string) *cudaemu.Module {
+	tb.Helper()
+	code, err := os.ReadFile("testdata/" + file)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{{Name: "emu_kernels.cu", Code: string(code)}}, Defines: defines})
+	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{{Name: file, Code: string(code)}}, Defines: defines})
 	if errors.Is(err, cudaemu.ErrNotSupported) {
 		testutil.Skip(tb, "cudaemu", "emulator not available here: %v", err)
 	}

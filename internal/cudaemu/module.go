@@ -14,6 +14,11 @@ import (
 // Dim3 is a grid or block size; zero components count as 1.
 type Dim3 = cuda.Dim3
 
+// ScopeCheckEnv, set to 0 in the environment, turns the scope checker off
+// for the process (to measure what it costs, or to run kernels known to
+// break the scope rules). It is read when a module is first loaded.
+const ScopeCheckEnv = "FERRY_EMU_SCOPE_CHECK"
+
 // Module is a built set of kernels. Safe for concurrent use.
 type Module struct {
 	name, path string
@@ -71,6 +76,7 @@ type launchReq struct {
 	shared      int
 	args        []byte
 	offsets     []uint32
+	device      uint32 // the stream's emulated device
 	done        chan struct{}
 	err         error
 }
@@ -197,6 +203,7 @@ func hasPointers(t reflect.Type) bool {
 // concurrently with the caller and with other streams (one stream per
 // emulated device or rank). Safe for concurrent use.
 type Stream struct {
+	device uint32
 	queue  chan *launchReq
 	cancel cancelFlag
 	stop   chan struct{}
@@ -208,9 +215,15 @@ type Stream struct {
 	closed bool
 }
 
-// NewStream starts a stream. Close it when done.
-func NewStream() *Stream {
-	s := &Stream{queue: make(chan *launchReq, 256), cancel: newCancelFlag(), stop: make(chan struct{}), exited: make(chan struct{})}
+// NewStream starts a stream on emulated device 0. Close it when done.
+func NewStream() *Stream { return NewDeviceStream(0) }
+
+// NewDeviceStream starts a stream whose launches run on emulated device
+// dev: the scope checker counts threads of launches on different devices
+// as outside each other's gpu scope. Close it when done.
+func NewDeviceStream(dev uint32) *Stream {
+	s := &Stream{queue: make(chan *launchReq, 256), cancel: newCancelFlag(), stop: make(chan struct{}), exited: make(chan struct{}),
+		device: dev}
 	go s.run()
 	return s
 }
@@ -255,6 +268,7 @@ func (s *Stream) Launch(k *Kernel, grid, block Dim3, sharedBytes int, args ...an
 	if s.closed {
 		return ErrClosed
 	}
+	l.device = s.device
 	s.last = l
 	s.queue <- l
 	return nil

@@ -9,7 +9,8 @@ package cudaemu
 typedef int (*fd_count_fn)(void);
 typedef const char *(*fd_info_fn)(int, int *, uint32_t *, int, int *);
 typedef int (*fd_launch_fn)(int, const uint32_t *, const uint32_t *, uint32_t, const unsigned char *,
-	const uint32_t *, const volatile int *, char *, int);
+	const uint32_t *, const volatile int *, void *, uint32_t, char *, int);
+typedef size_t (*fd_size_fn)(void);
 typedef void (*fd_shutdown_fn)(void);
 
 static int fd_call_count(void *f) { return ((fd_count_fn)f)(); }
@@ -17,9 +18,11 @@ static const char *fd_call_info(void *f, int i, int *np, uint32_t *sizes, int ma
 	return ((fd_info_fn)f)(i, np, sizes, max, bounds);
 }
 static int fd_call_launch(void *f, int i, const uint32_t *grid, const uint32_t *block, uint32_t smem,
-	const unsigned char *args, const uint32_t *offs, const volatile int *cancel, char *err, int errlen) {
-	return ((fd_launch_fn)f)(i, grid, block, smem, args, offs, cancel, err, errlen);
+	const unsigned char *args, const uint32_t *offs, const volatile int *cancel, void *scope, uint32_t device,
+	char *err, int errlen) {
+	return ((fd_launch_fn)f)(i, grid, block, smem, args, offs, cancel, scope, device, err, errlen);
 }
+static size_t fd_call_size(void *f) { return ((fd_size_fn)f)(); }
 static void fd_call_shutdown(void *f) { ((fd_shutdown_fn)f)(); }
 */
 import "C"
@@ -27,6 +30,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -39,6 +43,30 @@ import (
 var loaded struct {
 	mu   sync.Mutex
 	libs map[string]*sharedModule
+	// scope is the scope checker's table, shared by every module of the
+	// process (their kernels share memory) and never freed; nil when
+	// FERRY_EMU_SCOPE_CHECK=0.
+	scope     unsafe.Pointer
+	scopeSize C.size_t
+}
+
+// scopeTable returns the process's scope table for a module whose runtime
+// wants size bytes, allocating it on first use. Called with loaded.mu held.
+func scopeTable(size C.size_t) (unsafe.Pointer, error) {
+	if os.Getenv(ScopeCheckEnv) == "0" {
+		return nil, nil
+	}
+	if loaded.scope == nil {
+		loaded.scope, loaded.scopeSize = C.calloc(1, size), size
+		if loaded.scope == nil {
+			return nil, fmt.Errorf("cudaemu: no memory for the scope checker's %d-byte table", size)
+		}
+	}
+	if size != loaded.scopeSize {
+		return nil, fmt.Errorf("cudaemu: a module's scope table takes %d bytes, the process's has %d (modules built from different runtimes)",
+			size, loaded.scopeSize)
+	}
+	return loaded.scope, nil
 }
 
 type sharedModule struct {
@@ -46,6 +74,7 @@ type sharedModule struct {
 	refs     int
 	launch   unsafe.Pointer
 	shutdown unsafe.Pointer
+	scope    unsafe.Pointer // the process's scope table, or nil
 	kernels  []kernelInfo
 }
 
@@ -89,8 +118,9 @@ func openShared(path string) (*sharedModule, error) {
 	}
 	sm := &sharedModule{lib: lib}
 	syms := map[string]*unsafe.Pointer{"fd_emu_launch": &sm.launch, "fd_emu_shutdown": &sm.shutdown}
-	var count, info unsafe.Pointer
+	var count, info, scopeSize unsafe.Pointer
 	syms["fd_emu_kernel_count"], syms["fd_emu_kernel_info"] = &count, &info
+	syms["fd_emu_scope_table_size"] = &scopeSize
 	for name, p := range syms {
 		v, err := lib.Lookup(name)
 		if err != nil {
@@ -98,6 +128,11 @@ func openShared(path string) (*sharedModule, error) {
 			return nil, fmt.Errorf("cudaemu: %s: %w", path, err)
 		}
 		*p = v
+	}
+	var err error
+	if sm.scope, err = scopeTable(C.fd_call_size(scopeSize)); err != nil {
+		lib.Close()
+		return nil, err
 	}
 	n := int(C.fd_call_count(count))
 	for i := 0; i < n; i++ {
@@ -150,7 +185,7 @@ func (sm *sharedModule) run(l *launchReq, cancel *C.int) error {
 	}
 	var msg [512]C.char
 	r := C.fd_call_launch(sm.launch, C.int(l.k.idx), &grid[0], &block[0], C.uint32_t(l.shared), args, offs,
-		cancel, &msg[0], C.int(len(msg)))
+		cancel, sm.scope, C.uint32_t(l.device), &msg[0], C.int(len(msg)))
 	if r != 0 {
 		return &KernelError{Kernel: l.k.name, Msg: C.GoString(&msg[0])}
 	}

@@ -3,6 +3,7 @@ package emu
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a/cuda"
@@ -20,12 +21,17 @@ const (
 )
 
 // Device is the emulator as an a2a/cuda Device. Safe for concurrent use.
-type Device struct{}
+// Each Device is its own emulated GPU: the emulator's scope checker counts
+// threads of different Devices as outside each other's gpu scope, as
+// ranks on different GPUs are.
+type Device struct{ id uint32 }
 
 var _ cuda.ExportingDevice = Device{}
 
-// NewDevice returns the emulator device.
-func NewDevice() Device { return Device{} }
+var devices atomic.Uint32
+
+// NewDevice returns a new emulated device.
+func NewDevice() Device { return Device{id: devices.Add(1)} }
 
 func (Device) Name() string { return "cpu emulator" }
 
@@ -43,7 +49,7 @@ type module struct{ m *cudaemu.Module }
 func (m module) Kernel(name string) (cuda.Kernel, error) { return m.m.Kernel(name) }
 func (m module) Close() error                            { return m.m.Close() }
 
-func (Device) NewStream() (cuda.Stream, error) { return stream{cudaemu.NewStream()}, nil }
+func (d Device) NewStream() (cuda.Stream, error) { return stream{cudaemu.NewDeviceStream(d.id)}, nil }
 
 type stream struct{ s *cudaemu.Stream }
 

@@ -27,7 +27,6 @@ func ExampleNewDevice() {
 		Experts: 2, ExpertsPerToken: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dev := emu.NewDevice()
 	x := a2atest.NewExchange(2) // in a job: a rendezvous.Group
 	var wg sync.WaitGroup
 	counts := make([][]int32, 2)
@@ -43,6 +42,7 @@ func ExampleNewDevice() {
 			defer e.Close(ctx)
 			c := cfg
 			c.Rank = r
+			dev := emu.NewDevice()            // each rank its own emulated GPU
 			node := cuda.NewLocalNode(dev, 1) // one rank per NVLink domain
 			b, err := cuda.New(ctx, c, cuda.Options{Engine: e, Exchange: x.Member(r), Device: dev, Node: node.Member(0)})
 			if err != nil {

@@ -61,13 +61,19 @@ func (w *world) poison(it int) {
 
 func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) *world {
 	t.Helper()
+	return newWorldOn(t, cfg, transport, opt, func() cuda.Device { return emu.NewDevice() })
+}
+
+// newWorldOn is newWorld with each rank's device made by newDevice.
+func newWorldOn(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options, newDevice func() cuda.Device) *world {
+	t.Helper()
 	requireGxx(t)
 	l, err := cfg.Layout()
 	if err != nil {
 		t.Fatal(err)
 	}
 	W := cfg.WorldSize
-	dev := emu.NewDevice()
+	dev := emu.NewDevice() // allocates the node domains' memory
 	x := a2atest.NewExchange(W)
 	w := &world{ctxs: make([]*a2a.Context, W), backends: make([]*cuda.Backend, W), members: make([]*cuda.LocalMember, W), l: l}
 	nodes := make([]*cuda.LocalNode, l.Nodes)
@@ -116,7 +122,9 @@ func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) 
 			c := cfg
 			c.Rank = r
 			o := opt
-			o.Engine, o.Exchange, o.Device, o.Node = e, x.Member(r), dev, w.members[r]
+			// Each rank is its own emulated GPU (as in a job), so the
+			// scope checker holds the kernels to sys scope between ranks.
+			o.Engine, o.Exchange, o.Device, o.Node = e, x.Member(r), newDevice(), w.members[r]
 			b, err := cuda.New(ctx, c, o)
 			if err != nil {
 				errs[r] = err

@@ -226,7 +226,7 @@ void worker(world &wd, std::barrier<> &bar, uint32_t r) {
 bool launch(world &wd, int k, const args &a) {
 	uint32_t g[3] = {(uint32_t)wd.grid, 1, 1}, b[3] = {(uint32_t)wd.block, 1, 1};
 	char err[512];
-	if (fd_emu_launch(k, g, b, 0, a.buf, a.offs, nullptr, err, sizeof err) != 0) {
+	if (fd_emu_launch(k, g, b, 0, a.buf, a.offs, nullptr, nullptr, 0, err, sizeof err) != 0) {
 		std::fprintf(stderr, "FAIL launch %s: %s\n", fd_emu_kernel_table[k].name, err);
 		failures++;
 		return false;

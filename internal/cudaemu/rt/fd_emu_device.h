@@ -7,7 +7,11 @@
 // Model: every block runs on its own OS thread, every CUDA thread of the
 // block is a fiber of that OS thread. Memory-order operations are
 // std::atomic_ref operations with the matching order, so ThreadSanitizer
-// sees the real happens-before; scopes (cta/gpu/sys) are not distinguished.
+// sees the real happens-before. Scopes (cta/gpu/sys) do not change what an
+// operation does; they are checked instead (fd_emu_runtime.h, "scope
+// checker"): every scoped operation runs under its address's shadow
+// record, and a load that observes a store outside its scope, or a store
+// whose scope leaves the loader out, fails the launch.
 // Barriers, warp collectives and spin points (fd_nanosleep, repeated
 // fd_ld_*/fd_atomic_* observations of an unchanged value, the timer) switch
 // fibers.
@@ -125,6 +129,27 @@ void observe(const void *addr, uint64_t value);
 uint64_t timer_ns();
 [[noreturn]] void trap(const char *what);
 
+// The scope checker's view of an operation.
+enum mem_scope : uint8_t { scope_cta, scope_gpu, scope_sys };
+enum mem_op : uint8_t { op_ld_relaxed, op_ld_acquire, op_st_relaxed, op_st_release, op_rmw_relaxed, op_rmw_acq_rel };
+
+// scoped holds the shadow record of one address for the length of one
+// memory operation, so that the value and its record change together;
+// saw and wrote tell the checker what the operation read and stored. It
+// does nothing outside a kernel (host code calling a device helper), when
+// the launch runs unchecked, and under ThreadSanitizer, whose happens-
+// before the record's lock would otherwise create.
+struct scoped {
+	const void *addr;
+	void *slot; // the locked stripe, or null: not checked
+	explicit scoped(const void *p);
+	~scoped();
+	scoped(const scoped &) = delete;
+	scoped &operator=(const scoped &) = delete;
+	void saw(uint64_t v, mem_op op, mem_scope sc);
+	void wrote(uint64_t v, mem_op op, mem_scope sc);
+};
+
 template <class T>
 concept word = std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8);
 
@@ -228,62 +253,89 @@ inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_
 
 // Memory-order loads and stores. The value parameter does not take part in
 // deduction, as with the device overloads (uint64_t *p, 1u) is fine.
-#define FD_EMU_LD_(name, order)                                            \
+#define FD_EMU_LD_(name, order, op, sc)                                    \
 	template <fd_emu::word T>                                            \
 	inline T name(const T *p) {                                          \
-		T v = fd_emu::ref(p).load(order);                                \
+		T v;                                                             \
+		{                                                                \
+			fd_emu::scoped g(p);                                         \
+			v = fd_emu::ref(p).load(order);                              \
+			g.saw((uint64_t)v, fd_emu::op, fd_emu::sc);                  \
+		}                                                                \
 		fd_emu::observe(p, (uint64_t)v);                                 \
 		return v;                                                        \
 	}
-#define FD_EMU_ST_(name, order)                                            \
+#define FD_EMU_ST_(name, order, op, sc)                                    \
 	template <fd_emu::word T>                                            \
 	inline void name(T *p, std::type_identity_t<T> v) {                 \
+		fd_emu::scoped g(p);                                             \
 		fd_emu::ref(p).store(v, order);                                  \
+		g.wrote((uint64_t)v, fd_emu::op, fd_emu::sc);                    \
 	}
-FD_EMU_LD_(fd_ld_acquire_cta, std::memory_order_acquire)
-FD_EMU_LD_(fd_ld_acquire_gpu, std::memory_order_acquire)
-FD_EMU_LD_(fd_ld_acquire_sys, std::memory_order_acquire)
-FD_EMU_LD_(fd_ld_relaxed_gpu, std::memory_order_relaxed)
-FD_EMU_LD_(fd_ld_relaxed_sys, std::memory_order_relaxed)
-FD_EMU_ST_(fd_st_release_cta, std::memory_order_release)
-FD_EMU_ST_(fd_st_release_gpu, std::memory_order_release)
-FD_EMU_ST_(fd_st_release_sys, std::memory_order_release)
-FD_EMU_ST_(fd_st_relaxed_gpu, std::memory_order_relaxed)
-FD_EMU_ST_(fd_st_relaxed_sys, std::memory_order_relaxed)
+FD_EMU_LD_(fd_ld_acquire_cta, std::memory_order_acquire, op_ld_acquire, scope_cta)
+FD_EMU_LD_(fd_ld_acquire_gpu, std::memory_order_acquire, op_ld_acquire, scope_gpu)
+FD_EMU_LD_(fd_ld_acquire_sys, std::memory_order_acquire, op_ld_acquire, scope_sys)
+FD_EMU_LD_(fd_ld_relaxed_gpu, std::memory_order_relaxed, op_ld_relaxed, scope_gpu)
+FD_EMU_LD_(fd_ld_relaxed_sys, std::memory_order_relaxed, op_ld_relaxed, scope_sys)
+FD_EMU_ST_(fd_st_release_cta, std::memory_order_release, op_st_release, scope_cta)
+FD_EMU_ST_(fd_st_release_gpu, std::memory_order_release, op_st_release, scope_gpu)
+FD_EMU_ST_(fd_st_release_sys, std::memory_order_release, op_st_release, scope_sys)
+FD_EMU_ST_(fd_st_relaxed_gpu, std::memory_order_relaxed, op_st_relaxed, scope_gpu)
+FD_EMU_ST_(fd_st_relaxed_sys, std::memory_order_relaxed, op_st_relaxed, scope_sys)
 #undef FD_EMU_LD_
-#define FD_EMU_RMW_(name, op, order)                                       \
+#undef FD_EMU_ST_
+// Read-modify-writes observe the old value and store the new one, as one
+// operation under the record's lock.
+#define FD_EMU_RMW_(name, rmw, order, op, sc)                              \
 	template <fd_emu::word T>                                            \
 	inline T name(T *p, std::type_identity_t<T> v) {                     \
-		T o = fd_emu::ref(p).op(v, order);                               \
+		T o;                                                             \
+		{                                                                \
+			fd_emu::scoped g(p);                                         \
+			o = fd_emu::ref(p).rmw(v, order);                            \
+			g.saw((uint64_t)o, fd_emu::op, fd_emu::sc);                  \
+			g.wrote((uint64_t)fd_emu::ref(p).load(std::memory_order_relaxed), fd_emu::op, fd_emu::sc); \
+		}                                                                \
 		fd_emu::observe(p, (uint64_t)o);                                 \
 		return o;                                                        \
 	}
-#define FD_EMU_CAS_(name, order)                                           \
+#define FD_EMU_CAS_(name, order, op, sc)                                   \
 	template <fd_emu::word T>                                            \
 	inline T name(T *p, std::type_identity_t<T> c, std::type_identity_t<T> v) { \
 		T o = c;                                                         \
-		fd_emu::ref(p).compare_exchange_strong(o, v, order, std::memory_order_relaxed); \
+		bool swapped;                                                    \
+		{                                                                \
+			fd_emu::scoped g(p);                                         \
+			swapped = fd_emu::ref(p).compare_exchange_strong(o, v, order, std::memory_order_relaxed); \
+			g.saw((uint64_t)o, fd_emu::op, fd_emu::sc);                  \
+			if (swapped) g.wrote((uint64_t)v, fd_emu::op, fd_emu::sc);   \
+		}                                                                \
 		fd_emu::observe(p, (uint64_t)o);                                 \
 		return o;                                                        \
 	}
-FD_EMU_RMW_(fd_atomic_add_gpu, fetch_add, std::memory_order_relaxed)
-FD_EMU_RMW_(fd_atomic_add_sys, fetch_add, std::memory_order_relaxed)
-FD_EMU_RMW_(fd_atomic_add_acq_rel_gpu, fetch_add, std::memory_order_acq_rel)
-FD_EMU_RMW_(fd_atomic_add_acq_rel_sys, fetch_add, std::memory_order_acq_rel)
-FD_EMU_RMW_(fd_atomic_exch_gpu, exchange, std::memory_order_relaxed)
-FD_EMU_RMW_(fd_atomic_exch_sys, exchange, std::memory_order_relaxed)
-FD_EMU_CAS_(fd_atomic_cas_gpu, std::memory_order_relaxed)
-FD_EMU_CAS_(fd_atomic_cas_sys, std::memory_order_relaxed)
-FD_EMU_CAS_(fd_atomic_cas_acq_rel_gpu, std::memory_order_acq_rel)
-FD_EMU_CAS_(fd_atomic_cas_acq_rel_sys, std::memory_order_acq_rel)
+FD_EMU_RMW_(fd_atomic_add_gpu, fetch_add, std::memory_order_relaxed, op_rmw_relaxed, scope_gpu)
+FD_EMU_RMW_(fd_atomic_add_sys, fetch_add, std::memory_order_relaxed, op_rmw_relaxed, scope_sys)
+FD_EMU_RMW_(fd_atomic_add_acq_rel_gpu, fetch_add, std::memory_order_acq_rel, op_rmw_acq_rel, scope_gpu)
+FD_EMU_RMW_(fd_atomic_add_acq_rel_sys, fetch_add, std::memory_order_acq_rel, op_rmw_acq_rel, scope_sys)
+FD_EMU_RMW_(fd_atomic_exch_gpu, exchange, std::memory_order_relaxed, op_rmw_relaxed, scope_gpu)
+FD_EMU_RMW_(fd_atomic_exch_sys, exchange, std::memory_order_relaxed, op_rmw_relaxed, scope_sys)
+FD_EMU_CAS_(fd_atomic_cas_gpu, std::memory_order_relaxed, op_rmw_relaxed, scope_gpu)
+FD_EMU_CAS_(fd_atomic_cas_sys, std::memory_order_relaxed, op_rmw_relaxed, scope_sys)
+FD_EMU_CAS_(fd_atomic_cas_acq_rel_gpu, std::memory_order_acq_rel, op_rmw_acq_rel, scope_gpu)
+FD_EMU_CAS_(fd_atomic_cas_acq_rel_sys, std::memory_order_acq_rel, op_rmw_acq_rel, scope_sys)
 #undef FD_EMU_RMW_
 #undef FD_EMU_CAS_
-#undef FD_EMU_ST_
 template <fd_emu::word T>
 inline T fd_atomic_max_gpu(T *p, std::type_identity_t<T> v) {
-	auto r = fd_emu::ref(p);
-	T o = r.load(std::memory_order_relaxed);
-	while (o < v && !r.compare_exchange_weak(o, v, std::memory_order_relaxed)) {
+	T o;
+	{
+		fd_emu::scoped g(p);
+		auto r = fd_emu::ref(p);
+		o = r.load(std::memory_order_relaxed);
+		while (o < v && !r.compare_exchange_weak(o, v, std::memory_order_relaxed)) {
+		}
+		g.saw((uint64_t)o, fd_emu::op_rmw_relaxed, fd_emu::scope_gpu);
+		if (o < v) g.wrote((uint64_t)v, fd_emu::op_rmw_relaxed, fd_emu::scope_gpu);
 	}
 	fd_emu::observe(p, (uint64_t)o);
 	return o;

@@ -99,8 +99,14 @@ struct kernel_entry {
 	int max_threads; // __launch_bounds__ (0: none)
 };
 
+struct scope_table;
+
 struct launch {
 	const kernel_entry *k;
+	scope_table *scope; // the scope checker's records, or null: unchecked
+	uint32_t device;    // the emulated device the launch runs on
+	uint32_t serial;    // the launch's number in the scope table
+	uint32_t start_seq; // the table's event count when it started
 	dim3 grid, block;
 	uint32_t smem;
 	const unsigned char *args;
@@ -311,6 +317,215 @@ uint64_t timer_ns() {
 [[noreturn]] void trap(const char *what) {
 	fail_here(what);
 	__builtin_trap();
+}
+
+// ---- scope checker ----
+//
+// PTX orders two threads' operations on one address only if each
+// operation's scope includes the other thread ("morally strong"): cta, the
+// threads of one block; gpu, those of one device; sys, every thread of the
+// system, the host's and a NIC's included. A flag released at gpu scope and
+// acquired at cta scope by another block, or a host flag polled at gpu
+// scope, works on most GPUs most of the time and is still a bug. The
+// checker keeps a shadow record per address of the last scoped store
+// (value, thread, block, launch, device, scope); a scoped load or
+// read-modify-write that observes that value from another thread checks
+// that both scopes include both threads, unless the store's launch had
+// ended before the loader's began (kernel boundaries order everything).
+// A value that changed under a launch's eyes with no scoped store behind
+// it was written from outside the emulated devices (the host, a NIC, a
+// peer process) or by a plain store: only a sys-scope load may observe it.
+// The table is shared by every module of a process (the caller passes it
+// to each launch), as kernels of different modules share memory.
+
+struct scope_rec {
+	uintptr_t addr; // 0: empty
+	uint64_t value;
+	uint32_t launch, device, block, thread;
+	uint8_t op, scope;
+	uint8_t stored; // 1: a scoped store wrote value; 0: a launch saw it
+};
+
+inline constexpr uint32_t scope_stripes = 256;
+inline constexpr uint32_t scope_slots = 256; // per stripe
+inline constexpr uint32_t scope_probe = 16;
+inline constexpr uint32_t scope_ring = 4096;
+
+// scope_table is plain data, zero when new: the Go side allocates it once
+// per process (fd_emu_scope_table_size bytes) and hands it to every launch.
+struct scope_table {
+	std::atomic<uint32_t> next_launch;
+	std::atomic<uint32_t> events;
+	// launches[serial % scope_ring]: serial << 32 | the event count when it
+	// ended (0 while it runs).
+	std::atomic<uint64_t> launches[scope_ring];
+	struct stripe {
+		std::atomic<uint32_t> lock;
+		scope_rec rec[scope_slots];
+	} stripes[scope_stripes];
+};
+
+static inline uint64_t scope_hash(const void *p) { return ((uintptr_t)p >> 2) * 0x9e3779b97f4a7c15ull; }
+
+static void scope_begin(launch *L) {
+	scope_table *t = L->scope;
+	uint32_t n = t->next_launch.fetch_add(1, std::memory_order_relaxed) + 1;
+	if (n == 0) n = t->next_launch.fetch_add(1, std::memory_order_relaxed) + 1;
+	L->serial = n;
+	L->start_seq = t->events.fetch_add(1, std::memory_order_acq_rel) + 1;
+	t->launches[n % scope_ring].store((uint64_t)n << 32, std::memory_order_release);
+}
+
+static void scope_end(launch *L) {
+	scope_table *t = L->scope;
+	uint32_t done = t->events.fetch_add(1, std::memory_order_acq_rel) + 1;
+	t->launches[L->serial % scope_ring].store((uint64_t)L->serial << 32 | done, std::memory_order_release);
+}
+
+// scope_ended_before: launch serial ended before the event count start.
+// A slot taken over by a later launch means serial is long over.
+static bool scope_ended_before(scope_table *t, uint32_t serial, uint32_t start) {
+	uint64_t v = t->launches[serial % scope_ring].load(std::memory_order_acquire);
+	if ((uint32_t)(v >> 32) != serial) return true;
+	uint32_t done = (uint32_t)v;
+	return done != 0 && done < start;
+}
+
+static const char *scope_op_name(uint8_t op) {
+	static const char *const names[] = {"ld.relaxed", "ld.acquire", "st.relaxed", "st.release", "atom.relaxed",
+	                                    "atom.acq_rel"};
+	return op < 6 ? names[op] : "?";
+}
+static const char *scope_name(uint8_t sc) {
+	static const char *const names[] = {"cta", "gpu", "sys"};
+	return sc < 3 ? names[sc] : "?";
+}
+
+// Who runs a scoped operation.
+struct scope_who {
+	uint32_t launch, device, block, thread;
+};
+
+// scope_covers: sc, held by a, includes b.
+static bool scope_covers(uint8_t sc, const scope_who &a, const scope_who &b) {
+	switch (sc) {
+	case scope_cta:
+		return a.launch == b.launch && a.block == b.block;
+	case scope_gpu:
+		return a.device == b.device;
+	default:
+		return true;
+	}
+}
+
+// scope_needed: the narrowest scope that includes both.
+static const char *scope_needed(const scope_who &a, const scope_who &b) {
+	if (a.launch == b.launch && a.block == b.block) return "cta";
+	return a.device == b.device ? "gpu" : "sys";
+}
+
+static scope_who scope_me() {
+	fiber *f = static_cast<fiber *>(self);
+	block_run *b = cur;
+	uint32_t blk = b->block_idx.x + b->grid_dim.x * (b->block_idx.y + b->grid_dim.y * b->block_idx.z);
+	return {b->L->serial, b->L->device, blk, f->linear};
+}
+
+static scope_rec *scope_find(scope_table::stripe *st, const void *p, bool insert) {
+	uint32_t first = (uint32_t)(scope_hash(p) >> 40) % scope_slots;
+	scope_rec *empty = nullptr;
+	for (uint32_t i = 0; i < scope_probe; i++) {
+		scope_rec *r = &st->rec[(first + i) % scope_slots];
+		if (r->addr == (uintptr_t)p) return r;
+		if (r->addr == 0 && empty == nullptr) empty = r;
+	}
+	if (!insert) return nullptr;
+	// A full neighbourhood gives up its first record: a lost record only
+	// means a check not made.
+	scope_rec *r = empty != nullptr ? empty : &st->rec[first];
+	*r = scope_rec{};
+	r->addr = (uintptr_t)p;
+	return r;
+}
+
+FD_EMU_RT static void scope_violation(const char *what) {
+	fiber *f = static_cast<fiber *>(self);
+	block_run *b = cur;
+	char msg[500];
+	std::snprintf(msg, sizeof msg, "scope: %s: kernel %s on device %u, block (%u,%u,%u), thread (%u,%u,%u)", what,
+	              b->L->k->name, b->L->device, b->block_idx.x, b->block_idx.y, b->block_idx.z, f->thread_idx.x,
+	              f->thread_idx.y, f->thread_idx.z);
+	b->L->fail(msg); // the fiber stops at its next yield point
+}
+
+scoped::scoped(const void *p) : addr(p), slot(nullptr) {
+#if !FD_EMU_TSAN
+	if (self == nullptr || cur == nullptr || cur->L->scope == nullptr) return;
+	scope_table::stripe *st = &cur->L->scope->stripes[scope_hash(p) >> 56];
+	for (int spins = 0; st->lock.exchange(1, std::memory_order_acquire) != 0; spins++)
+		if (spins > 64) sched_yield();
+	slot = st;
+#endif
+}
+
+scoped::~scoped() {
+	if (slot != nullptr) static_cast<scope_table::stripe *>(slot)->lock.store(0, std::memory_order_release);
+}
+
+void scoped::saw(uint64_t v, mem_op op, mem_scope sc) {
+	if (slot == nullptr) return;
+	auto *st = static_cast<scope_table::stripe *>(slot);
+	scope_who me = scope_me();
+	scope_rec *r = scope_find(st, addr, false);
+	char what[360];
+	if (r != nullptr && r->stored && r->value == v) {
+		scope_who w{r->launch, r->device, r->block, r->thread};
+		if (w.launch == me.launch && w.block == me.block && w.thread == me.thread) return; // program order
+		if (w.launch != me.launch && scope_ended_before(cur->L->scope, w.launch, cur->L->start_seq)) return;
+		bool load_short = !scope_covers(sc, me, w), store_short = !scope_covers(r->scope, w, me);
+		if (!load_short && !store_short) return;
+		std::snprintf(what, sizeof what,
+		              "%s.%s of %p observed 0x%llx stored by %s.%s from device %u, block %u, thread %u; the %s's scope "
+		              "does not include the other thread (both need %s scope)",
+		              scope_op_name(op), scope_name(sc), addr, (unsigned long long)v, scope_op_name(r->op),
+		              scope_name(r->scope), w.device, w.block, w.thread, load_short ? "load" : "store",
+		              scope_needed(me, w));
+		scope_violation(what);
+		return;
+	}
+	if (r != nullptr && r->launch == me.launch && r->value != v && sc != scope_sys) {
+		std::snprintf(what, sizeof what,
+		              "%s.%s of %p observed 0x%llx, which no scoped store of an emulated device wrote while this "
+		              "launch ran (it saw 0x%llx there before): a value written by the host, a NIC or another "
+		              "process (or by a plain store) needs a sys-scope load",
+		              scope_op_name(op), scope_name(sc), addr, (unsigned long long)v, (unsigned long long)r->value);
+		scope_violation(what);
+		return;
+	}
+	// Note the value this launch saw, to tell later whether it changed.
+	r = scope_find(st, addr, true);
+	r->value = v;
+	r->launch = me.launch;
+	r->device = me.device;
+	r->block = me.block;
+	r->thread = me.thread;
+	r->op = op;
+	r->scope = sc;
+	r->stored = 0;
+}
+
+void scoped::wrote(uint64_t v, mem_op op, mem_scope sc) {
+	if (slot == nullptr) return;
+	scope_who me = scope_me();
+	scope_rec *r = scope_find(static_cast<scope_table::stripe *>(slot), addr, true);
+	r->value = v;
+	r->launch = me.launch;
+	r->device = me.device;
+	r->block = me.block;
+	r->thread = me.thread;
+	r->op = op;
+	r->scope = sc;
+	r->stored = 1;
 }
 
 FD_EMU_RT static void barrier_complete(block_run *b) {
@@ -777,7 +992,7 @@ __attribute__((visibility("default"))) const char *fd_emu_kernel_info(int i, int
 __attribute__((visibility("default"))) int fd_emu_launch(int i, const uint32_t *grid, const uint32_t *block,
                                                          uint32_t smem, const unsigned char *args,
                                                          const uint32_t *offsets, const volatile int *cancel,
-                                                         char *err, int errlen) {
+                                                         void *scope, uint32_t device, char *err, int errlen) {
 	using namespace fd_emu;
 	if (i < 0 || i >= fd_emu_kernel_table_len) {
 		std::snprintf(err, errlen, "no kernel %d", i);
@@ -791,6 +1006,10 @@ __attribute__((visibility("default"))) int fd_emu_launch(int i, const uint32_t *
 	L.args = args;
 	L.offsets = offsets;
 	L.cancel = cancel;
+	L.scope = static_cast<scope_table *>(scope);
+	L.device = device;
+	L.serial = L.start_seq = 0;
+	if (L.scope != nullptr) scope_begin(&L);
 	uint32_t nblocks = grid[0] * grid[1] * grid[2];
 	for (uint32_t b = 0; b < nblocks; b++) {
 		worker *w = take_worker();
@@ -798,6 +1017,7 @@ __attribute__((visibility("default"))) int fd_emu_launch(int i, const uint32_t *
 			L.fail("emulator: too many blocks in flight (every block needs its own OS thread)");
 			std::unique_lock<std::mutex> g(L.mu);
 			L.cv.wait(g, [&] { return L.blocks_done == b; });
+			if (L.scope != nullptr) scope_end(&L);
 			std::snprintf(err, errlen, "%s", L.err);
 			return -1;
 		}
@@ -810,12 +1030,17 @@ __attribute__((visibility("default"))) int fd_emu_launch(int i, const uint32_t *
 	}
 	std::unique_lock<std::mutex> g(L.mu);
 	L.cv.wait(g, [&] { return L.blocks_done == nblocks; });
+	if (L.scope != nullptr) scope_end(&L);
 	if (L.err[0] != 0) {
 		std::snprintf(err, errlen, "%s", L.err);
 		return -1;
 	}
 	return 0;
 }
+
+// fd_emu_scope_table_size is the size of the zeroed memory to pass to
+// every launch as its scope table (one per process), to check scopes.
+__attribute__((visibility("default"))) size_t fd_emu_scope_table_size() { return sizeof(fd_emu::scope_table); }
 
 // fd_emu_shutdown stops the workers (before the module is unloaded).
 __attribute__((visibility("default"))) void fd_emu_shutdown() {

@@ -64,7 +64,7 @@ struct args {
 bool launch(const char *name, uint32_t grid, uint32_t block, const args &a) {
 	uint32_t g[3] = {grid, 1, 1}, b[3] = {block, 1, 1};
 	char err[512];
-	if (fd_emu_launch(kernel_index(name), g, b, 0, a.buf, a.offs, nullptr, err, sizeof err) != 0) {
+	if (fd_emu_launch(kernel_index(name), g, b, 0, a.buf, a.offs, nullptr, nullptr, 0, err, sizeof err) != 0) {
 		std::fprintf(stderr, "FAIL launch %s: %s\n", name, err);
 		failures++;
 		return false;
