@@ -69,6 +69,9 @@ func TestEmuScopeMutations(t *testing.T) {
 			var found string
 			for _, err := range errs {
 				if err != nil && strings.Contains(err.Error(), "scope: ") {
+					if !errors.Is(err, cuda.ErrKernel) {
+						t.Errorf("a failed launch is not an ErrKernel: %v", err)
+					}
 					found = err.Error()
 					break
 				}
