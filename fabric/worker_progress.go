@@ -201,9 +201,11 @@ func (w *worker) poll() bool {
 }
 
 // tagKind recovers an op's kind from the tag the engine put in its context.
+// A heartbeat is a write: its error completion goes to probeDone, which
+// blames the peer, not to unmatched.
 func tagKind(ctx uint64) EventKind {
 	switch ctx & ctxTagMask {
-	case ctxTagWrite:
+	case ctxTagWrite, ctxTagProbe:
 		return EventWrite
 	case ctxTagSend:
 		return EventSend
