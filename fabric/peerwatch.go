@@ -105,7 +105,8 @@ func (e *Engine) OnPeerLost(fn func(*PeerError)) {
 // checks it every Config.LivenessInterval, with the provider's check
 // (shm: is the process alive) and, where the provider has one, a
 // heartbeat (tcp: a zero-byte write a live peer ignores; a dead one
-// refuses the connection). Loss shows in PeerStatus, OnPeerLost and the
+// refuses the connection; verbs: a zero-length write a live peer's NIC
+// acknowledges, a dead one's retries run out). Loss shows in PeerStatus, OnPeerLost and the
 // counters bound with ImmCounter.Watch. stop ends this watch; watches
 // nest.
 func (e *Engine) WatchPeer(addr Address) (stop func(), err error) {

@@ -45,4 +45,18 @@
 // to and from network byte order on both sides. Memory is registered with
 // relaxed ordering, and GPU memory with a dma-buf fd through
 // ibv_reg_dmabuf_mr.
+//
+// # Peer liveness
+//
+// An error completion whose retries ran out (the remote HCA stopped
+// acknowledging) and a handshake nobody answered blame the peer: their
+// errors wrap fabric.ErrPeerLost, and the engine declares the peer lost.
+// A peer the engine watches but sends nothing to (Engine.WatchPeer,
+// ImmCounter.Watch) gets a heartbeat every Config.LivenessInterval
+// ([Domain.ProbeOp]): a zero-length RDMA WRITE without immediate, with no
+// key and no address, which the InfiniBand spec (C9-88) has the responder
+// accept without checking either. A live peer's HCA acknowledges it and
+// its software never sees it; a peer whose process died leaves it
+// unacknowledged, and it fails with retry exceeded after the queue pair's
+// retry budget (about half a second). See liveness.go.
 package verbs

@@ -51,14 +51,20 @@ func (e *providerErr) As(target any) bool {
 	return false
 }
 
-// describeEvent implements RdmaDomain.DescribeError.
+// describeEvent implements RdmaDomain.DescribeError. Two failures are the
+// peer's (fabric.ErrPeerLost): a handshake that found no answer before its
+// deadline, and a work request whose retries ran out (IBV_WC_RETRY_EXC_ERR,
+// or RNR_RETRY_EXC_ERR, both EHOSTUNREACH here): the remote HCA stopped
+// acknowledging, because its queue pair or the path to it is gone. Flushes
+// (ECANCELED) follow from this side's reset of a queue pair, and access or
+// length errors from the op itself: neither blames the peer.
 func describeEvent(ev fabric.Event) error {
 	if ev.Errno == 0 {
 		return nil
 	}
 	if ev.ProvErrno == provErrHandshake {
 		return &fabric.ProviderError{Provider: provName, Op: "connect", Errno: int(ev.Errno),
-			Msg: "connection handshake did not complete before the deadline", Timeout: true}
+			Msg: "connection handshake did not complete before the deadline", Timeout: true, PeerLost: true}
 	}
 	if ev.ProvErrno == provErrConnect {
 		return &fabric.ProviderError{Provider: provName, Op: "connect", Errno: int(ev.Errno),
@@ -66,7 +72,8 @@ func describeEvent(ev fabric.Event) error {
 	}
 	op := ev.Kind.String() + " completion"
 	return &fabric.ProviderError{Provider: provName, Op: op, Errno: int(ev.Errno), ProvErrno: int(ev.ProvErrno),
-		Msg: ibv.WCStatusString(int(ev.ProvErrno)) + ": " + syscall.Errno(ev.Errno).Error()}
+		Msg:      ibv.WCStatusString(int(ev.ProvErrno)) + ": " + syscall.Errno(ev.Errno).Error(),
+		PeerLost: syscall.Errno(ev.Errno) == syscall.EHOSTUNREACH}
 }
 
 // provErrConnect marks an Event failed because queue pairs for its peer

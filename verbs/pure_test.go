@@ -210,9 +210,11 @@ func TestDescribeEvent(t *testing.T) {
 	err := describeEvent(fabric.Event{Kind: fabric.EventWrite, Errno: int32(syscall.ETIMEDOUT), ProvErrno: provErrHandshake})
 	require.ErrorIs(t, err, fabric.ErrTimeout)
 	require.ErrorIs(t, err, fabric.ErrProvider)
+	require.ErrorIs(t, err, fabric.ErrPeerLost, "a handshake nobody answered blames the peer")
 	err = describeEvent(fabric.Event{Kind: fabric.EventSend, Errno: int32(syscall.EACCES), ProvErrno: 10})
 	require.ErrorIs(t, err, fabric.ErrProvider)
 	require.False(t, errors.Is(err, fabric.ErrTimeout))
+	require.False(t, errors.Is(err, fabric.ErrPeerLost), "a remote access error is the op's")
 	var pe *fabric.ProviderError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "verbs", pe.Provider)
@@ -220,6 +222,13 @@ func TestDescribeEvent(t *testing.T) {
 	err = describeEvent(fabric.Event{Kind: fabric.EventSend, Errno: int32(syscall.ECONNREFUSED), ProvErrno: provErrConnect})
 	require.ErrorIs(t, err, fabric.ErrProvider)
 	require.False(t, errors.Is(err, fabric.ErrTimeout))
+	// IBV_WC_RETRY_EXC_ERR (12): the remote HCA stopped acknowledging.
+	err = describeEvent(fabric.Event{Kind: fabric.EventWrite, Errno: int32(syscall.EHOSTUNREACH), ProvErrno: 12})
+	require.ErrorIs(t, err, fabric.ErrPeerLost)
+	require.False(t, errors.Is(err, fabric.ErrTimeout))
+	// IBV_WC_WR_FLUSH_ERR (5): this side reset the queue pair.
+	err = describeEvent(fabric.Event{Kind: fabric.EventWrite, Errno: int32(syscall.ECANCELED), ProvErrno: 5})
+	require.False(t, errors.Is(err, fabric.ErrPeerLost))
 }
 
 func TestWrapErr(t *testing.T) {
