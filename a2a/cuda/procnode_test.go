@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -171,7 +172,9 @@ func TestProcessNodeShares(t *testing.T) {
 // holds it unanswered (until the test ends), and returns rank 0's name.
 func fakePeer(t *testing.T, x *a2atest.Exchange, ctx context.Context) (rank0 string) {
 	t.Helper()
-	name := "@ferry-a2a-node-test-" + strings.ReplaceAll(t.Name(), "/", "-")
+	// The pid keeps concurrent runs of this test (two checkouts, -count
+	// in parallel packages) off each other's abstract socket name.
+	name := fmt.Sprintf("@ferry-a2a-node-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
 	if err != nil {
 		t.Fatal(err)
