@@ -38,8 +38,11 @@ type peerState struct {
 	watched int        // Engine.WatchPeer count
 	probing bool       // a heartbeat is with the provider
 	probeAt int64      // when it was posted
-	losses  uint32     // times declared lost: an op taken before the last loss says nothing of now
-	local   bool       // an endpoint of this process: descriptors are checked
+	// answered is when an op for it last completed: a heartbeat queued
+	// behind writes that keep completing is late, not unanswered.
+	answered int64
+	losses   uint32 // times declared lost: an op taken before the last loss says nothing of now
+	local    bool   // an endpoint of this process: descriptors are checked
 }
 
 // recentPeer is how long after its last op a peer is still checked.
@@ -335,9 +338,10 @@ func (w *worker) probePeers(ds *domState) {
 	di := indexOf(w.doms, ds)
 	timeout := int64(w.e.cfg.HandshakeTimeout)
 	for _, ps := range ds.peerList {
-		if ps.probing && ps.lost == nil && w.now-ps.probeAt > timeout {
+		if ps.probing && ps.lost == nil && w.now-max(ps.probeAt, ps.answered) > timeout {
 			// A heartbeat needs the peer's answer: none for the
-			// handshake timeout means the link or the peer stopped.
+			// handshake timeout, and no other op for the peer completed
+			// meanwhile, means the link or the peer stopped.
 			ds.stalled = true
 			w.peerLost(ds, ps, reqErr("heartbeat", ErrTimeout, "unanswered for %v", w.e.cfg.HandshakeTimeout), false)
 		}
@@ -383,6 +387,7 @@ func (w *worker) probeDone(ds *domState, ev *Event) {
 		w.noteOpError(ds, ps, ds.d.DescribeError(*ev))
 		return
 	}
+	ps.answered = w.now
 	w.peerBack(ds, ps)
 }
 

@@ -142,3 +142,57 @@ func TestOldSuccessIsNoEvidence(t *testing.T) {
 	require.ErrorIs(t, a.PeerStatus(desc.NICs[0].Addr), fabric.ErrPeerLost,
 		"the second page's success, taken before the loss, brought the peer back")
 }
+
+// TestHeartbeatLateBehindTraffic: a heartbeat that stays unanswered past
+// the handshake timeout while other writes to the same peer keep
+// completing (on an RC queue, behind a long backlog) does not make the
+// peer lost; once nothing completes for the timeout, it does.
+func TestHeartbeatLateBehindTraffic(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	a, b, src, desc := memPair(t, fabric.Config{LivenessInterval: 10 * time.Millisecond, HandshakeTimeout: timeout,
+		RequestTimeout: time.Minute})
+	require.NoError(t, memfabric.Inject(nicAddr(a), memfabric.Faults{Heartbeats: true, HoldHeartbeats: true}))
+	t.Cleanup(func() { _ = memfabric.Release(nicAddr(a)) }) // before the engines close
+	lost := make(chan *fabric.PeerError, 4)
+	a.OnPeerLost(func(pe *fabric.PeerError) { lost <- pe })
+	stop, err := a.WatchPeer(nicAddr(b))
+	require.NoError(t, err)
+	defer stop()
+
+	w := fabric.SingleWrite{Src: src, Length: 256, Dst: desc}
+	tr := fabric.NewTransfer()
+	var last time.Time
+	for end := time.Now().Add(5 * timeout); time.Now().Before(end); {
+		require.NoError(t, a.SubmitSingle(w, fabric.Notify(tr)))
+		require.NoError(t, tr.Wait(waitCtx(t)))
+		last = time.Now()
+		time.Sleep(timeout / 10)
+		require.Nil(t, a.PeerStatus(nicAddr(b)), "a peer whose writes complete declared lost over a late heartbeat")
+	}
+	select {
+	case pe := <-lost:
+		require.Equal(t, nicAddr(b), pe.Peer)
+		require.ErrorIs(t, pe, fabric.ErrTimeout, "lost over the unanswered heartbeat")
+		took := time.Since(last)
+		require.GreaterOrEqual(t, took, timeout*3/4, "lost only after about the timeout without any completion")
+		t.Logf("declared lost %v after its last completion: %v", took, pe)
+	case <-time.After(20 * time.Second):
+		t.Fatal("an unanswered heartbeat with no traffic never made the peer lost")
+	}
+}
+
+// TestHeartbeatsAnswered: watched peers whose heartbeats complete stay
+// reachable.
+func TestHeartbeatsAnswered(t *testing.T) {
+	a, b, _, _ := memPair(t, fabric.Config{LivenessInterval: 10 * time.Millisecond, HandshakeTimeout: 100 * time.Millisecond})
+	require.NoError(t, memfabric.Inject(nicAddr(a), memfabric.Faults{Heartbeats: true}))
+	stop, err := a.WatchPeer(nicAddr(b))
+	require.NoError(t, err)
+	defer stop()
+	before := a.Stats().Domains[0].Completions
+	time.Sleep(500 * time.Millisecond)
+	require.Nil(t, a.PeerStatus(nicAddr(b)))
+	n := a.Stats().Domains[0].Completions - before
+	require.Greater(t, n, uint64(5), "heartbeats completed")
+	t.Logf("%d heartbeats completed in 500 ms", n)
+}

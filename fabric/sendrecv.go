@@ -150,8 +150,13 @@ func (w *worker) sendDone(ds *domState, ev *Event) {
 	if ev.Errno != 0 {
 		ds.stats.Errors.Add(1)
 		err = ds.d.DescribeError(*ev)
-	} else if answeredSince(ps, w.xfers[xi].peerLosses) {
-		w.peerBack(ds, ps)
+	} else {
+		if ps != nil {
+			ps.answered = w.now
+		}
+		if answeredSince(ps, w.xfers[xi].peerLosses) {
+			w.peerBack(ds, ps)
+		}
 	}
 	w.noteOpError(ds, ps, err) // declared before the failure is reported
 	w.finishXfer(xi, err)

@@ -252,6 +252,9 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 		}
 		return
 	}
+	if c.ps != nil {
+		c.ps.answered = w.now
+	}
 	if answeredSince(c.ps, c.psLosses) {
 		w.peerBack(ds, c.ps)
 	}

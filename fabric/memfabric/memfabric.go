@@ -118,6 +118,13 @@ type Faults struct {
 	// Release: the ops are accepted (and delivered) but stay in flight, as
 	// with a peer that stopped answering.
 	HoldWrites bool
+	// Heartbeats makes the domain offer heartbeats (fabric.PeerProber): a
+	// zero-length write without immediate and without key, which a live
+	// peer accepts and ignores, as RDMA responders do (IBA C9-88).
+	Heartbeats bool
+	// HoldHeartbeats keeps the completions of heartbeats posted from now
+	// on until Release, as behind a long queue of earlier writes.
+	HoldHeartbeats bool
 	// BeforePoll, when set, runs at the start of every Poll on the
 	// polling goroutine (the worker), with no lock held: tests use it to
 	// act at an exact point of a worker's pass.
@@ -206,7 +213,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	if refuse {
 		f.RefusePosts--
 	}
-	hold := f.HoldWrites
+	hold, holdBeats := f.HoldWrites, f.HoldHeartbeats
 	block := f.BlockPosts
 	d.mu.Unlock()
 	if block != nil {
@@ -225,7 +232,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 		} else if errno != 0 {
 			ev.Errno = errno
 		}
-		if hold {
+		if hold || (holdBeats && isHeartbeat(op)) {
 			d.mu.Lock()
 			d.held = append(d.held, ev)
 			d.mu.Unlock()
@@ -244,7 +251,7 @@ func Release(a fabric.Address) error {
 		return fmt.Errorf("release: no mem domain %s: %w", a, fabric.ErrInvalidArgument)
 	}
 	d.mu.Lock()
-	d.faults.HoldWrites = false
+	d.faults.HoldWrites, d.faults.HoldHeartbeats = false, false
 	d.release = true
 	d.mu.Unlock()
 	return nil
@@ -270,7 +277,26 @@ func (d *Domain) CheckPeer(p fabric.PeerID) error {
 	return nil
 }
 
-var _ fabric.PeerChecker = (*Domain)(nil)
+var (
+	_ fabric.PeerChecker = (*Domain)(nil)
+	_ fabric.PeerProber  = (*Domain)(nil)
+)
+
+// isHeartbeat: a zero-length write without immediate or key.
+func isHeartbeat(op *fabric.WriteOp) bool {
+	return op.Length == 0 && op.Flags&fabric.WriteHasImm == 0 && op.RemoteKey == 0
+}
+
+// ProbeOp gives a heartbeat when Faults.Heartbeats is set.
+func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
+	d.mu.Lock()
+	on := d.faults.Heartbeats
+	d.mu.Unlock()
+	if !on || int(p) >= len(d.peers) {
+		return fabric.WriteOp{}, false
+	}
+	return fabric.WriteOp{Peer: p}, true
+}
 
 // deliver performs op at its target.
 func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
@@ -281,6 +307,9 @@ func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
 	}
 	if t.closed {
 		return errClosed
+	}
+	if isHeartbeat(op) {
+		return 0 // nothing to check or to write
 	}
 	r, ok := t.regions[op.RemoteKey]
 	if !ok {
