@@ -37,7 +37,11 @@ type Options struct {
 	// New shares node memory and registers its buffers but exchanges
 	// nothing (Exchange may be nil); its Context's first call is then
 	// SetActiveRanks with a Membership whose Exchange reaches the members
-	// (a2a.Context.SetActiveRanks).
+	// (a2a.Context.SetActiveRanks). When Node is a NodeRejoiner, New
+	// allocates this rank's buffers alone (NodeRejoiner.Alloc) and the
+	// rank maps its node peers' buffers, and they its own, during that
+	// call, so it may come back while they stayed active; otherwise its
+	// whole domain must restart with it (Share meets every member).
 	Join bool
 }
 
@@ -50,8 +54,14 @@ type Backend struct {
 	l    a2a.Layout
 	eng  *fabric.Engine
 	node NodeMemory
-	me   int // node-local index
-	base int // first rank of the domain
+	rej  NodeRejoiner // node, when it can take back a restarted member; else nil
+	me   int          // node-local index
+	// inc names this rank's buffers (0: shared at New), peerInc the
+	// buffers it maps of each node peer (unknownIncarnation: none): see
+	// rejoin.go.
+	inc     uint64
+	peerInc []uint64
+	base    int // first rank of the domain
 
 	send, recv [][]byte // per node-local rank
 	table      *fabric.HostBuffer
@@ -95,7 +105,18 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	}()
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base
-	b.send, b.recv, err = opt.Node.Share(ctx, int(l.SendBytes), int(l.RecvBytes))
+	b.rej, _ = opt.Node.(NodeRejoiner)
+	b.peerInc = make([]uint64, l.NVLinkSize)
+	if opt.Join && b.rej != nil {
+		b.inc = newIncarnation()
+		for i := range b.peerInc {
+			b.peerInc[i] = unknownIncarnation
+		}
+		b.peerInc[b.me] = b.inc
+		b.send, b.recv, err = b.rej.Alloc(int(l.SendBytes), int(l.RecvBytes))
+	} else {
+		b.send, b.recv, err = opt.Node.Share(ctx, int(l.SendBytes), int(l.RecvBytes))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("a2a host backend: share node buffers: %w", err)
 	}
@@ -127,7 +148,8 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 		return nil, err
 	}
 	b.wire, err = wire.New(ctx, &b.l, wire.Options{Engine: b.eng, Exchange: opt.Exchange,
-		Send: sendReg, Recv: recvReg, Table: tableReg, Device: fabric.HostDevice, Join: opt.Join})
+		Send: sendReg, Recv: recvReg, Table: tableReg, Device: fabric.HostDevice, Join: opt.Join,
+		NodeRemaps: true})
 	if err != nil {
 		return nil, err
 	}
@@ -157,20 +179,35 @@ func (b *Backend) Quiesce(ctx context.Context) error {
 
 // SetActive moves the wiring to the new generation's immediate values and
 // the active ranks' targets, meets the members twice (wire.SetActive,
-// Joined) and starts a new worker: a2a.MembershipBackend. Bounded by ctx
-// and Options.Timeout.
+// Joined) and starts a new worker: a2a.MembershipBackend. With an
+// Exchange, node peers that came back as new processes have their
+// buffers mapped again in between (rejoin.go). Bounded by ctx and
+// Options.Timeout.
 func (b *Backend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membership) error {
 	if b.w != nil {
 		return fmt.Errorf("a2a host backend: set active ranks before quiescing: %w", a2a.ErrCallOrder)
 	}
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	if err := b.wire.SetActive(ctx, m.Generation, p.Members(), m.Exchange); err != nil {
+	var nx *nodeExchange
+	ex := m.Exchange
+	if ex != nil && b.l.NVLinkSize > 1 {
+		nx = &nodeExchange{inner: ex, b: b, gen: m.Generation}
+		ex = nx
+	}
+	if err := b.wire.SetActive(ctx, m.Generation, p.Members(), ex); err != nil {
+		nx.withdraw()
 		return err
 	}
-	// Everyone is quiet: nothing of the old generation lands any more.
+	// Everyone is quiet: nothing of the old generation lands any more,
+	// and no member touches node memory, which may be mapped again now.
 	// The host backend keeps no state peers write into besides the
 	// counters (new) and the buffers (rewritten before they are read).
+	if nx != nil {
+		if err := b.remapNode(ctx, p.Members(), nx); err != nil {
+			return err
+		}
+	}
 	if err := b.wire.Joined(ctx); err != nil {
 		return err
 	}

@@ -35,8 +35,8 @@ type killJob struct {
 const killEnv = "A2A_HOST_KILL"
 
 // restartedRank is the victim started again: its own engine, a backend
-// built to join (a domain of one: no node memory to share), and
-// a2atest.RestartedRank.
+// built to join over a ProcessNode (it maps its node peers' buffers, and
+// they its own, when it joins), and a2atest.RestartedRank.
 func restartedRank(j killJob) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -52,7 +52,11 @@ func restartedRank(j killJob) error {
 		defer ccancel()
 		_ = e.Close(cctx)
 	}()
-	b, err := host.New(ctx, cfg, host.Options{Engine: e, Node: host.NewLocalNode(1).Member(0), Timeout: j.Timeout, Join: true})
+	node, err := host.NewProcessNode(cfg, nil)
+	if err != nil {
+		return err
+	}
+	b, err := host.New(ctx, cfg, host.Options{Engine: e, Node: node, Timeout: j.Timeout, Join: true})
 	if err != nil {
 		return err
 	}
@@ -61,6 +65,7 @@ func restartedRank(j killJob) error {
 		return err
 	}
 	defer c.Close()
+	j.AfterRejoin = nodeMappings(cfg)
 	return a2atest.RestartedRank(ctx, cfg, c, j.KillJob)
 }
 
@@ -105,7 +110,29 @@ func killedRank(j killJob) error {
 		return err
 	}
 	defer c.Close()
+	j.AfterRejoin = nodeMappings(cfg)
 	return a2atest.KilledRank(ctx, cfg, c, j.KillJob)
+}
+
+// nodeMappings checks that a rank maps exactly the node buffers of its
+// domain's current members, two memfds each (a ProcessNode's, named
+// ferry-a2a-*): none left of a dead incarnation.
+func nodeMappings(cfg a2a.Config) func() error {
+	return func() error {
+		maps, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			return err
+		}
+		l, err := cfg.Layout()
+		if err != nil {
+			return err
+		}
+		n := bytes.Count(maps, []byte("/memfd:ferry-a2a-"))
+		if n != 2*l.NVLinkSize {
+			return fmt.Errorf("%d node buffer mappings, want %d (two per member of the domain):\n%s", n, 2*l.NVLinkSize, maps)
+		}
+		return nil
+	}
 }
 
 // TestKilledRankProcesses: ranks are processes over libfabric's shm and
@@ -168,18 +195,38 @@ func TestKilledRankProcesses(t *testing.T) {
 // victim comes back as a new process (new buffers, new addresses, a
 // backend built to join): every rank joins generation 2 with a descriptor
 // exchange among the members, and they run on with every rank, equal to
-// the oracle.
+// the oracle. In the world of two-rank domains the victim's node peer
+// stayed active: it maps the new process's buffers in place of the dead
+// one's, and the new process maps its own, during the membership change;
+// afterwards each rank maps exactly its domain's current buffers.
 func TestKilledRankRestartsProcesses(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := a2a.Config{WorldSize: 3, MaxTokens: 8, Hidden: 16, Scales: 1, DispatchType: a2a.FP8, CombineType: a2a.BF16,
+	type run struct {
+		cfg       a2a.Config
+		victim    int
+		transport string
+	}
+	single := a2a.Config{WorldSize: 3, MaxTokens: 8, Hidden: 16, Scales: 1, DispatchType: a2a.FP8, CombineType: a2a.BF16,
 		Experts: 7, ExpertsPerToken: 2, PrivateTokens: 1}
-	for _, transport := range []string{"shm", "tcp;ofi_rxm"} {
-		t.Run(transport, func(t *testing.T) {
+	pairs := a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 8, Hidden: 16, Scales: 2, DispatchType: a2a.FP8,
+		CombineType: a2a.BF16, Experts: 10, ExpertsPerToken: 3, PrivateTokens: 2}
+	runs := []run{{single, 2, "shm"}, {single, 2, "tcp;ofi_rxm"}, {pairs, 1, "shm"}}
+	if os.Getenv("FERRY_A2A_FULL") != "" {
+		// make test-a2a-full: the node peer's rejoin over tcp too, and a
+		// replica lost in a domain of four whose other members stay.
+		runs = append(runs, run{pairs, 1, "tcp;ofi_rxm"},
+			run{a2a.Config{WorldSize: 8, NVLinkSize: 4, ReplicaSize: 2, MaxTokens: 8, Hidden: 16,
+				DispatchType: a2a.BF16, CombineType: a2a.FP32, Experts: 16, ExpertsPerToken: 4, PrivateTokens: 1}, 6, "shm"})
+	}
+	for _, rn := range runs {
+		cfg, transport := rn.cfg, rn.transport
+		name := fmt.Sprintf("%s/W%d_S%d_victim%d", transport, cfg.WorldSize, max(cfg.NVLinkSize, 1), rn.victim)
+		t.Run(name, func(t *testing.T) {
 			fabrictest.RequireTransport(t, transport, "127.0.0.1")
-			j := killJob{KillJob: a2atest.KillJob{Victim: 2, Dir: t.TempDir(), Timeout: 10 * time.Second, Iters: 2,
+			j := killJob{KillJob: a2atest.KillJob{Victim: rn.victim, Dir: t.TempDir(), Timeout: 10 * time.Second, Iters: 2,
 				Restart: true, RestartIters: 3}, Config: cfg, Transport: transport}
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()

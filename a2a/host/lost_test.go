@@ -20,6 +20,13 @@ import (
 // backend timeout given, and closes everything at the end.
 func lostWorld(t *testing.T, cfg a2a.Config, timeout time.Duration) ([]*a2a.Context, []*fabric.Engine) {
 	t.Helper()
+	ctxs, engines, _ := lostWorldNodes(t, cfg, timeout)
+	return ctxs, engines
+}
+
+// lostWorldNodes is lostWorld, returning the domains' LocalNodes too.
+func lostWorldNodes(t *testing.T, cfg a2a.Config, timeout time.Duration) ([]*a2a.Context, []*fabric.Engine, []*host.LocalNode) {
+	t.Helper()
 	W := cfg.WorldSize
 	l, _ := cfg.Layout()
 	x := a2atest.NewExchange(W)
@@ -67,7 +74,7 @@ func lostWorld(t *testing.T, cfg a2a.Config, timeout time.Duration) ([]*a2a.Cont
 			cancel()
 		}
 	})
-	return ctxs, engines
+	return ctxs, engines, nodes
 }
 
 // openEngine opens a mem engine that notices lost peers quickly.
@@ -295,4 +302,96 @@ func setActive(t *testing.T, ctxs []*a2a.Context, gen uint32, active []bool, x *
 			t.Fatalf("rank %d: set active ranks %v (generation %d): %v", r, active, gen, err)
 		}
 	}
+}
+
+// TestLostNodePeerRejoins: a rank dies while its node peer stays active
+// (W=4, two domains of two, rank 1 lost, rank 0 carries on); the survivors
+// run without it, then it restarts (a new backend built to join, new
+// buffers from the same LocalNode) and comes back: rank 0 maps its new
+// buffers in place of the dead ones and it maps rank 0's, during
+// SetActiveRanks. Every iteration after equals the oracle.
+func TestLostNodePeerRejoins(t *testing.T) {
+	const timeout, lost = 5 * time.Second, 1
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 8, Hidden: 16, Scales: 2,
+		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 10, ExpertsPerToken: 3, PrivateTokens: 2}
+	ctxs, engines, nodes := lostWorldNodes(t, cfg, timeout)
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 41, 1)
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	require(t, engines[lost].Close(cctx) == nil, "close the lost rank's engine")
+	ccancel()
+	callErrs, _ := dispatchAll(t, cfg, ctxs, lost)
+	for r, err := range callErrs {
+		if r != lost && !errors.Is(err, a2a.ErrPeerLost) {
+			t.Fatalf("rank %d: %v, want the rank lost", r, err)
+		}
+	}
+	without := []bool{true, false, true, true}
+	setActive(t, ctxs, 1, without, nil)
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: without}, 42, 2)
+
+	// The restarted rank: its old member released, a fresh engine, a new
+	// member of the same domain, a backend built to join.
+	_ = ctxs[lost].Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := openEngine(ctx, 1)
+	require(t, err == nil, "open the restarted rank's engine: %v", err)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = e.Close(cctx)
+		cancel()
+	})
+	c := cfg
+	c.Rank = lost
+	b, err := host.New(ctx, c, host.Options{Engine: e, Node: nodes[0].Member(lost), Timeout: timeout, Join: true})
+	require(t, err == nil, "restarted backend: %v", err)
+	ctxs[lost], err = a2a.New(c, b)
+	require(t, err == nil, "restarted context: %v", err)
+
+	all := []bool{true, true, true, true}
+	setActive(t, ctxs, 2, all, a2atest.NewExchange(4))
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: all}, 43, 3)
+	// A later change without a restart reshares nothing and runs on.
+	setActive(t, ctxs, 3, all, a2atest.NewExchange(4))
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: all}, 44, 1)
+}
+
+// TestNodePeerRejoinTimesOut: a restarted rank whose node peer never
+// comes to the membership change fails within its context with a
+// timeout, and leaves its context broken, not hung.
+func TestNodePeerRejoinTimesOut(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 2, NVLinkSize: 2, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16,
+		CombineType: a2a.BF16, Experts: 4, ExpertsPerToken: 2}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := openEngine(ctx, 1)
+	require(t, err == nil, "open engine: %v", err)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = e.Close(cctx)
+		cancel()
+	}()
+	node := host.NewLocalNode(2)
+	c := cfg
+	c.Rank = 1
+	b, err := host.New(ctx, c, host.Options{Engine: e, Node: node.Member(1), Timeout: time.Second, Join: true})
+	require(t, err == nil, "joining backend: %v", err)
+	ac, err := a2a.New(c, b)
+	require(t, err == nil, "context: %v", err)
+	defer ac.Close()
+	// Rank 0 answers the exchange with rank 1's own message (so rank 1's
+	// join signals for it land on rank 1 itself), but never reshares.
+	start := time.Now()
+	err = ac.SetActiveRanks(ctx, a2a.Membership{Generation: 1, Active: []bool{true, true}, Exchange: echoExchange{}})
+	require(t, errors.Is(err, a2a.ErrTimeout), "set active ranks: %v, want a timeout", err)
+	require(t, time.Since(start) < 5*time.Second, "took %v", time.Since(start))
+	t.Logf("%v after %v", err, time.Since(start))
+}
+
+// echoExchange answers an all-gather of two members with the caller's
+// message twice.
+type echoExchange struct{}
+
+func (echoExchange) AllGather(_ context.Context, data []byte) ([][]byte, error) {
+	return [][]byte{data, data}, nil
 }

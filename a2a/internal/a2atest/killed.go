@@ -32,6 +32,9 @@ type KillJob struct {
 	// (FileExchange); then RestartIters iterations with everyone.
 	Restart      bool
 	RestartIters int
+	// AfterRejoin, when set, runs in each rank once the iterations after
+	// the rejoin passed (a check of what the rank holds, for instance).
+	AfterRejoin func() error `json:"-"`
 }
 
 // KilledRank is one rank of a KillJob, over a context every rank built:
@@ -137,6 +140,11 @@ func rejoin(ctx context.Context, cfg a2a.Config, c *a2a.Context, j KillJob) erro
 	}
 	if err := workload.RunRankActive(ctx, cfg, c, cfg.Rank, 34, j.RestartIters, all); err != nil {
 		return fmt.Errorf("rank %d, after the rejoin: %w", cfg.Rank, err)
+	}
+	if j.AfterRejoin != nil {
+		if err := j.AfterRejoin(); err != nil {
+			return fmt.Errorf("rank %d, after the rejoin: %w", cfg.Rank, err)
+		}
 	}
 	return nil
 }

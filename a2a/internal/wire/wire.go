@@ -40,6 +40,11 @@ type Options struct {
 	// creates no counter and exchanges nothing; the first SetActive, with
 	// an exchanger over the members, does both.
 	Join bool
+	// NodeRemaps says the backend maps a node peer's buffers again when
+	// the peer comes back as a new process (a membership exchange brings
+	// its new descriptors); without it such a peer is refused
+	// (a2a.ErrNotSupported), its buffers being mapped once, at New.
+	NodeRemaps bool
 }
 
 // Wiring is one rank's fabric wiring. See the package documentation.
@@ -51,6 +56,7 @@ type Wiring struct {
 	tableReg *fabric.MemoryRegion
 	flagOf   map[a2a.Tag]fabric.Flag
 	msg      []byte // this rank's descriptors, as exchanged
+	remaps   bool   // Options.NodeRemaps
 
 	gen       uint32              // membership generation: the bank of every immediate value
 	wired     bool                // counters exist and descriptors are known
@@ -89,7 +95,7 @@ func New(ctx context.Context, l *a2a.Layout, o Options) (_ *Wiring, err error) {
 		return nil, fmt.Errorf("a2a wiring: engine, exchange and regions are required: %w", a2a.ErrInvalidArgument)
 	}
 	w := &Wiring{l: l, eng: o.Engine, dev: o.Device, sendReg: o.Send, tableReg: o.Table, flagOf: o.Flags,
-		done: new(fabric.TransferCounter), rankOf: make(map[fabric.Address]int),
+		remaps: o.NodeRemaps, done: new(fabric.TransferCounter), rankOf: make(map[fabric.Address]int),
 		descs: make([][]byte, l.WorldSize), recvDesc: make([]fabric.Descriptor, l.WorldSize),
 		tableDesc: make([]fabric.Descriptor, l.WorldSize)}
 	defer func() {
@@ -176,7 +182,7 @@ func (w *Wiring) exchange(ctx context.Context, m *a2a.Members, ex Exchanger) err
 		}
 		msg := all[i]
 		i++
-		if q != l.Rank && w.descs[q] != nil && l.Node(q) == l.Node(l.Rank) && !bytes.Equal(msg, w.descs[q]) {
+		if !w.remaps && q != l.Rank && w.descs[q] != nil && l.Node(q) == l.Node(l.Rank) && !bytes.Equal(msg, w.descs[q]) {
 			return fmt.Errorf("a2a wiring: node peer %d came back with new buffers; node buffers are mapped once, at New: %w",
 				q, a2a.ErrNotSupported)
 		}
