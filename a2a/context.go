@@ -276,9 +276,13 @@ func (c *Context) Generation() uint32 {
 //   - A restarted process comes back through a backend built to join
 //     (host.Options.Join, for instance), which exchanged nothing at New,
 //     and a Context over it: its first call is this one, and every member
-//     passes an Exchange so that all learn its new descriptors. Node
-//     peers map each other's buffers once, at New: a restarted rank can
-//     only come back when no rank of its domain stayed active (its whole
+//     passes an Exchange so that all learn its new descriptors. On the
+//     host backend (a2a/host) with a node memory that can reshare
+//     (host.NodeRejoiner: LocalNode, ProcessNode), its node peers that
+//     stayed active map its new buffers in place of the dead ones, and it
+//     maps theirs, within this call. The CUDA backend (a2a/cuda) maps
+//     node peers' buffers once, at New: there a restarted rank can only
+//     come back when no rank of its domain stayed active (its whole
 //     domain restarts with it).
 //   - A failure on the way (a member that does not come, the context's
 //     deadline) leaves the context broken: retry with a newer generation,

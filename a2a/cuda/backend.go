@@ -50,7 +50,9 @@ type Options struct {
 	// New builds, allocates and registers everything but exchanges nothing
 	// (Exchange may be nil); its Context's first call is then
 	// SetActiveRanks with a Membership whose Exchange reaches the members
-	// (a2a.Context.SetActiveRanks).
+	// (a2a.Context.SetActiveRanks). Node peers' buffers are mapped once,
+	// at New, so a restarted rank comes back only when no rank of its
+	// domain stayed active (unlike the host backend's, which reshares).
 	Join bool
 }
 

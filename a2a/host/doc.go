@@ -46,5 +46,14 @@
 // to the new generation's immediate values, rewires targets, signals and
 // watches to the active ranks, and meets the other members twice before
 // it runs again. A restarted rank comes back with a backend built with
-// Options.Join, when no rank of its domain stayed active.
+// Options.Join, even when ranks of its domain stayed active: with a
+// NodeRejoiner for node memory (LocalNode, ProcessNode) it allocates its
+// buffers alone, and during the membership change, once every member is
+// quiet, the active members of its domain map its new buffers in place
+// of its dead incarnation's (unmapping those) and it maps theirs, the
+// names needed riding on the membership's descriptor exchange (see
+// NodeRejoiner). A member that does not come fails the change within its
+// context, with an error wrapping a2a.ErrTimeout. (The CUDA backend keeps
+// the older rule: its node peers' buffers are mapped once, so a rank
+// comes back there only when its whole domain restarts with it.)
 package host

@@ -278,12 +278,14 @@ func (n *ProcessNode) swap(ctx context.Context, ln *net.UnixListener, addrs []st
 			got[h.idx] = h.buf
 		}
 	}
-	if len(errs) == 0 {
-		for i, a := range addrs {
-			if a != "" && i != me && got[i][0] == nil {
-				errs = append(errs, fmt.Errorf("process node: rank %d did not come", n.base()+i))
-			}
+	var missing []int
+	for i, a := range addrs {
+		if a != "" && i != me && got[i][0] == nil {
+			missing = append(missing, n.base()+i)
 		}
+	}
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("process node: ranks %v did not come", missing))
 	}
 	if err := errors.Join(errs...); err != nil {
 		for _, b := range got {
