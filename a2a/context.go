@@ -280,7 +280,9 @@ func (c *Context) Generation() uint32 {
 //     host backend (a2a/host) with a node memory that can reshare
 //     (host.NodeRejoiner: LocalNode, ProcessNode), its node peers that
 //     stayed active map its new buffers in place of the dead ones, and it
-//     maps theirs, within this call. The CUDA backend (a2a/cuda) maps
+//     maps theirs, within this call; a member that was inactive when a
+//     node peer of its restarted also needs an Exchange when it comes
+//     back, so that it maps the new buffers. The CUDA backend (a2a/cuda) maps
 //     node peers' buffers once, at New: there a restarted rank can only
 //     come back when no rank of its domain stayed active (its whole
 //     domain restarts with it).

@@ -195,6 +195,14 @@ func (b *Backend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membersh
 		nx = &nodeExchange{inner: ex, b: b, gen: m.Generation}
 		ex = nx
 	}
+	if ex == nil {
+		for _, q := range p.Members().Node {
+			if b.send[b.peer(q)] == nil {
+				return fmt.Errorf("a2a host backend: rank %d: node peer %d's buffers are not mapped here (it restarted): an Exchange is needed: %w",
+					b.l.Rank, q, a2a.ErrInvalidArgument)
+			}
+		}
+	}
 	if err := b.wire.SetActive(ctx, m.Generation, p.Members(), ex); err != nil {
 		nx.withdraw()
 		return err
