@@ -1,10 +1,8 @@
 package a2a_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -135,7 +133,7 @@ func TestSimulatedProtocolMasked(t *testing.T) {
 						active[q] = true
 					}
 				}
-				setActive(t, w.Contexts, uint32(gen+1), active)
+				a2atest.SetActive(t, w.Contexts, uint32(gen+1), active, nil)
 				w.Active = active
 				a2atest.Run(t, cfg, w, seed+uint64(gen), 2)
 			}
@@ -143,30 +141,5 @@ func TestSimulatedProtocolMasked(t *testing.T) {
 				t.Fatalf("immediate counts: %v", err)
 			}
 		})
-	}
-}
-
-// setActive has every active rank's context take the membership at once.
-func setActive(t *testing.T, ctxs []*a2a.Context, gen uint32, active []bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	errs := make([]error, len(ctxs))
-	var wg sync.WaitGroup
-	for r, c := range ctxs {
-		if !active[r] {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = c.SetActiveRanks(ctx, a2a.Membership{Generation: gen, Active: active})
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: set active ranks %v (generation %d): %v", r, active, gen, err)
-		}
 	}
 }

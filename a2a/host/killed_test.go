@@ -42,31 +42,7 @@ func restartedRank(j killJob) error {
 	defer cancel()
 	cfg := j.Config
 	cfg.Rank = j.Victim
-	e, err := fabric.Open(ctx, fabric.Config{Transport: j.Transport, NICs: cfg.NICsPerGPU, Node: "127.0.0.1",
-		LivenessInterval: 100 * time.Millisecond, HandshakeTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		_ = e.Close(cctx)
-	}()
-	node, err := host.NewProcessNode(cfg, nil)
-	if err != nil {
-		return err
-	}
-	b, err := host.New(ctx, cfg, host.Options{Engine: e, Node: node, Timeout: j.Timeout, Join: true})
-	if err != nil {
-		return err
-	}
-	c, err := a2a.New(cfg, b)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	j.AfterRejoin = nodeMappings(cfg)
-	return a2atest.RestartedRank(ctx, cfg, c, j.KillJob)
+	return runKillRank(ctx, j, cfg, nil, a2atest.RestartedRank)
 }
 
 // killedRank builds one rank of a killJob and runs a2atest.KilledRank.
@@ -87,6 +63,13 @@ func killedRank(j killJob) error {
 	defer g.Close()
 	cfg := j.Config
 	cfg.Rank = g.Rank()
+	return runKillRank(ctx, j, cfg, g, a2atest.KilledRank)
+}
+
+// runKillRank opens rank cfg.Rank's engine, ProcessNode and context (with
+// g as the exchange; a nil g builds a backend that joins) and runs role.
+func runKillRank(ctx context.Context, j killJob, cfg a2a.Config, g *rendezvous.Group,
+	role func(context.Context, a2a.Config, *a2a.Context, a2atest.KillJob) error) error {
 	e, err := fabric.Open(ctx, fabric.Config{Transport: j.Transport, NICs: cfg.NICsPerGPU, Node: "127.0.0.1",
 		LivenessInterval: 100 * time.Millisecond, HandshakeTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -97,11 +80,15 @@ func killedRank(j killJob) error {
 		defer ccancel()
 		_ = e.Close(cctx)
 	}()
-	node, err := host.NewProcessNode(cfg, g)
-	if err != nil {
+	opt := host.Options{Engine: e, Timeout: j.Timeout, Join: g == nil}
+	var ex host.Exchanger // a nil *rendezvous.Group must stay a nil interface
+	if g != nil {
+		ex, opt.Exchange = g, g
+	}
+	if opt.Node, err = host.NewProcessNode(cfg, ex); err != nil {
 		return err
 	}
-	b, err := host.New(ctx, cfg, host.Options{Engine: e, Exchange: g, Node: node, Timeout: j.Timeout})
+	b, err := host.New(ctx, cfg, opt)
 	if err != nil {
 		return err
 	}
@@ -111,7 +98,7 @@ func killedRank(j killJob) error {
 	}
 	defer c.Close()
 	j.AfterRejoin = nodeMappings(cfg)
-	return a2atest.KilledRank(ctx, cfg, c, j.KillJob)
+	return role(ctx, cfg, c, j.KillJob)
 }
 
 // nodeMappings checks that a rank maps exactly the node buffers of its

@@ -200,7 +200,7 @@ func TestLostRankCarryOn(t *testing.T) {
 
 	active := []bool{true, false, true, true}
 	start := time.Now()
-	setActive(t, ctxs, 1, active, nil)
+	a2atest.SetActive(t, ctxs, 1, active, nil)
 	t.Logf("the survivors took generation 1 in %v", time.Since(start))
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: active}, 22, 4)
 }
@@ -219,7 +219,7 @@ func TestSilentRankCarryOn(t *testing.T) {
 		}
 	}
 	active := []bool{true, true, false}
-	setActive(t, ctxs, 1, active, nil)
+	a2atest.SetActive(t, ctxs, 1, active, nil)
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: active}, 24, 3)
 }
 
@@ -232,6 +232,30 @@ func TestLostRankRejoins(t *testing.T) {
 	cfg := lostCfg
 	ctxs, engines := lostWorld(t, cfg, timeout)
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 25, 1)
+	killRank(t, cfg, ctxs, engines, lost)
+	without := []bool{false, true, true}
+	a2atest.SetActive(t, ctxs, 1, without, nil)
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: without}, 26, 2)
+
+	// The restarted rank: a fresh engine and a backend built to join.
+	restartRank(t, cfg, ctxs, lost, host.NewLocalNode(1).Member(0), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A joining context does nothing before it joined.
+	err := ctxs[lost].Dispatch(ctx, &a2a.DispatchInput{}, &a2a.DispatchOutput{ExpertTokens: make([]int32, 2),
+		X: make([]byte, 1<<16)})
+	require(t, errors.Is(err, a2a.ErrCallOrder), "dispatch before joining: %v", err)
+
+	all := []bool{true, true, true}
+	a2atest.SetActive(t, ctxs, 2, all, a2atest.NewExchange(3))
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: all}, 27, 3)
+}
+
+// killRank closes rank lost's engine under it (its process dying, as
+// far as the others can tell) and has the others dispatch: each must fail
+// with the rank lost.
+func killRank(t *testing.T, cfg a2a.Config, ctxs []*a2a.Context, engines []*fabric.Engine, lost int) {
+	t.Helper()
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	require(t, engines[lost].Close(cctx) == nil, "close the lost rank's engine")
 	ccancel()
@@ -241,11 +265,12 @@ func TestLostRankRejoins(t *testing.T) {
 			t.Fatalf("rank %d: %v, want the rank lost", r, err)
 		}
 	}
-	without := []bool{false, true, true}
-	setActive(t, ctxs, 1, without, nil)
-	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: without}, 26, 2)
+}
 
-	// The restarted rank: a fresh engine and a backend built to join.
+// restartRank replaces rank lost's context with that of a restarted
+// process: a fresh engine and a backend built to join over node.
+func restartRank(t *testing.T, cfg a2a.Config, ctxs []*a2a.Context, lost int, node host.NodeMemory, timeout time.Duration) {
+	t.Helper()
 	_ = ctxs[lost].Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -258,48 +283,8 @@ func TestLostRankRejoins(t *testing.T) {
 	})
 	c := cfg
 	c.Rank = lost
-	b, err := host.New(ctx, c, host.Options{Engine: e, Node: host.NewLocalNode(1).Member(0), Timeout: timeout, Join: true})
+	b, err := host.New(ctx, c, host.Options{Engine: e, Node: node, Timeout: timeout, Join: true})
 	require(t, err == nil, "restarted backend: %v", err)
 	ctxs[lost], err = a2a.New(c, b)
 	require(t, err == nil, "restarted context: %v", err)
-	// A joining context does nothing before it joined.
-	err = ctxs[lost].Dispatch(ctx, &a2a.DispatchInput{}, &a2a.DispatchOutput{ExpertTokens: make([]int32, 2),
-		X: make([]byte, 1<<16)})
-	require(t, errors.Is(err, a2a.ErrCallOrder), "dispatch before joining: %v", err)
-
-	all := []bool{true, true, true}
-	setActive(t, ctxs, 2, all, a2atest.NewExchange(3))
-	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: all}, 27, 3)
-}
-
-// setActive has every active rank's context take the membership at once,
-// with an exchange among the members when x is not nil.
-func setActive(t *testing.T, ctxs []*a2a.Context, gen uint32, active []bool, x *a2atest.Exchange) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	errs := make([]error, len(ctxs))
-	var wg sync.WaitGroup
-	i := 0
-	for r, c := range ctxs {
-		if !active[r] {
-			continue
-		}
-		m := a2a.Membership{Generation: gen, Active: active}
-		if x != nil {
-			m.Exchange = x.Member(i)
-		}
-		i++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = c.SetActiveRanks(ctx, m)
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: set active ranks %v (generation %d): %v", r, active, gen, err)
-		}
-	}
 }

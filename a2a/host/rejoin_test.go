@@ -23,43 +23,20 @@ func TestLostNodePeerRejoins(t *testing.T) {
 		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 10, ExpertsPerToken: 3, PrivateTokens: 2}
 	ctxs, engines, nodes := lostWorldNodes(t, cfg, timeout)
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 41, 1)
-	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-	require(t, engines[lost].Close(cctx) == nil, "close the lost rank's engine")
-	ccancel()
-	callErrs, _ := dispatchAll(t, cfg, ctxs, lost)
-	for r, err := range callErrs {
-		if r != lost && !errors.Is(err, a2a.ErrPeerLost) {
-			t.Fatalf("rank %d: %v, want the rank lost", r, err)
-		}
-	}
+	killRank(t, cfg, ctxs, engines, lost)
 	without := []bool{true, false, true, true}
-	setActive(t, ctxs, 1, without, nil)
+	a2atest.SetActive(t, ctxs, 1, without, nil)
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: without}, 42, 2)
 
 	// The restarted rank: its old member released, a fresh engine, a new
 	// member of the same domain, a backend built to join.
-	_ = ctxs[lost].Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e, err := openEngine(ctx, 1)
-	require(t, err == nil, "open the restarted rank's engine: %v", err)
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = e.Close(cctx)
-		cancel()
-	})
-	c := cfg
-	c.Rank = lost
-	b, err := host.New(ctx, c, host.Options{Engine: e, Node: nodes[0].Member(lost), Timeout: timeout, Join: true})
-	require(t, err == nil, "restarted backend: %v", err)
-	ctxs[lost], err = a2a.New(c, b)
-	require(t, err == nil, "restarted context: %v", err)
+	restartRank(t, cfg, ctxs, lost, nodes[0].Member(lost), timeout)
 
 	all := []bool{true, true, true, true}
-	setActive(t, ctxs, 2, all, a2atest.NewExchange(4))
+	a2atest.SetActive(t, ctxs, 2, all, a2atest.NewExchange(4))
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: all}, 43, 3)
 	// A later change without a restart reshares nothing and runs on.
-	setActive(t, ctxs, 3, all, a2atest.NewExchange(4))
+	a2atest.SetActive(t, ctxs, 3, all, a2atest.NewExchange(4))
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: all}, 44, 1)
 }
 
@@ -117,36 +94,15 @@ func TestNodePeerMissedRestart(t *testing.T) {
 		CombineType: a2a.FP32, Experts: 6, ExpertsPerToken: 2}
 	ctxs, engines, nodes := lostWorldNodes(t, cfg, timeout)
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 51, 1)
-	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-	require(t, engines[lost].Close(cctx) == nil, "close the lost rank's engine")
-	ccancel()
-	callErrs, _ := dispatchAll(t, cfg, ctxs, lost)
-	for r, err := range callErrs {
-		if r != lost && !errors.Is(err, a2a.ErrPeerLost) {
-			t.Fatalf("rank %d: %v, want the rank lost", r, err)
-		}
-	}
-	setActive(t, ctxs, 1, []bool{true, false, true}, nil)
-	setActive(t, ctxs, 2, []bool{true, false, false}, nil) // rank 2 masked out, idle
+	killRank(t, cfg, ctxs, engines, lost)
+	a2atest.SetActive(t, ctxs, 1, []bool{true, false, true}, nil)
+	a2atest.SetActive(t, ctxs, 2, []bool{true, false, false}, nil) // rank 2 masked out, idle
 
-	_ = ctxs[lost].Close()
+	restartRank(t, cfg, ctxs, lost, nodes[0].Member(lost), timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e, err := openEngine(ctx, 1)
-	require(t, err == nil, "open the restarted rank's engine: %v", err)
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = e.Close(cctx)
-		cancel()
-	})
-	c := cfg
-	c.Rank = lost
-	b, err := host.New(ctx, c, host.Options{Engine: e, Node: nodes[0].Member(lost), Timeout: timeout, Join: true})
-	require(t, err == nil, "restarted backend: %v", err)
-	ctxs[lost], err = a2a.New(c, b)
-	require(t, err == nil, "restarted context: %v", err)
 	pair := []bool{true, true, false}
-	setActive(t, ctxs, 3, pair, a2atest.NewExchange(2))
+	a2atest.SetActive(t, ctxs, 3, pair, a2atest.NewExchange(2))
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: pair}, 52, 1)
 
 	all := []bool{true, true, true}
@@ -166,6 +122,6 @@ func TestNodePeerMissedRestart(t *testing.T) {
 	}
 	require(t, errors.Is(errs[2], a2a.ErrTimeout) || errors.Is(errs[2], a2a.ErrPeerLost),
 		"rank 2 without an exchange: %v, want a timeout or the old rank 1 lost", errs[2])
-	setActive(t, ctxs, 5, all, a2atest.NewExchange(3))
+	a2atest.SetActive(t, ctxs, 5, all, a2atest.NewExchange(3))
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs, Active: all}, 53, 2)
 }

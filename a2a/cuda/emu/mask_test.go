@@ -20,31 +20,6 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 )
 
-// setActive has every active rank's context take the membership at once.
-func setActive(t *testing.T, ctxs []*a2a.Context, gen uint32, active []bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	errs := make([]error, len(ctxs))
-	var wg sync.WaitGroup
-	for r, c := range ctxs {
-		if !active[r] {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = c.SetActiveRanks(ctx, a2a.Membership{Generation: gen, Active: active})
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: set active ranks %v (generation %d): %v", r, active, gen, err)
-		}
-	}
-}
-
 func allActive(w int) []bool {
 	a := make([]bool, w)
 	for q := range a {
@@ -89,7 +64,7 @@ func TestEmuMasked(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, cfg, "mem", cuda.Options{})
 			for gen, active := range masks {
-				setActive(t, w.ctxs, uint32(gen+1), active)
+				a2atest.SetActive(t, w.ctxs, uint32(gen+1), active, nil)
 				a2atest.Run(t, cfg, &a2atest.World{Contexts: w.ctxs, Active: active, BeforeIteration: w.poison,
 					Timeout: time.Minute}, seed+uint64(gen), 2)
 				t.Logf("generation %d, active %v: equal to the masked oracle", gen+1, active)
@@ -177,7 +152,7 @@ func TestEmuLostRankCarryOn(t *testing.T) {
 	t.Logf("the survivors' iteration failed after %v (%d of 3 errors name rank %d)", took, named, lost)
 
 	active := []bool{true, true, false, true}
-	setActive(t, w.ctxs, 1, active)
+	a2atest.SetActive(t, w.ctxs, 1, active, nil)
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: w.ctxs, Active: active, BeforeIteration: w.poison, Timeout: time.Minute}, 53, 3)
 }
 
@@ -205,7 +180,7 @@ func TestEmuLostRankRejoins(t *testing.T) {
 	w.ctxs[lost], w.engines[lost] = nil, nil
 
 	without := []bool{true, false, true}
-	setActive(t, w.ctxs, 1, without)
+	a2atest.SetActive(t, w.ctxs, 1, without, nil)
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: w.ctxs, Active: without, BeforeIteration: w.poison, Timeout: time.Minute}, 62, 2)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
