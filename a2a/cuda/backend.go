@@ -210,7 +210,9 @@ func (b *Backend) probe(ctx context.Context, k Kernel) error {
 	if err := b.st.Launch(k, 1, 32, out.Addr()); err != nil {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, b.timeout)
+	// Options.Timeout bounds the waits inside the a2a kernels; the probe
+	// waits for nothing, and a short Timeout must not fail it.
+	sctx, cancel := context.WithTimeout(ctx, max(b.timeout, probeWait))
 	defer cancel()
 	if err := b.st.Sync(sctx); err != nil {
 		return err
@@ -231,6 +233,9 @@ func (b *Backend) probe(ctx context.Context, k Kernel) error {
 	}
 	return nil
 }
+
+// probeWait is the least time the probe kernel is given.
+const probeWait = 10 * time.Second
 
 func (b *Backend) alloc(n int, mapped bool) (Memory, error) {
 	n = max(n, 16)

@@ -16,9 +16,10 @@ import (
 // into the device for the flags, the receive plan and the count table.
 // Caller slices are staged through device copies.
 type DriverDevice struct {
-	ctx  *cu.Context
-	sms  int
-	name string
+	ctx          *cu.Context
+	sms          int
+	name         string
+	major, minor int // compute capability
 }
 
 var _ ExportingDevice = (*DriverDevice)(nil)
@@ -37,7 +38,23 @@ func NewDriverDevice(ctx *cu.Context) (*DriverDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DriverDevice{ctx: ctx, sms: sms, name: name}, nil
+	major, minor, err := ctx.Device().ComputeCapability()
+	if err != nil {
+		return nil, err
+	}
+	return &DriverDevice{ctx: ctx, sms: sms, name: name, major: major, minor: minor}, nil
+}
+
+// ArchDefines are the defines a build for compute capability major.minor
+// adds to a kernel source's own: A2A_NC_PEER_LOADS (transport rows that
+// peers and the NIC write during a launch read through the non-coherent
+// path) on 9.0 only, where it is known to hold; every other architecture
+// reads them with ordinary loads.
+func ArchDefines(major, minor int) []string {
+	if major == 9 && minor == 0 {
+		return []string{"-DA2A_NC_PEER_LOADS=1"}
+	}
+	return nil
 }
 
 // Context is the CUDA context the device runs in.
@@ -46,6 +63,7 @@ func (d *DriverDevice) Context() *cu.Context { return d.ctx }
 func (d *DriverDevice) Name() string { return fmt.Sprintf("cuda %s (%d SMs)", d.name, d.sms) }
 
 func (d *DriverDevice) Build(ctx context.Context, src Source, defines []string) (Module, error) {
+	defines = append(append([]string(nil), defines...), ArchDefines(d.major, d.minor)...)
 	m, _, err := d.ctx.CompileModule(cu.Source{Name: src.Name, Code: src.Code}, cu.CompileOptions{Options: defines})
 	if err != nil {
 		return nil, err

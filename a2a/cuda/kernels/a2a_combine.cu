@@ -47,17 +47,15 @@ a2a_combine_send(const a2a_params *p, const uint8_t *y, uint64_t y_stride, uint6
 	// Every rank is done reading what it was sent, and every transfer out
 	// of this rank's buffers completed.
 	if (threadIdx.x == 0) a2a_wait(p, st, a2a_ctrl(p, A2A_COMBINE_FREE), iter, timeout_ns, A2A_WAIT_COMBINE_FREE, 0);
-	__syncthreads();
 	const uint32_t *meta = (const uint32_t *)p->meta;
 	const uint32_t copies = meta[A2A_META_COPIES], remote = meta[A2A_META_REMOTE_COPIES];
-	if (!a2a_aborted(st)) a2a_send_copies(p, 0, remote, true, y, y_stride);
+	if (!a2a_block_aborted(st)) a2a_send_copies(p, 0, remote, true, y, y_stride);
 	a2a_arrive(st, &st->csend_blocks, a2a_ctrl(p, A2A_CSEND_DONE), iter);
-	if (!a2a_aborted(st)) a2a_send_copies(p, remote, copies, false, y, y_stride);
-	fd_grid_sync(&st->barrier);
+	if (!a2a_block_aborted(st)) a2a_send_copies(p, remote, copies, false, y, y_stride);
+	a2a_grid_sync(st, timeout_ns);
 	// Block 0 reads the abort state before its thread 0 resets it
 	// (a2a_finish); past the last grid barrier no other block reads it.
-	const bool ok = blockIdx.x == 0 && !a2a_aborted(st);
-	__syncthreads();
+	const bool ok = blockIdx.x == 0 && !a2a_block_aborted(st); // uniform: a block's threads share blockIdx
 	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok && (a2a_rank_flags(p, p->base + threadIdx.x) & A2A_RANK_ACTIVE)) {
 		uint32_t *slot = (uint32_t *)a2a_peer(p->peer_sync, threadIdx.x) + p->node_size + p->me;
 		fd_fence_sys();
@@ -111,7 +109,7 @@ __device__ __forceinline__ void a2a_reduce_chunk(const a2a_params *p, uint8_t *c
 		if (rows[k] == 0) continue; // an inactive rank's expert adds nothing
 		const uint8_t *src = rows[k] + off;
 		if (full) {
-			fd_v16 v = fd_ld16_nc(src);
+			fd_v16 v = a2a_ld16_row(src); // written by node peers and the NIC during the launch
 			c[0] = v.x, c[1] = v.y, c[2] = v.z, c[3] = v.w;
 		} else {
 			for (uint32_t j = 0; j < 4u; ++j)
@@ -149,12 +147,11 @@ a2a_combine_recv(const a2a_params *p, uint8_t *out, uint64_t out_stride, const f
 			if (a2a_rank_flags(p, p->base + q) & A2A_RANK_ACTIVE)
 				ok = a2a_wait(p, st, (uint32_t *)p->sync + S + q, iter, timeout_ns, A2A_WAIT_NODE_COMBINE, q);
 	}
-	__syncthreads();
+	const bool skip = a2a_block_aborted(st);
 	__shared__ uint8_t *rows[A2A_MAX_TOPK];
 	__shared__ float w[A2A_MAX_TOPK];
 	const uint32_t m = st->m, ct = A2A_CT(p), es = ct == A2A_FP32 ? 4u : 2u, epc = 16u / es;
 	const uint32_t H = A2A_H(p), full = H / epc;
-	const bool skip = a2a_aborted(st);
 	for (uint32_t t = blockIdx.x; t < m && !skip; t += gridDim.x) {
 		for (uint32_t k = threadIdx.x; k < K; k += blockDim.x) {
 			const uint32_t pos = ((const uint32_t *)p->pos)[(uint64_t)t * K + k];
@@ -169,7 +166,7 @@ a2a_combine_recv(const a2a_params *p, uint8_t *out, uint64_t out_stride, const f
 		}
 		__syncthreads();
 	}
-	fd_grid_sync(&st->barrier);
+	a2a_grid_sync(st, timeout_ns);
 	if (blockIdx.x == 0 && threadIdx.x == 0) {
 		// The iteration is over: the epoch every kernel reads advances.
 		st->iter = iter;

@@ -84,6 +84,7 @@
 #define A2A_WAIT_COMBINE_FREE 5u
 #define A2A_WAIT_NODE_COMBINE 6u
 #define A2A_WAIT_RDMA_COMBINE 7u
+#define A2A_WAIT_GRID 8u // the other blocks at a grid barrier (peer: the block that gave up)
 
 // Receive-plan metadata (host-mapped, written by the worker): a header,
 // tokens per local expert, padded expert offsets, then the runs and the
@@ -154,7 +155,18 @@ __device__ __forceinline__ a2a_state *a2a_st(const a2a_params *p) { return (a2a_
 // Epochs wrap; compare them as a signed distance.
 __device__ __forceinline__ bool a2a_reached(uint32_t v, uint32_t want) { return (int32_t)(v - want) >= 0; }
 
+// a2a_aborted reads the launch's abort flag. Another block may set it at
+// any moment, so two threads of a block can read different answers: only
+// a single thread may act on it (a2a_wait, a2a_arrive). Code that every
+// thread of a block runs, and that contains block barriers or warp
+// collectives, decides with a2a_block_aborted instead.
 __device__ __forceinline__ bool a2a_aborted(a2a_state *st) { return fd_ld_relaxed_gpu(&st->abort) != 0u; }
+
+// a2a_block_aborted: one answer for the whole block (true if any of its
+// threads saw the flag), taken at a block barrier, so every thread of the
+// block follows the same path through the barriers after it. Every thread
+// of the block must call it.
+__device__ __forceinline__ bool a2a_block_aborted(a2a_state *st) { return __syncthreads_or(a2a_aborted(st)) != 0; }
 
 // a2a_abort records the first timed-out wait of a launch. The kernel then
 // runs to its end without waiting or signalling any more, so the grid
@@ -184,6 +196,15 @@ __device__ bool a2a_wait(const a2a_params *p, a2a_state *st, uint32_t *flag, uin
 			return false;
 		}
 	}
+}
+
+// a2a_grid_sync: the grid barrier of the kernels, bounded by the launch's
+// timeout. Blocks that are not all resident (a grid above occupancy, or
+// another kernel holding the SMs) never gather: the barrier then gives up,
+// the launch aborts naming the wait, and the kernel ends with a timeout
+// status instead of hanging. Every thread of every block calls it.
+__device__ __forceinline__ void a2a_grid_sync(a2a_state *st, uint64_t timeout_ns) {
+	if (!fd_grid_sync_for(&st->barrier, timeout_ns) && threadIdx.x == 0) a2a_abort(st, A2A_WAIT_GRID, blockIdx.x);
 }
 
 // a2a_finish: block 0, thread 0, after the launch's last grid barrier:
@@ -265,11 +286,27 @@ __device__ __forceinline__ uint32_t a2a_block_scan(uint32_t v, uint32_t *total, 
 	return excl;
 }
 
+// a2a_ld16_row loads 16 bytes of a transport row that node peers or the
+// NIC wrote during this launch (the kernel acquired their flag first).
+// The non-coherent path (ld.global.nc) is defined only for memory that
+// no one writes while the kernel runs; Hopper reads such rows correctly
+// through it in practice and gains from it, so builds for sm_90 take it
+// when the backend defines A2A_NC_PEER_LOADS (it does for compute
+// capability 9.0 only); every other build uses an ordinary load, which
+// the acquire orders after the writers' data.
+#ifdef A2A_NC_PEER_LOADS
+#define a2a_ld16_row(p) fd_ld16_nc(p)
+#else
+#define a2a_ld16_row(p) fd_ld16(p)
+#endif
+
 __device__ __forceinline__ bool a2a_al16(const void *a) { return ((uint64_t)a & 15u) == 0u; }
 __device__ __forceinline__ bool a2a_al4(const void *a) { return ((uint64_t)a & 3u) == 0u; }
 
 // a2a_copy copies n bytes from src to nd destinations (each 16-byte
-// aligned), by the threads i, i+step, ... of a team. 16-byte vectors when
+// aligned), by the threads i, i+step, ... of a team. src is the caller's
+// input (tokens, expert outputs), which nobody writes while the kernel
+// runs: read through the non-coherent path. 16-byte vectors when
 // src allows, four independent loads in flight per thread; words or bytes
 // otherwise. Only n bytes are read and written.
 __device__ __forceinline__ void a2a_copy(uint8_t *const *dst, uint32_t nd, const uint8_t *src, uint32_t n,
@@ -314,7 +351,7 @@ __device__ __forceinline__ void a2a_copy_out(uint8_t *dst, const uint8_t *src, u
 	uint32_t done = 0;
 	if (a2a_al16(dst)) {
 		const uint32_t n16 = n >> 4;
-		for (uint32_t c = i; c < n16; c += step) fd_st16(dst + 16 * c, fd_ld16_nc(src + 16 * c));
+		for (uint32_t c = i; c < n16; c += step) fd_st16(dst + 16 * c, a2a_ld16_row(src + 16 * c));
 		done = n16 << 4;
 	} else if (a2a_al4(dst)) {
 		const uint32_t n4 = n >> 2;

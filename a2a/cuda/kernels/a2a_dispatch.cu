@@ -125,8 +125,9 @@ __device__ void a2a_count(const a2a_params *p, a2a_state *st, const uint32_t *in
 		// the previous iteration until its combine barrier.
 		a2a_wait(p, st, a2a_ctrl(p, A2A_DISPATCH_FREE), iter - 1u, timeout_ns, A2A_WAIT_DISPATCH_FREE, 0);
 	}
-	fd_grid_sync(&st->barrier);
-	if (blockIdx.x != 0 || a2a_aborted(st)) return;
+	a2a_grid_sync(st, timeout_ns);
+	const bool aborted = a2a_block_aborted(st);
+	if (blockIdx.x != 0 || aborted) return;
 	__shared__ uint32_t wsum[33];
 	uint32_t *mask = (uint32_t *)p->mask, *pre = (uint32_t *)p->prefix, *off = (uint32_t *)p->offsets;
 	uint32_t carry = 0;
@@ -175,8 +176,8 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 	__shared__ uint8_t cls[A2A_MAX_TOPK];
 	if (!a2a_shape_ok(p, st, A2A_PHASE_DISPATCH_SEND, iter)) return;
 	a2a_count(p, st, indices, m, iter, timeout_ns);
-	fd_grid_sync(&st->barrier);
-	const bool skip = a2a_aborted(st);
+	a2a_grid_sync(st, timeout_ns);
+	const bool skip = a2a_block_aborted(st);
 	const uint32_t tb = A2A_TB(p);
 #ifdef A2A_TOKEN_BYTES
 	// Quick path: a block per token, its chunks held in registers between
@@ -229,11 +230,10 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 			__syncthreads();
 		}
 	}
-	fd_grid_sync(&st->barrier);
+	a2a_grid_sync(st, timeout_ns);
 	// Block 0 reads the abort state before its thread 0 resets it
 	// (a2a_finish); past the last grid barrier no other block reads it.
-	const bool ok = blockIdx.x == 0 && !a2a_aborted(st);
-	__syncthreads();
+	const bool ok = blockIdx.x == 0 && !a2a_block_aborted(st); // uniform: a block's threads share blockIdx
 	// Every row of this rank for its node peers (and itself) is written:
 	// publish the epoch into each node rank's sync slot [me].
 	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok && (a2a_rank_flags(p, p->base + threadIdx.x) & A2A_RANK_ACTIVE)) {
@@ -306,17 +306,16 @@ a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float 
 			if (a2a_rank_flags(p, p->base + q) & A2A_RANK_ACTIVE)
 				ok = a2a_wait(p, st, (uint32_t *)p->sync + q, iter, timeout_ns, A2A_WAIT_NODE_DISPATCH, q);
 	}
-	__syncthreads();
-	if (!a2a_aborted(st)) a2a_expand_plan(p);
-	fd_grid_sync(&st->barrier);
+	if (!a2a_block_aborted(st)) a2a_expand_plan(p);
+	a2a_grid_sync(st, timeout_ns);
 	const uint32_t *meta = (const uint32_t *)p->meta;
 	const uint32_t copies = meta[A2A_META_COPIES], remote = meta[A2A_META_REMOTE_COPIES];
-	if (!a2a_aborted(st)) a2a_recv_copies(p, remote, copies, out_x, x_stride, out_scales, s_tok, s_elem);
+	if (!a2a_block_aborted(st)) a2a_recv_copies(p, remote, copies, out_x, x_stride, out_scales, s_tok, s_elem);
 	if (threadIdx.x == 0 && p->nodes > 1u)
 		a2a_wait(p, st, a2a_ctrl(p, A2A_DISPATCH_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_DISPATCH, 0);
-	__syncthreads();
-	if (!a2a_aborted(st)) a2a_recv_copies(p, 0, remote, out_x, x_stride, out_scales, s_tok, s_elem);
-	if (blockIdx.x == 0 && !a2a_aborted(st)) {
+	const bool skip = a2a_block_aborted(st);
+	if (!skip) a2a_recv_copies(p, 0, remote, out_x, x_stride, out_scales, s_tok, s_elem);
+	if (blockIdx.x == 0 && !skip) {
 		const int32_t *tpe = (const int32_t *)(meta + A2A_META_HEADER);
 		const uint32_t L = p->local_experts;
 		for (uint32_t i = threadIdx.x; i <= L; i += blockDim.x) {
@@ -324,7 +323,7 @@ a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float 
 			if (expert_offsets != 0) expert_offsets[i] = tpe[L + i];
 		}
 	}
-	fd_grid_sync(&st->barrier);
+	a2a_grid_sync(st, timeout_ns);
 	if (blockIdx.x == 0 && threadIdx.x == 0) {
 		if (!a2a_aborted(st)) {
 			fd_fence_sys();
