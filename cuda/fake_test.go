@@ -72,6 +72,7 @@ const (
 	statVMMHandles
 	statVMMMappings
 	statVMMRanges
+	statRDMAFlushes
 )
 
 func fakeDriverChecks(t *testing.T) {
@@ -91,6 +92,17 @@ func fakeDriverChecks(t *testing.T) {
 	}
 	c := try(d0.PrimaryContext()).must(t)
 	c1 := try(d1.PrimaryContext()).must(t)
+
+	// GPUDirect RDMA flush: device 0 is C2C-attached (host native
+	// atomics) and needs it although it is sm_90; device 1 does not.
+	if !try(d0.NeedsRDMAFlush()).must(t) || try(d1.NeedsRDMAFlush()).must(t) {
+		t.Fatalf("needs flush: device 0 %v, device 1 %v", try(d0.NeedsRDMAFlush()).must(t), try(d1.NeedsRDMAFlush()).must(t))
+	}
+	check(t, c.FlushGPUDirectRDMAWrites())
+	check(t, c.FlushGPUDirectRDMAWrites())
+	if n := stat(t, d0, statRDMAFlushes); n != 2 {
+		t.Fatalf("%d flushes reached the driver, want 2", n)
+	}
 
 	// Memory and copies, from many fresh OS threads: each call must make
 	// the context current itself.

@@ -368,8 +368,8 @@ func (b *Backend) connect(ctx context.Context, ex Exchanger) error {
 		return err
 	}
 	flags := map[a2a.Tag]fabric.Flag{
-		a2a.TagDispatch: epochFlag{b.ctrlWord(slotDispatchRDMA, 0)},
-		a2a.TagCombine:  epochFlag{b.ctrlWord(slotCombineRDMA, 0)},
+		a2a.TagDispatch: b.rdmaFlag(slotDispatchRDMA),
+		a2a.TagCombine:  b.rdmaFlag(slotCombineRDMA),
 	}
 	b.wire, err = wire.New(ctx, l, wire.Options{Engine: b.eng, Exchange: ex, Send: sendReg, Recv: recvReg,
 		Table: tableReg, Device: b.dev.EngineDevice(), Flags: flags, Join: b.joining})
@@ -386,10 +386,35 @@ func (b *Backend) registerHost(m []byte, access fabric.Access) (*fabric.MemoryRe
 }
 
 // epochFlag is a fabric.Flag in the control block: each Set publishes the
-// next epoch, which a kernel waits for (it never clears the flag).
-type epochFlag struct{ w *atomic.Uint32 }
+// next epoch, which a kernel waits for (it never clears the flag). With a
+// flush (RDMAFlusher), Set first makes the NIC's writes that completed
+// visible to the kernels; a failed flush raises nothing and fails the
+// worker, so the kernels give up instead of reading unflushed rows.
+type epochFlag struct {
+	w      *atomic.Uint32
+	flush  func() error
+	failed func(error)
+}
 
-func (f epochFlag) Set() { f.w.Add(1) }
+func (f epochFlag) Set() {
+	if f.flush != nil {
+		if err := f.flush(); err != nil {
+			f.failed(fmt.Errorf("flush gpudirect rdma writes: %w", err))
+			return
+		}
+	}
+	f.w.Add(1)
+}
+
+// rdmaFlag is the flag the engine raises in slot s once every immediate
+// of a phase arrived: after the device's flush, where it has one.
+func (b *Backend) rdmaFlag(s int) epochFlag {
+	f := epochFlag{w: b.ctrlWord(s, 0)}
+	if fl, ok := b.dev.(RDMAFlusher); ok {
+		f.flush, f.failed = fl.FlushRDMA, b.failWorker
+	}
+	return f
+}
 
 // closeWait bounds how long Close waits for kernels still running.
 const closeWait = 10 * time.Second

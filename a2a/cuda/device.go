@@ -41,6 +41,15 @@ type Device interface {
 	DefaultLaunch() (grid, block int)
 }
 
+// RDMAFlusher is a Device whose NIC writes may reach kernels after a flag
+// the CPU raises on their completion. The backend calls FlushRDMA after
+// the engine counted every immediate of a phase and before it raises the
+// flag the kernels poll (DriverDevice: cuFlushGPUDirectRDMAWrites where
+// cuda.Device.NeedsRDMAFlush says so, below sm_90 and on C2C platforms).
+type RDMAFlusher interface {
+	FlushRDMA() error
+}
+
 // Source is one kernel source file.
 type Source struct {
 	Name string

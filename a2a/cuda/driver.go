@@ -19,7 +19,21 @@ type DriverDevice struct {
 	ctx          *cu.Context
 	sms          int
 	name         string
-	major, minor int // compute capability
+	major, minor int  // compute capability
+	flush        bool // NIC writes need a flush before the CPU's flag (cu.Device.NeedsRDMAFlush)
+}
+
+var _ RDMAFlusher = (*DriverDevice)(nil)
+
+// FlushRDMA flushes the NIC's writes into the device's memory where the
+// device needs it (cu.Device.NeedsRDMAFlush), and does nothing elsewhere.
+// A driver without cuFlushGPUDirectRDMAWrites (before CUDA 11.3) fails
+// New on such a device rather than run unordered.
+func (d *DriverDevice) FlushRDMA() error {
+	if !d.flush {
+		return nil
+	}
+	return d.ctx.FlushGPUDirectRDMAWrites()
 }
 
 var _ ExportingDevice = (*DriverDevice)(nil)
@@ -42,7 +56,15 @@ func NewDriverDevice(ctx *cu.Context) (*DriverDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DriverDevice{ctx: ctx, sms: sms, name: name, major: major, minor: minor}, nil
+	flush, err := ctx.Device().NeedsRDMAFlush()
+	if err != nil {
+		return nil, err
+	}
+	d := &DriverDevice{ctx: ctx, sms: sms, name: name, major: major, minor: minor, flush: flush}
+	if err := d.FlushRDMA(); err != nil {
+		return nil, fmt.Errorf("a2a cuda: %s needs GPUDirect RDMA writes flushed: %w", name, err)
+	}
+	return d, nil
 }
 
 // ArchDefines are the defines a build for compute capability major.minor

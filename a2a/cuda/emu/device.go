@@ -24,7 +24,10 @@ const (
 // Each Device is its own emulated GPU: the emulator's scope checker counts
 // threads of different Devices as outside each other's gpu scope, as
 // ranks on different GPUs are.
-type Device struct{ id uint32 }
+type Device struct {
+	id    uint32
+	flush func() error
+}
 
 var _ cuda.ExportingDevice = Device{}
 
@@ -32,6 +35,20 @@ var devices atomic.Uint32
 
 // NewDevice returns a new emulated device.
 func NewDevice() Device { return Device{id: devices.Add(1)} }
+
+// NewFlushingDevice returns a new emulated device whose GPUDirect RDMA
+// flush (cuda.RDMAFlusher) runs flush: tests pair it with memfabric's
+// late-data mode (memfabric.SetLateData, memfabric.Flush), where the
+// NIC's payloads land only when flushed, as on a GPU that needs the flush.
+func NewFlushingDevice(flush func() error) Device { return Device{id: devices.Add(1), flush: flush} }
+
+// FlushRDMA runs the device's flush, if it has one.
+func (d Device) FlushRDMA() error {
+	if d.flush == nil {
+		return nil
+	}
+	return d.flush()
+}
 
 func (Device) Name() string { return "cpu emulator" }
 
