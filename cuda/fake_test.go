@@ -222,8 +222,11 @@ func fakeDriverChecks(t *testing.T) {
 	coop := LaunchConfig{Grid: Dim3{X: 8}, Block: Dim3{X: 32}, Cooperative: true}
 	check(t, add.Launch(coop, ctr.Ptr(), uint32(1)))
 	coop.Grid.X = 9
-	if err := add.Launch(coop, ctr.Ptr(), uint32(1)); err == nil {
-		t.Fatal("oversized cooperative grid accepted")
+	// Refused before the driver (which would answer 720), naming the size
+	// that fits: 2 blocks per SM x 4 SMs.
+	if err := add.Launch(coop, ctr.Ptr(), uint32(1)); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "launch at most 8 blocks") {
+		t.Fatalf("oversized cooperative grid: %v, want ErrInvalidArgument naming 8 blocks", err)
 	}
 	if n := try(add.MaxActiveBlocksPerSM(128, 0)).must(t); n != 2 {
 		t.Fatalf("occupancy %d", n)

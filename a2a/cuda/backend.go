@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -93,6 +94,8 @@ type Backend struct {
 	w       *worker
 	joining bool
 	closed  bool
+
+	residentKey string // the device whose blocks this backend reserved (ResidentDevice)
 }
 
 var _ a2a.MembershipBackend = (*Backend)(nil)
@@ -140,6 +143,9 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 		return nil, err
 	}
 	if err := b.build(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.reserveGrid(); err != nil {
 		return nil, err
 	}
 	if err := b.allocate(ctx); err != nil {
@@ -427,6 +433,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.stopWorker()
+	defer b.releaseGrid()
 	var errs []error
 	if b.st != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
@@ -455,4 +462,61 @@ func (b *Backend) Close() error {
 		errs = append(errs, b.node.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// resident counts the blocks of the live backends' grids per device
+// (ResidentDevice.Key): the rule for concurrent contexts.
+var resident struct {
+	sync.Mutex
+	used map[string]int
+}
+
+// reserveGrid checks the grid against the device (ResidentDevice) and
+// reserves its blocks beside those of the other live backends there.
+func (b *Backend) reserveGrid() error {
+	rd, ok := b.dev.(ResidentDevice)
+	if !ok {
+		return nil
+	}
+	limit := -1
+	for i, k := range b.k {
+		n, err := rd.MaxResidentBlocks(k, b.block)
+		if err != nil {
+			return fmt.Errorf("a2a cuda backend: occupancy of %s: %w", kernelNames[i], err)
+		}
+		if limit < 0 || n < limit {
+			limit = n
+		}
+	}
+	if b.grid > limit {
+		return fmt.Errorf("a2a cuda backend: grid of %d blocks of %d threads: %s holds at most %d at once; use Options.Grid <= %d: %w",
+			b.grid, b.block, b.dev.Name(), limit, limit, a2a.ErrInvalidConfig)
+	}
+	resident.Lock()
+	defer resident.Unlock()
+	key := rd.Key()
+	if used := resident.used[key]; used+b.grid > limit {
+		return fmt.Errorf("a2a cuda backend: grid of %d blocks does not fit beside the %d blocks of the a2a contexts "+
+			"live on %s (it holds %d blocks of %d threads at once); use Options.Grid <= %d or close a context: %w",
+			b.grid, used, b.dev.Name(), limit, b.block, max(limit-used, 0), a2a.ErrInvalidConfig)
+	}
+	if resident.used == nil {
+		resident.used = map[string]int{}
+	}
+	resident.used[key] += b.grid
+	b.residentKey = key
+	return nil
+}
+
+// releaseGrid gives the reserved blocks back.
+func (b *Backend) releaseGrid() {
+	if b.residentKey == "" {
+		return
+	}
+	resident.Lock()
+	defer resident.Unlock()
+	if resident.used[b.residentKey] -= b.grid; resident.used[b.residentKey] <= 0 {
+		delete(resident.used, b.residentKey)
+	}
+	b.residentKey = ""
 }

@@ -50,6 +50,31 @@ type RDMAFlusher interface {
 	FlushRDMA() error
 }
 
+// ResidentDevice is a Device that holds a bounded number of blocks at
+// once. Every a2a kernel is a cooperative launch whose blocks spin on
+// flags, so a kernel whose blocks cannot all be resident never ends, and
+// neither do the kernels of the other ranks waiting for it. The backend
+// therefore checks, at New:
+//   - its own grid: at most MaxResidentBlocks of every kernel (an error
+//     naming the grid to use, instead of the driver's refusal at the first
+//     launch);
+//   - the rule for concurrent contexts (two micro-batches on two streams,
+//     or two models): the grids of all live backends on one device (same
+//     Key) must fit on it together, so every kernel of every context can
+//     be resident whatever the other streams run. A backend that would
+//     overcommit the device is refused, naming the blocks left; Close
+//     gives its blocks back.
+//
+// Kernels of other libraries that occupy SMs for long (a persistent GEMM)
+// are outside this count: leave room for them with Options.Grid.
+type ResidentDevice interface {
+	// MaxResidentBlocks is how many blocks of block threads of k the whole
+	// device holds at once (occupancy per SM times SMs).
+	MaxResidentBlocks(k Kernel, block int) (int, error)
+	// Key names the physical device: Devices with the same Key share it.
+	Key() string
+}
+
 // Source is one kernel source file.
 type Source struct {
 	Name string

@@ -185,6 +185,27 @@ func (d *DriverDevice) Register(e *fabric.Engine, addr uint64, n int, access fab
 
 func (d *DriverDevice) EngineDevice() fabric.Device { return gpu.DeviceOf(d.ctx.Device()) }
 
+var _ ResidentDevice = (*DriverDevice)(nil)
+
+// MaxResidentBlocks is the kernel's occupancy per SM times the SMs.
+func (d *DriverDevice) MaxResidentBlocks(k Kernel, block int) (int, error) {
+	f, ok := k.(*cu.Function)
+	if !ok {
+		return 0, fmt.Errorf("a2a cuda: occupancy of a kernel from another device: %w", cu.ErrInvalidArgument)
+	}
+	n, err := f.MaxActiveBlocksPerSM(block, 0)
+	return n * d.sms, err
+}
+
+// Key is the device's PCI address.
+func (d *DriverDevice) Key() string {
+	id, err := d.ctx.Device().PCIBusID()
+	if err != nil {
+		return d.name
+	}
+	return id
+}
+
 // DefaultLaunch is one block of GPUThreads per SM.
 func (d *DriverDevice) DefaultLaunch() (grid, block int) { return d.sms, GPUThreads }
 

@@ -25,9 +25,32 @@ const (
 // threads of different Devices as outside each other's gpu scope, as
 // ranks on different GPUs are.
 type Device struct {
-	id    uint32
-	flush func() error
+	id     uint32
+	flush  func() error
+	blocks int // blocks resident at once (cuda.ResidentDevice); 0: MaxBlocks
 }
+
+// MaxBlocks is how many blocks the emulator runs at once (each on its own
+// OS thread): an emulated device's default capacity.
+const MaxBlocks = 1024
+
+var _ cuda.ResidentDevice = Device{}
+
+// NewDeviceHolding returns a new emulated device that holds at most
+// blocks blocks at once (cuda.ResidentDevice), as a GPU of that many SMs
+// at one block per SM would: to test the backend's co-residency rules.
+func NewDeviceHolding(blocks int) Device { return Device{id: devices.Add(1), blocks: blocks} }
+
+// MaxResidentBlocks is the device's capacity, whatever the kernel.
+func (d Device) MaxResidentBlocks(cuda.Kernel, int) (int, error) {
+	if d.blocks <= 0 {
+		return MaxBlocks, nil
+	}
+	return d.blocks, nil
+}
+
+// Key names the emulated device.
+func (d Device) Key() string { return fmt.Sprintf("emulated device %d", d.id) }
 
 var _ cuda.ExportingDevice = Device{}
 
