@@ -41,11 +41,17 @@ type Options struct {
 	// engine declares the rank lost: the worker fails, and the kernels'
 	// waits give up when it does.
 	Timeout time.Duration
-	// Spin makes the CPU worker poll the kernels' flags without ever
-	// sleeping (it still yields): the lowest latency, for hosts with a core
-	// to spare per rank. By default it backs off to sleeps of up to half a
-	// millisecond while nothing happens, which machines with few cores (and
-	// the emulator, whose kernels need those cores) want.
+	// Polling is how the CPU worker waits for the kernels' flags. The
+	// default (PollAuto) is latency first on a GPU: the worker spins (it
+	// still yields), a core per rank, because each of its sleeps would add
+	// up to half a millisecond to a decode step whose kernels take tens of
+	// microseconds. On the emulator, whose kernels need the cores the
+	// worker would burn, it backs off to sleeps of up to half a
+	// millisecond. For the engine's own workers, open the engine with
+	// fabric.PollSpin on a GPU too (its adaptive default sleeps up to a
+	// millisecond when idle).
+	Polling Polling
+	// Spin is Polling: PollSpin (kept for callers that set it).
 	Spin bool
 	// Join builds the backend of a restarted rank joining a running world:
 	// New builds, allocates and registers everything but exchanges nothing
@@ -55,6 +61,32 @@ type Options struct {
 	// at New, so a restarted rank comes back only when no rank of its
 	// domain stayed active (unlike the host backend's, which reshares).
 	Join bool
+}
+
+// Polling is the CPU worker's waiting policy (Options.Polling).
+type Polling uint8
+
+const (
+	// PollAuto spins on a GPU (DriverDevice) and backs off elsewhere.
+	PollAuto Polling = iota
+	// PollSpin never sleeps: the lowest latency, a core per rank.
+	PollSpin
+	// PollBackoff spins briefly, yields, then sleeps 1 us doubling to
+	// 512 us while no flag moves: little CPU, up to ~0.5 ms more latency
+	// per wait.
+	PollBackoff
+)
+
+// spins reports whether the worker of a backend on dev spins.
+func (p Polling) spins(dev Device) bool {
+	switch p {
+	case PollSpin:
+		return true
+	case PollBackoff:
+		return false
+	}
+	_, gpu := dev.(*DriverDevice)
+	return gpu
 }
 
 // DefaultTimeout is Options.Timeout's default.
@@ -120,7 +152,8 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if 8*l.NVLinkSize > syncBytes {
 		return nil, fmt.Errorf("a2a cuda backend: NVLinkSize %d above %d: %w", l.NVLinkSize, syncBytes/8, a2a.ErrInvalidConfig)
 	}
-	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout, spin: opt.Spin,
+	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout,
+		spin:    opt.Spin || opt.Polling.spins(opt.Device),
 		joining: opt.Join,
 		ml:      newMetaLayout(&l)}
 	if b.timeout <= 0 {

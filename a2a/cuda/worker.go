@@ -242,6 +242,9 @@ func (b *Backend) awaitErr(ctx context.Context, s int, it uint32) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("a2a cuda worker: waiting for kernel flag %d epoch %d: %w: %w", s, it, a2a.ErrTimeout, err)
 	}
+	if b.wire == nil {
+		return nil
+	}
 	if err := b.wire.LostRank(); err != nil {
 		return fmt.Errorf("a2a cuda worker: waiting for kernel flag %d epoch %d: %w", s, it, err)
 	}
