@@ -53,6 +53,12 @@ type Options struct {
 	Polling Polling
 	// Spin is Polling: PollSpin (kept for callers that set it).
 	Spin bool
+	// Overcommit leaves this backend's grid out of the rule for
+	// concurrent contexts (ResidentDevice): the caller guarantees that its
+	// launches never wait for another context's kernels resident on the
+	// same device, e.g. by running the contexts' launches in lock step
+	// (a2a/internal/onedevice does). The grid must still fit the device.
+	Overcommit bool
 	// Join builds the backend of a restarted rank joining a running world:
 	// New builds, allocates and registers everything but exchanges nothing
 	// (Exchange may be nil); its Context's first call is then
@@ -128,6 +134,7 @@ type Backend struct {
 	closed  bool
 
 	residentKey string // the device whose blocks this backend reserved (ResidentDevice)
+	overcommit  bool   // Options.Overcommit
 }
 
 var _ a2a.MembershipBackend = (*Backend)(nil)
@@ -153,7 +160,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 		return nil, fmt.Errorf("a2a cuda backend: NVLinkSize %d above %d: %w", l.NVLinkSize, syncBytes/8, a2a.ErrInvalidConfig)
 	}
 	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout,
-		spin:    opt.Spin || opt.Polling.spins(opt.Device),
+		spin: opt.Spin || opt.Polling.spins(opt.Device), overcommit: opt.Overcommit,
 		joining: opt.Join,
 		ml:      newMetaLayout(&l)}
 	if b.timeout <= 0 {
@@ -524,6 +531,9 @@ func (b *Backend) reserveGrid() error {
 	if b.grid > limit {
 		return fmt.Errorf("a2a cuda backend: grid of %d blocks of %d threads: %s holds at most %d at once; use Options.Grid <= %d: %w",
 			b.grid, b.block, b.dev.Name(), limit, limit, a2a.ErrInvalidConfig)
+	}
+	if b.overcommit {
+		return nil
 	}
 	resident.Lock()
 	defer resident.Unlock()

@@ -63,7 +63,8 @@ type RDMAFlusher interface {
 //     Key) must fit on it together, so every kernel of every context can
 //     be resident whatever the other streams run. A backend that would
 //     overcommit the device is refused, naming the blocks left; Close
-//     gives its blocks back.
+//     gives its blocks back. Options.Overcommit opts a backend out, for
+//     callers that keep the contexts' kernels apart themselves (lock step).
 //
 // Kernels of other libraries that occupy SMs for long (a persistent GEMM)
 // are outside this count: leave room for them with Options.Grid.

@@ -8,11 +8,13 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/cuda"
+	"github.com/ferryrdma/ferry/a2a/cuda/emu"
 	"github.com/ferryrdma/ferry/internal/cudaemu"
 )
 
@@ -23,10 +25,11 @@ import (
 // launch go on: every launch must end with the kernels' own verdict (a
 // KernelError wrapping ErrTimeout, or success), never with threads of a
 // block split between barriers (the emulator reports that as a failed
-// launch, ErrKernel), a hang or a grid left waiting. Seeds:
+// launch, ErrKernel), a hang or a grid left waiting. On worlds of two
+// domains one rank's worker fails too (its RDMA flush is made to fail). Seeds:
 // FERRY_A2A_EMU_CHAOS=<n> (make test-a2a-full runs more).
 func TestEmuChaosAborts(t *testing.T) {
-	n := 3
+	n := 24
 	if s := os.Getenv("FERRY_A2A_EMU_CHAOS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
@@ -42,12 +45,22 @@ func TestEmuChaosAborts(t *testing.T) {
 		t.Run(fmt.Sprintf("seed%d_S%d", seed, max(cfg.NVLinkSize, 1)), func(t *testing.T) {
 			t.Setenv(cudaemu.ChaosEnv, strconv.Itoa(seed))
 			rng := rand.New(rand.NewPCG(uint64(seed), 20))
-			// Kernel waits give up after 2 to 60 ms: mid-launch on the
+			// Kernel waits give up after 1 to 80 ms: mid-launch on the
 			// emulator. The calls' own deadlines are far away, so every
 			// launch ends by the kernels' decision (the emulator would
 			// cancel a launch that outlived its call's context).
-			opt := cuda.Options{Grid: 8, Block: 32, Timeout: time.Duration(1+rng.IntN(30)) * time.Millisecond}
-			w := newWorld(t, cfg, "mem", opt)
+			opt := cuda.Options{Grid: 8, Block: 32, Timeout: time.Duration(1+rng.IntN(80)) * time.Millisecond}
+			// Worker failures: on multi-domain seeds, one rank's RDMA flush
+			// fails at its first call, mid-dispatch: its worker fails and
+			// its kernels' waits give up at once.
+			failRank := rng.IntN(cfg.WorldSize)
+			var rank atomic.Int32
+			w := newWorldOn(t, cfg, "mem", opt, func() cuda.Device {
+				if int(rank.Add(1)-1) != failRank {
+					return emu.NewDevice()
+				}
+				return emu.NewFlushingDevice(func() error { return errInjected })
+			})
 			l := w.l
 			errs := make([]error, cfg.WorldSize)
 			var wg sync.WaitGroup
@@ -77,6 +90,8 @@ func TestEmuChaosAborts(t *testing.T) {
 		t.Fatalf("no call was aborted: the test did not exercise the abort path")
 	}
 }
+
+var errInjected = errors.New("injected flush failure")
 
 // chaosIteration runs one dispatch and combine of m tokens on c, each call
 // with deadline d.

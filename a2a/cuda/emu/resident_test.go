@@ -53,5 +53,9 @@ func TestEmuConcurrentContexts(t *testing.T) {
 	// The subtest's cleanup closed a and b: their blocks are back.
 	c := newWorldOn(t, cfg, "mem", cuda.Options{Grid: 6, Block: 32}, onDevs())
 	refused(3, "use Options.Grid <= 2")
+	// A caller that runs the contexts in lock step opts out of the rule.
+	if _, err := buildWorld(t, cfg, "mem", cuda.Options{Grid: 8, Block: 32, Overcommit: true}, onDevs()); err != nil {
+		t.Fatalf("overcommitted grid of 8 beside 6: %v", err)
+	}
 	a2atest.Run(t, cfg, &a2atest.World{Contexts: c.ctxs, BeforeIteration: c.poison, Timeout: time.Minute}, 10, 1)
 }
