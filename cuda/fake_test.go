@@ -303,6 +303,22 @@ func fakeDriverChecks(t *testing.T) {
 	if uint64(gf.Flag(0).DevicePtr())%gpuPage != 0 {
 		t.Fatal("gdr flags not on a GPU page boundary")
 	}
+	// Words: any 4-byte offset, through the BAR mapping like a flag.
+	for _, off := range []int{4, 64, 68, 600*FlagBytes - 4} {
+		w := gf.Word(off)
+		w.Set(uint32(7000 + off))
+		word := make([]byte, 4)
+		check(t, c.CopyDtoH(word, w.DevicePtr()))
+		if uint64(w.DevicePtr())-uint64(gf.Flag(0).DevicePtr()) != uint64(off) ||
+			binary.LittleEndian.Uint32(word) != uint32(7000+off) || w.Load() != uint32(7000+off) {
+			t.Fatalf("gdr word at %d: device sees %d, CPU reads %d", off, binary.LittleEndian.Uint32(word), w.Load())
+		}
+	}
+	for _, off := range []int{-4, 2, 600 * FlagBytes} {
+		if !gf.Word(off).IsZero() {
+			t.Fatalf("word at %d of %d bytes given", off, 600*FlagBytes)
+		}
+	}
 	check(t, gf.Close())
 	auto := try(c.NewFlags(1, FlagAuto)).must(t)
 	if auto.Kind() != FlagGDR {

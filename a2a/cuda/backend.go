@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -117,7 +116,8 @@ type Backend struct {
 
 	send, recv []uint64 // node ranks' transport buffers
 	mems       []Memory
-	ctrl       Memory
+	ctrl       Control
+	ctrlWords  []ControlWord // every word of ctrl, made once (no allocation per use)
 	table      Memory
 	meta       Memory
 	params     Memory
@@ -305,9 +305,34 @@ func words(m Memory) []uint32 {
 }
 
 // ctrlWord is word w of control slot s.
-func (b *Backend) ctrlWord(s, w int) *atomic.Uint32 {
-	return (*atomic.Uint32)(unsafe.Pointer(&words(b.ctrl)[s*slotWords+w]))
+func (b *Backend) ctrlWord(s, w int) ControlWord { return b.ctrlWords[s*slotWords+w] }
+
+// allocControl makes the control block: the device's choice
+// (ControlDevice), or mapped memory.
+func (b *Backend) allocControl() error {
+	if cd, ok := b.dev.(ControlDevice); ok {
+		c, err := cd.AllocControl(ctrlBytes)
+		if err != nil {
+			return fmt.Errorf("a2a cuda backend: allocate the control block: %w", err)
+		}
+		b.ctrl = c
+	} else {
+		m, err := b.dev.AllocMapped(ctrlBytes)
+		if err != nil {
+			return fmt.Errorf("a2a cuda backend: allocate the control block: %w", err)
+		}
+		b.ctrl = hostControl{m}
+	}
+	b.ctrlWords = make([]ControlWord, ctrlBytes/4)
+	for i := range b.ctrlWords {
+		b.ctrlWords[i] = b.ctrl.Word(4 * i)
+	}
+	return nil
 }
+
+// ControlKind says where the control block lives: "gdrcopy" (device
+// memory written through a GDRCopy mapping) or "host-mapped".
+func (b *Backend) ControlKind() string { return b.ctrl.Kind() }
 
 // allocate shares the transport buffers and allocates everything else.
 func (b *Backend) allocate(ctx context.Context) error {
@@ -321,7 +346,7 @@ func (b *Backend) allocate(ctx context.Context) error {
 	if len(b.send) != S || len(b.recv) != S {
 		return fmt.Errorf("a2a cuda backend: node memory returned %d buffers for %d ranks: %w", len(b.recv), S, a2a.ErrInvalidArgument)
 	}
-	if b.ctrl, err = b.alloc(ctrlBytes, true); err != nil {
+	if err := b.allocControl(); err != nil {
 		return err
 	}
 	if b.table, err = b.alloc(l.CountTableBytes, true); err != nil {
@@ -437,7 +462,7 @@ func (b *Backend) registerHost(m []byte, access fabric.Access) (*fabric.MemoryRe
 // visible to the kernels; a failed flush raises nothing and fails the
 // worker, so the kernels give up instead of reading unflushed rows.
 type epochFlag struct {
-	w      *atomic.Uint32
+	w      ControlWord
 	flush  func() error
 	failed func(error)
 }
@@ -449,7 +474,9 @@ func (f epochFlag) Set() {
 			return
 		}
 	}
-	f.w.Add(1)
+	// The slot's one writer (the engine's counter for the phase, or the
+	// worker when it expects no immediate): no read-modify-write needed.
+	f.w.Store(f.w.Load() + 1)
 }
 
 // rdmaFlag is the flag the engine raises in slot s once every immediate
@@ -494,6 +521,9 @@ func (b *Backend) Close() error {
 	}
 	for _, m := range b.mems {
 		errs = append(errs, m.Free())
+	}
+	if b.ctrl != nil {
+		errs = append(errs, b.ctrl.Free())
 	}
 	if b.io != nil {
 		errs = append(errs, b.io.free())

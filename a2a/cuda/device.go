@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"context"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -75,6 +77,47 @@ type ResidentDevice interface {
 	// Key names the physical device: Devices with the same Key share it.
 	Key() string
 }
+
+// ControlDevice is a Device that places the control block (the words the
+// CPU worker and the kernels signal each other through) in memory of its
+// choosing: DriverDevice puts it in device memory the CPU reaches through
+// a GDRCopy mapping where GDRCopy and its gdrdrv module are present (the
+// kernels then spin on local memory instead of polling across PCIe), and
+// in pinned host memory mapped into the device otherwise. Other devices'
+// control blocks are AllocMapped memory.
+type ControlDevice interface {
+	AllocControl(n int) (Control, error)
+}
+
+// Control is a control block of n bytes (zeroed).
+type Control interface {
+	// Addr is the address kernels use.
+	Addr() uint64
+	// Word is the 32-bit word at byte offset off, as the CPU reads and
+	// writes it.
+	Word(off int) ControlWord
+	// Kind says where the words live ("gdrcopy", "host-mapped").
+	Kind() string
+	Free() error
+}
+
+// ControlWord is one word of a control block: loads acquire, stores
+// release. No read-modify-write: a GDRCopy mapping is write-combined,
+// where locked instructions are not allowed.
+type ControlWord interface {
+	Load() uint32
+	Store(v uint32)
+}
+
+// hostControl is a control block in memory the CPU addresses directly.
+type hostControl struct{ m Memory }
+
+func (c hostControl) Addr() uint64 { return c.m.Addr() }
+func (c hostControl) Word(off int) ControlWord {
+	return (*atomic.Uint32)(unsafe.Pointer(&c.m.Bytes()[off]))
+}
+func (c hostControl) Kind() string { return "host-mapped" }
+func (c hostControl) Free() error  { return c.m.Free() }
 
 // Source is one kernel source file.
 type Source struct {

@@ -186,6 +186,31 @@ func (d *DriverDevice) Register(e *fabric.Engine, addr uint64, n int, access fab
 func (d *DriverDevice) EngineDevice() fabric.Device { return gpu.DeviceOf(d.ctx.Device()) }
 
 var _ ResidentDevice = (*DriverDevice)(nil)
+var _ ControlDevice = (*DriverDevice)(nil)
+
+// AllocControl places the control block in GDRCopy-mapped device memory
+// where GDRCopy is present, in host-mapped memory otherwise
+// (cuda.FlagAuto).
+func (d *DriverDevice) AllocControl(n int) (Control, error) {
+	f, err := d.ctx.NewFlags((n+cu.FlagBytes-1)/cu.FlagBytes, cu.FlagAuto)
+	if err != nil {
+		return nil, err
+	}
+	return flagControl{f}, nil
+}
+
+// flagControl is a control block of cuda.Flags.
+type flagControl struct{ f *cu.Flags }
+
+func (c flagControl) Addr() uint64             { return uint64(c.f.Flag(0).DevicePtr()) }
+func (c flagControl) Word(off int) ControlWord { return flagWord{c.f.Word(off)} }
+func (c flagControl) Kind() string             { return c.f.Kind().String() }
+func (c flagControl) Free() error              { return c.f.Close() }
+
+type flagWord struct{ f cu.Flag }
+
+func (w flagWord) Load() uint32   { return w.f.Load() }
+func (w flagWord) Store(v uint32) { w.f.Set(v) }
 
 // MaxResidentBlocks is the kernel's occupancy per SM times the SMs.
 func (d *DriverDevice) MaxResidentBlocks(k Kernel, block int) (int, error) {

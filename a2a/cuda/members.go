@@ -78,7 +78,9 @@ func (b *Backend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membersh
 // statuses), and this rank's sync slots, which node peers write their
 // epochs into. No kernel of this rank runs now.
 func (b *Backend) resetEpochs() error {
-	clear(b.ctrl.Bytes())
+	for _, w := range b.ctrlWords {
+		w.Store(0)
+	}
 	b.epoch = 0
 	if err := b.dev.Upload(b.state.Addr(), make([]byte, stateSize)); err != nil {
 		return err

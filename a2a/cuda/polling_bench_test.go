@@ -48,7 +48,10 @@ func BenchmarkWorkerWake(b *testing.B) {
 			spin bool
 		}{{"spin", true}, {"backoff", false}} {
 			b.Run(mode.name+"/gap="+gap.String(), func(b *testing.B) {
-				bk := &Backend{spin: mode.spin, ctrl: hostMemory{make([]byte, ctrlBytes)}}
+				bk := &Backend{spin: mode.spin, ctrl: hostControl{hostMemory{make([]byte, ctrlBytes)}}}
+				for i := 0; i < ctrlBytes/4; i++ {
+					bk.ctrlWords = append(bk.ctrlWords, bk.ctrl.Word(4*i))
+				}
 				flag := bk.ctrlWord(slotPlanReady, 0)
 				var raisedAt, raiserCPU atomic.Int64
 				start := make(chan uint32)
