@@ -31,6 +31,8 @@ type options struct {
 	verbose bool
 	// listTransports prints the transport table and exits.
 	listTransports bool
+	// model prints the critical-path model of a step and exits.
+	model bool
 	// metrics is the --metrics address (each rank adds its local rank to
 	// the port).
 	metrics string
@@ -91,6 +93,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error too, not only its warnings and errors")
 	fs.StringVar(&o.metrics, "metrics", "", "serve each rank's engine counters for Prometheus at http://ADDR/metrics, the port plus the local rank")
 	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
+	fs.BoolVar(&o.model, "model", false, "print a critical-path MODEL of one step of this shape (published link figures, stated assumptions; no run), then exit")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
