@@ -396,9 +396,7 @@ func TestCA2A(t *testing.T) {
 	for _, backend := range []string{"host", "cuda-emu"} {
 		t.Run(backend, func(t *testing.T) {
 			if backend == "cuda-emu" {
-				if _, err := exec.LookPath("g++"); err != nil && os.Getenv("FERRY_EMU_CXX") == "" {
-					testutil.Skip(t, "g++", "the cuda-emu backend compiles its kernels with a C++20 compiler: none here")
-				}
+				requireCXX(t)
 			}
 			out, _ := run(t, bin, backend)
 			if !strings.Contains(out, "a2a "+backend+": ok") {
@@ -431,5 +429,42 @@ func TestCGPU(t *testing.T) {
 				t.Fatalf("no ok line:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestCA2AProcesses runs examples/a2a.c as two processes of one job over
+// ferry's ipc transport: the world comes from the bootstrap group, and
+// the NVLink domain of two ranks shares memory between the processes.
+func TestCA2AProcesses(t *testing.T) {
+	bin := compileExample(t, "a2a")
+	for _, backend := range []string{"host", "cuda-emu"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "cuda-emu" {
+				requireCXX(t)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			w := &lockedBuffer{b: &out}
+			err := rendezvous.Spawn(ctx, 2, []string{bin, backend, "ipc"}, nil, rendezvous.SpawnOptions{Stdout: w, Stderr: w})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			t.Logf("%s", strings.TrimSpace(out.String()))
+			for r := 0; r < 2; r++ {
+				if !strings.Contains(out.String(), fmt.Sprintf("a2a %s rank %d over ipc: ok", backend, r)) {
+					t.Fatalf("rank %d did not report ok:\n%s", r, out.String())
+				}
+			}
+		})
+	}
+}
+
+// requireCXX skips without the C++20 compiler the cuda-emu backend builds
+// its kernels with.
+func requireCXX(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("g++"); err != nil && os.Getenv("FERRY_EMU_CXX") == "" {
+		testutil.Skip(t, "g++", "the cuda-emu backend compiles its kernels with a C++20 compiler: none here")
 	}
 }

@@ -4,7 +4,7 @@
  *
  * Two ranks run as two threads of this process (an explicit world named
  * by world_name, each rank with its own engine over the in-process "mem"
- * transport). For each of three worlds (rdma: two domains of one rank, fp8
+ * transport), or as two processes (see Usage). For each of three worlds (rdma: two domains of one rank, fp8
  * tokens with scales, bf16 combine, expert padding, a small private
  * window; node: one domain of two ranks, the batched expert layout, bf16
  * tokens, fp32 combine; overflow: the batched layout over its bound), the
@@ -21,7 +21,11 @@
  * The overflow world checks that both ranks get FERRY_E_EXPERT_OVERFLOW,
  * that the context is broken, and that ferry_a2a_set_active revives it.
  *
- * Usage: a2a host|cuda-emu. Prints "a2a <backend>: ok".
+ * Usage: a2a host|cuda-emu [transport]. With a transport, the program is
+ * one rank of a two-process job launched as ranks.c is (torchrun, mpirun,
+ * or FERRY_* variables): the world is its bootstrap group, each rank a
+ * process, and an NVLink domain of two shares memory between processes.
+ * Prints "a2a <backend>: ok" (one line per rank in process mode).
  */
 #include <math.h>
 #include <pthread.h>
@@ -50,6 +54,9 @@ static const struct world worlds[] = {
 
 static int backend;
 static const char *backend_name;
+/* Process mode: the world is the bootstrap group, over this transport. */
+static ferry_group_t group;
+static const char *transport = "mem";
 
 /* ---------------------------------------------------------------- values */
 
@@ -251,8 +258,11 @@ static void *run_rank(void *arg) {
 	cfg.backend = backend;
 	cfg.rank = r;
 	cfg.world_size = W;
-	cfg.world_name = world_name;
-	cfg.transport = "mem";
+	if (group != 0)
+		cfg.group = group;
+	else
+		cfg.world_name = world_name;
+	cfg.transport = transport;
 	cfg.nvlink_size = wd->nvlink;
 	cfg.max_tokens = T;
 	cfg.hidden = H;
@@ -330,7 +340,10 @@ static void *run_rank(void *arg) {
 
 	if (r == 0)
 		bad_inputs(rk, &tcounts, &tox, &tos, &tx, &txs, &tidx, &tw);
-	pthread_barrier_wait(&ready);
+	if (group != 0)
+		expect(ferry_group_barrier(group, TIMEOUT_MS), FERRY_OK);
+	else
+		pthread_barrier_wait(&ready);
 
 	const int iters = wd->overflow ? 1 : 3;
 	for (int it = 0; it < iters; it++) {
@@ -489,33 +502,56 @@ static void *run_rank(void *arg) {
 
 int main(int argc, char **argv) {
 	if (argc < 2 || (strcmp(argv[1], "host") != 0 && strcmp(argv[1], "cuda-emu") != 0)) {
-		fprintf(stderr, "usage: %s host|cuda-emu\n", argv[0]);
+		fprintf(stderr, "usage: %s host|cuda-emu [transport]\n", argv[0]);
 		return 2;
 	}
 	backend_name = argv[1];
 	backend = strcmp(backend_name, "host") == 0 ? FERRY_A2A_BACKEND_HOST : FERRY_A2A_BACKEND_CUDA_EMU;
-	static char label[64];
+	static char label[96];
 	snprintf(label, sizeof label, "a2a %s", backend_name);
 	check_label = label;
 
 	uint64_t handles_at_start, handles_now;
 	expect(ferry_live_handles(&handles_at_start), FERRY_OK);
+	int32_t me = -1;
+	if (argc > 2) {
+		/* One rank per process: the world is the launcher's group. */
+		transport = argv[2];
+		int32_t world;
+		expect(ferry_group_join(TIMEOUT_MS, &group), FERRY_OK);
+		expect(ferry_group_rank(group, &me, &world), FERRY_OK);
+		check(world == W);
+		snprintf(label, sizeof label, "a2a %s rank %d over %s", backend_name, me, transport);
+	}
 	for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; wi++) {
 		struct rank ranks[W];
-		pthread_t th[W];
-		pthread_barrier_init(&ready, NULL, W);
-		for (int r = 0; r < W; r++) {
-			memset(&ranks[r], 0, sizeof ranks[r]);
-			ranks[r].wd = &worlds[wi];
-			ranks[r].r = r;
-			check(pthread_create(&th[r], NULL, run_rank, &ranks[r]) == 0);
+		memset(ranks, 0, sizeof ranks);
+		if (group != 0) {
+			ranks[0].wd = &worlds[wi];
+			ranks[0].r = me;
+			run_rank(&ranks[0]);
+			if (worlds[wi].overflow)
+				check(ranks[0].failed_overflow);
+		} else {
+			pthread_t th[W];
+			pthread_barrier_init(&ready, NULL, W);
+			for (int r = 0; r < W; r++) {
+				ranks[r].wd = &worlds[wi];
+				ranks[r].r = r;
+				check(pthread_create(&th[r], NULL, run_rank, &ranks[r]) == 0);
+			}
+			for (int r = 0; r < W; r++)
+				pthread_join(th[r], NULL);
+			pthread_barrier_destroy(&ready);
+			if (worlds[wi].overflow)
+				check(ranks[0].failed_overflow && ranks[1].failed_overflow);
 		}
-		for (int r = 0; r < W; r++)
-			pthread_join(th[r], NULL);
-		pthread_barrier_destroy(&ready);
-		if (worlds[wi].overflow)
-			check(ranks[0].failed_overflow && ranks[1].failed_overflow);
 		printf("%s: world %s: ok\n", label, worlds[wi].name);
+	}
+	if (group != 0) {
+		/* Rank 0 serves the group's store: nobody leaves before all are done. */
+		expect(ferry_group_barrier(group, TIMEOUT_MS), FERRY_OK);
+		expect(ferry_group_close(group), FERRY_OK);
 	}
 	expect(ferry_live_handles(&handles_now), FERRY_OK);
 	check(handles_now == handles_at_start);
