@@ -78,7 +78,6 @@ func TestCommand(t *testing.T) {
 	require.Contains(t, errOut, "Mop/s")
 	require.Contains(t, errOut, "# verified: no case is checked")
 
-
 	out, errOut, code = runCommand(t, exe, "info")
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	require.NotEmpty(t, out)
