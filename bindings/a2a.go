@@ -368,6 +368,34 @@ func enter(op string, h C.ferry_a2a_t) (*a2aObj, error) {
 	return o, nil
 }
 
+// enterCall begins a dispatch or combine: takes the context's call lock
+// and checks the arguments every such call shares. On success the caller
+// unlocks o.mu and calls cancel.
+func enterCall(op string, h C.ferry_a2a_t, doSend, doRecv C.int32_t, stream C.uint64_t,
+	timeoutMS C.int64_t) (*a2aObj, context.Context, context.CancelFunc, error) {
+	o, err := enter(op, h)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	switch {
+	case doSend == 0 && doRecv == 0:
+		err = errInvalid(op, "do_send and do_recv both 0: nothing to do")
+	case stream != 0:
+		err = fmt.Errorf("%s: stream: calls on backend %d return when done; device-side launches are not in this version: %w",
+			op, o.backend, fabric.ErrNotSupported)
+	}
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if err == nil {
+		ctx, cancel, err = timeoutCtx(op, timeoutMS)
+	}
+	if err != nil {
+		o.mu.Unlock()
+		return nil, nil, nil, err
+	}
+	return o, ctx, cancel, nil
+}
+
 //export ferry_a2a_get_info
 func ferry_a2a_get_info(h C.ferry_a2a_t, info *C.ferry_a2a_info) (rc C.int) {
 	defer guard(&rc)
@@ -398,23 +426,11 @@ func ferry_a2a_get_info(h C.ferry_a2a_t, info *C.ferry_a2a_info) (rc C.int) {
 func ferry_a2a_dispatch(h C.ferry_a2a_t, outCounts, outX, outScales, x, scales, indices, weights, boundM *C.ferry_tensor,
 	doSend, doRecv C.int32_t, stream C.uint64_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
-	const op = "a2a dispatch"
-	o, err := enter(op, h)
+	o, ctx, cancel, err := enterCall("a2a dispatch", h, doSend, doRecv, stream, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
 	defer o.mu.Unlock()
-	if doSend == 0 && doRecv == 0 {
-		return fail(errInvalid(op, "do_send and do_recv both 0: nothing to do"))
-	}
-	if stream != 0 {
-		return fail(fmt.Errorf("%s: stream: calls on backend %d return when done; device-side launches are not in this version: %w",
-			op, o.backend, fabric.ErrNotSupported))
-	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
 	defer cancel()
 	l := o.l
 	var in a2a.DispatchInput
@@ -532,22 +548,11 @@ func ferry_a2a_combine(h C.ferry_a2a_t, out, indices, weights, y, boundM *C.ferr
 	doSend, doRecv, accumulate C.int32_t, stream C.uint64_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "a2a combine"
-	o, err := enter(op, h)
+	o, ctx, cancel, err := enterCall(op, h, doSend, doRecv, stream, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
 	defer o.mu.Unlock()
-	if doSend == 0 && doRecv == 0 {
-		return fail(errInvalid(op, "do_send and do_recv both 0: nothing to do"))
-	}
-	if stream != 0 {
-		return fail(fmt.Errorf("%s: stream: calls on backend %d return when done; device-side launches are not in this version: %w",
-			op, o.backend, fabric.ErrNotSupported))
-	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
 	defer cancel()
 	l := o.l
 	var cin a2a.CombineInput

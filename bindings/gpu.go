@@ -28,14 +28,9 @@ func ferry_register_gpu(h C.ferry_engine_t, ptr C.uint64_t, n C.uint64_t, access
 	if out == nil {
 		return fail(errInvalid(op, "out: nil"))
 	}
-	var acc fabric.Access
-	switch access {
-	case C.FERRY_ACCESS_LOCAL:
-		acc = fabric.AccessLocal
-	case C.FERRY_ACCESS_REMOTE_WRITE:
-		acc = fabric.AccessRemoteWrite
-	default:
-		return fail(errInvalid(op, "access %d", int32(access)))
+	acc, err := accessOf(op, access)
+	if err != nil {
+		return fail(err)
 	}
 	reg, err := gpu.RegisterReport(o.e, uintptr(ptr), uint64(n), acc, gpu.RegisterOptions{})
 	if err != nil {

@@ -152,19 +152,6 @@ static ferry_tensor tensor(void *data, size_t nbytes, int32_t dtype, int ndim, i
 	return t;
 }
 
-/* expect_err checks a failure's code and that its message names what. */
-#define expect_err(call, want, what) expect_err_at(__LINE__, #call, (call), (want), (what))
-
-static void expect_err_at(int line, const char *call, int got, int want, const char *what) {
-	expect_at(line, call, got, want);
-	char msg[512];
-	ferry_last_error(msg, sizeof msg);
-	if (strstr(msg, what) == NULL) {
-		fprintf(stderr, "%s: line %d: %s: message \"%s\" does not name %s\n", check_label, line, call, msg, what);
-		exit(1);
-	}
-}
-
 /* ---------------------------------------------------------------- a rank */
 
 struct rank {
