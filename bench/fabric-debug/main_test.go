@@ -10,10 +10,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
+
+// built is the fabric-debug binary the tests share, in a directory
+// TestMain removes.
+var built struct {
+	sync.Mutex
+	dir, exe string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
 
 // buildCommand builds fabric-debug once for the tests that run it as a
 // user would.
@@ -22,9 +38,18 @@ func buildCommand(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds the command")
 	}
-	exe := filepath.Join(t.TempDir(), "fabric-debug")
+	built.Lock()
+	defer built.Unlock()
+	if built.exe != "" {
+		return built.exe
+	}
+	dir, err := os.MkdirTemp("", "fabric-debug-test")
+	require.NoError(t, err)
+	built.dir = dir
+	exe := filepath.Join(dir, "fabric-debug")
 	out, err := exec.Command("go", "build", "-o", exe, ".").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
+	built.exe = exe
 	return exe
 }
 
