@@ -91,6 +91,7 @@ type localWorld struct {
 	size   int
 	nodes  []*host.LocalNode
 	joined int
+	ranks  []bool // which ranks joined
 
 	mu     sync.Mutex
 	rounds []*gatherRound
@@ -117,7 +118,7 @@ func joinLocalWorld(name string, cfg a2a.Config, l *a2a.Layout) (*localWorld, er
 	}
 	w := localWorlds.m[name]
 	if w == nil {
-		w = &localWorld{size: cfg.WorldSize, nodes: make([]*host.LocalNode, l.Nodes)}
+		w = &localWorld{size: cfg.WorldSize, nodes: make([]*host.LocalNode, l.Nodes), ranks: make([]bool, cfg.WorldSize)}
 		for i := range w.nodes {
 			w.nodes[i] = host.NewLocalNode(l.NVLinkSize)
 		}
@@ -126,6 +127,10 @@ func joinLocalWorld(name string, cfg a2a.Config, l *a2a.Layout) (*localWorld, er
 	if w.size != cfg.WorldSize || len(w.nodes) != l.Nodes {
 		return nil, errInvalid("a2a create", "world_name %q: world_size %d, but its first member said %d", name, cfg.WorldSize, w.size)
 	}
+	if w.ranks[cfg.Rank] {
+		return nil, errInvalid("a2a create", "rank %d: world_name %q already has a rank %d", cfg.Rank, name, cfg.Rank)
+	}
+	w.ranks[cfg.Rank] = true
 	w.joined++
 	if w.joined == w.size {
 		delete(localWorlds.m, name)
@@ -232,17 +237,6 @@ func newA2A(ctx context.Context, in *C.ferry_a2a_config) (_ *a2aObj, err error) 
 		}
 	}()
 
-	var ex a2a.Exchanger
-	var lw *localWorld
-	if g != nil {
-		ex = g
-	} else {
-		if lw, err = joinLocalWorld(C.GoString(cc.world_name), cfg, &l); err != nil {
-			return nil, err
-		}
-		ex = &localMember{w: lw, rank: cfg.Rank}
-	}
-
 	// The engine: the caller's, or one of the context's own.
 	var eng *fabric.Engine
 	if cc.engine != 0 {
@@ -262,6 +256,19 @@ func newA2A(ctx context.Context, in *C.ferry_a2a_config) (_ *a2aObj, err error) 
 			defer cancel()
 			return eng.Close(cctx)
 		})
+	}
+
+	// Joined only once nothing but the backend can fail: a rank that
+	// gave up before must not count as a member of the world.
+	var ex a2a.Exchanger
+	var lw *localWorld
+	if g != nil {
+		ex = g
+	} else {
+		if lw, err = joinLocalWorld(C.GoString(cc.world_name), cfg, &l); err != nil {
+			return nil, err
+		}
+		ex = &localMember{w: lw, rank: cfg.Rank}
 	}
 
 	me := cfg.Rank % l.NVLinkSize
