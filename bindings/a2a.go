@@ -526,7 +526,7 @@ func dispatchOutput(l *a2a.Layout, out *a2a.DispatchOutput, counts, x, scales *C
 		return errInvalid(op, "out_expert_num_tokens: shape %v strides %v, want [%d] packed", ct.shape, ct.strides, l.LocalExperts)
 	}
 	out.ExpertTokens = unsafe.Slice((*int32)(ct.p), l.LocalExperts)
-	xt, err := expertRows(op, "out_expert_x", x, dispatchTypes(l.DispatchType), l, int64(l.Hidden))
+	xt, err := expertRows(op, "out_expert_x", x, dispatchTypes(l.DispatchType), l, int64(l.Hidden), false)
 	if err != nil {
 		return err
 	}
@@ -538,7 +538,7 @@ func dispatchOutput(l *a2a.Layout, out *a2a.DispatchOutput, counts, x, scales *C
 		}
 		return nil
 	}
-	st, err := expertRows(op, "out_expert_x_scale", scales, []C.int32_t{C.FERRY_DTYPE_FP32}, l, int64(l.Scales))
+	st, err := expertRows(op, "out_expert_x_scale", scales, []C.int32_t{C.FERRY_DTYPE_FP32}, l, int64(l.Scales), true)
 	if err != nil {
 		return err
 	}
@@ -564,7 +564,7 @@ func ferry_a2a_combine(h C.ferry_a2a_t, out, indices, weights, y, boundM *C.ferr
 	l := o.l
 	var cin a2a.CombineInput
 	if doSend != 0 {
-		yt, err := expertRows(op, "expert_y", y, []C.int32_t{combineType(l.CombineType)}, l, int64(l.Hidden))
+		yt, err := expertRows(op, "expert_y", y, []C.int32_t{combineType(l.CombineType)}, l, int64(l.Hidden), false)
 		if err != nil {
 			return fail(err)
 		}

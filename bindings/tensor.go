@@ -201,7 +201,7 @@ func (v tensor) floats() []float32 {
 // expertRows checks a tensor in the layout of the dispatch output: flat
 // [R, width] with R >= OutputRows, or, in the batched layout, [L, B,
 // width] whose L*B rows are evenly spaced.
-func expertRows(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, l *a2a.Layout, width int64) (tensor, error) {
+func expertRows(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, l *a2a.Layout, width int64, scales bool) (tensor, error) {
 	if l.MaxTokensPerExpert == 0 {
 		v, err := tensorArg(op, name, t, dtypes, 2)
 		if err != nil {
@@ -210,7 +210,7 @@ func expertRows(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, l *a2a.L
 		if v.shape[0] < int64(l.OutputRows) {
 			return v, errInvalid(op, "%s: %d rows, need %d (ferry_a2a_info.output_rows)", name, v.shape[0], l.OutputRows)
 		}
-		return v, v.innerOK(width)
+		return v, v.innerOK(width, scales)
 	}
 	v, err := tensorArg(op, name, t, dtypes, 3)
 	if err != nil {
@@ -224,19 +224,19 @@ func expertRows(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, l *a2a.L
 	if L > 1 && v.strides[0] != B*v.strides[1] {
 		return v, errInvalid(op, "%s: strides %v: experts must be %d rows apart", name, v.strides, B)
 	}
-	return v, v.innerOK(width)
+	return v, v.innerOK(width, scales)
 }
 
-// innerOK checks the last dimension: width columns; tokens need unit
-// stride, scales (FP32) may have any.
-func (v tensor) innerOK(width int64) error {
+// innerOK checks the last dimension: width columns, with unit stride
+// for token rows (moved as contiguous bytes); scales may have any.
+func (v tensor) innerOK(width int64, scales bool) error {
 	if v.shape[v.ndim-1] != width {
 		return errInvalid("a2a", "%s: %d columns, want %d", v.name, v.shape[v.ndim-1], width)
 	}
-	if v.dtype != C.FERRY_DTYPE_FP32 || width == 0 {
-		return v.rows(width)
+	if scales {
+		return nil
 	}
-	return nil
+	return v.rows(width)
 }
 
 // scaleArg checks the [rows, Hs] float32 scales of a dispatch input:

@@ -185,6 +185,22 @@ static void bad_inputs(struct rank *rk, ferry_tensor *counts, ferry_tensor *ox, 
 	           "nbytes");
 	expect_err(ferry_a2a_dispatch(a, counts, ox, osp, x, xsp, NULL, w, NULL, 1, 1, 0, TIMEOUT_MS), FERRY_E_INVALID,
 	           "indices: NULL");
+	/* Token rows move as contiguous bytes: a strided inner dimension is
+	 * refused (checked before any byte is read: nbytes only claims room). */
+	t = *x;
+	t.nbytes *= 4;
+	t.strides[0] = 2 * wd->H;
+	t.strides[1] = 2;
+	expect_err(ferry_a2a_dispatch(a, counts, ox, osp, &t, xsp, idx, w, NULL, 1, 1, 0, TIMEOUT_MS), FERRY_E_INVALID,
+	           "dp_x: inner stride 2");
+	t = *ox;
+	t.nbytes *= 4;
+	t.strides[t.ndim - 1] = 2;
+	t.strides[t.ndim - 2] = 2 * wd->H;
+	if (t.ndim == 3)
+		t.strides[0] = 2 * wd->H * wd->batched;
+	expect_err(ferry_a2a_dispatch(a, counts, &t, osp, x, xsp, idx, w, NULL, 1, 1, 0, TIMEOUT_MS), FERRY_E_INVALID,
+	           "out_expert_x: inner stride 2");
 	t = *idx;
 	t.dtype = FERRY_DTYPE_FP32;
 	expect_err(ferry_a2a_dispatch(a, counts, ox, osp, x, xsp, &t, w, NULL, 1, 1, 0, TIMEOUT_MS), FERRY_E_INVALID,
