@@ -864,6 +864,9 @@ int ferry_a2a_get_info(ferry_a2a_t a, ferry_a2a_info *info);
  * ordinal) is copied to host memory before the call and, when the call
  * writes it, back after the call succeeded (the CUDA driver's copies:
  * correct, not fast; without a driver FERRY_E_NOT_SUPPORTED names it).
+ * The copies are ordered after work on the legacy default stream only:
+ * synchronize any other stream that writes the inputs first, and read
+ * the outputs after the call returns.
  * stream must be 0: the calls return when their half is done (launches
  * on a caller's stream, CUDA graphs and a device-side bound_m are in the
  * Go API, package a2a/cuda, not in this version). */
