@@ -213,7 +213,6 @@ type site struct {
 	key     string  // the caller chain, formatted
 	caller  []Frame // the caller chain
 	prim    []Inst  // instructions of the header primitive at this call
-	line    []Inst  // instructions of the calling line itself
 	intents [][2]string
 }
 
@@ -226,7 +225,7 @@ func chainKey(c []Frame) string {
 }
 
 // CheckMemoryModel checks one disassembled function (see the comment at
-// the top of this file). kernel names the function for NCAllowed.
+// the top of this file); src holds the texts its line table names.
 func CheckMemoryModel(fn SASSFunction, src SourceSet) MemCheck {
 	mc := MemCheck{Function: fn.Name}
 	sites := map[string]*site{}
@@ -255,13 +254,6 @@ func CheckMemoryModel(fn SASSFunction, src SourceSet) MemCheck {
 	if !hasLines {
 		mc.Problems = append(mc.Problems, fn.Name+": no line table (compile with -lineinfo)")
 		return mc
-	}
-	// The calling lines' own instructions (ptxas files the CCTL of an
-	// acquire under the caller's line).
-	for _, in := range fn.Insts {
-		if s := sites[chainKey(in.Loc)]; s != nil && len(in.Loc) > 0 {
-			s.line = append(s.line, in)
-		}
 	}
 	for _, k := range order {
 		s := sites[k]
