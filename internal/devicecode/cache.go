@@ -1,22 +1,26 @@
 package devicecode
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/ferryrdma/ferry/cuda"
 )
 
-// The gate's compile cache: a compilation's cubin and ptxas log, keyed by
+// The gate's cache: a compilation's cubin and ptxas log, keyed by
 // everything that decides them (the NVRTC release and the library file
 // that was loaded, the architecture, the options, the source and the
 // device header). make test compiles every build at five
 // generation/architecture pairs; with the cache, a second run on an
-// unchanged tree only disassembles and checks. FERRY_GATE_CACHE names the
+// unchanged tree only checks. nvdisasm's text is kept the same way
+// (disassembleCached). FERRY_GATE_CACHE names the
 // directory ("off": always compile); the default is the user cache
 // directory's ferry/gate.
 
@@ -86,4 +90,39 @@ func compileCached(src cuda.Source, header, arch string, opts []string) (cuda.Co
 		}
 	}
 	return res, nil
+}
+
+// disassembleCached is d.run through the cache: the text, gzip'd, keyed
+// by the cubin and the nvdisasm binary (path, size, time).
+func disassembleCached(d NVDisasm, cubin []byte) (string, error) {
+	dir := gateCacheDir()
+	st, err := os.Stat(d.Path)
+	if dir == "" || err != nil {
+		return d.run(cubin)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "nvdisasm -c -gi %q %d %d\n", d.Path, st.Size(), st.ModTime().UnixNano())
+	h.Write(cubin)
+	path := filepath.Join(dir, hex.EncodeToString(h.Sum(nil))+".sass.gz")
+	if f, err := os.Open(path); err == nil {
+		defer f.Close()
+		if zr, err := gzip.NewReader(f); err == nil {
+			if b, err := io.ReadAll(zr); err == nil && len(b) > 0 {
+				return string(b), nil
+			}
+		}
+	}
+	text, err := d.run(cubin)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write([]byte(text)); err == nil && zw.Close() == nil && os.MkdirAll(dir, 0o755) == nil {
+		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+		if os.WriteFile(tmp, buf.Bytes(), 0o644) == nil {
+			_ = os.Rename(tmp, path)
+		}
+	}
+	return text, nil
 }

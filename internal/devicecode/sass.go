@@ -67,19 +67,33 @@ func NewNVDisasm(path string) (NVDisasm, error) {
 func (d NVDisasm) String() string { return fmt.Sprintf("nvdisasm %d.%d", d.Major, d.Minor) }
 
 // Disassemble runs nvdisasm with the line table printed through inlining
-// (-gi) over cubin and parses every function.
+// (-gi) over cubin and parses every function. The text is kept in the
+// gate's cache (FERRY_GATE_CACHE), keyed by the cubin and the nvdisasm
+// binary.
 func (d NVDisasm) Disassemble(cubin []byte) ([]SASSFunction, error) {
+	text, err := disassembleCached(d, cubin)
+	if err != nil {
+		return nil, err
+	}
+	fns := parseSASS(text)
+	if len(fns) == 0 {
+		return nil, fmt.Errorf("disassemble with %s: no function in its output", filepath.Base(d.Path))
+	}
+	return fns, nil
+}
+
+func (d NVDisasm) run(cubin []byte) (string, error) {
 	f, err := os.CreateTemp("", "ferry-gate-*.cubin")
 	if err != nil {
-		return nil, fmt.Errorf("disassemble: %w", err)
+		return "", fmt.Errorf("disassemble: %w", err)
 	}
 	defer os.Remove(f.Name())
 	if _, err := f.Write(cubin); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("disassemble: %w", err)
+		return "", fmt.Errorf("disassemble: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("disassemble: %w", err)
+		return "", fmt.Errorf("disassemble: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -88,13 +102,9 @@ func (d NVDisasm) Disassemble(cubin []byte) ([]SASSFunction, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("disassemble with %s: %w: %s", filepath.Base(d.Path), err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("disassemble with %s: %w: %s", filepath.Base(d.Path), err, strings.TrimSpace(stderr.String()))
 	}
-	fns := parseSASS(string(out))
-	if len(fns) == 0 {
-		return nil, fmt.Errorf("disassemble with %s: no function in its output", filepath.Base(d.Path))
-	}
-	return fns, nil
+	return string(out), nil
 }
 
 var (
