@@ -1,6 +1,8 @@
 package devicecode
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,5 +150,43 @@ extern "C" __global__ void __launch_bounds__(64) gate_nc(const uint32_t *__restr
 	NCAllowed = append(NCAllowed[:len(NCAllowed):len(NCAllowed)], NCSite{Kernel: "gate_nc", Func: "gate_nc", Why: "test"})
 	if p, _ := checkBuild(t, d, b, cuda.DeviceHeader().Code, "sm_80"); len(p) != 0 {
 		t.Fatalf("listed nc loads refused:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestLineInfoLeavesSASS: the gate compiles with -lineinfo for the SASS
+// check and reports registers from that compilation, so the line table
+// must not change the code: the same build with and without it
+// disassembles to the same instructions.
+func TestLineInfoLeavesSASS(t *testing.T) {
+	d := requireNVDisasm(t)
+	var b cuda.KernelBuild
+	for _, x := range All() {
+		if strings.HasPrefix(x.Name, "a2a_combine TOPK=8 HIDDEN=7168") {
+			b = x
+		}
+	}
+	if b.Name == "" {
+		t.Fatal("no a2a_combine TOPK=8 HIDDEN=7168 build")
+	}
+	text := func(extra ...string) []string {
+		r, err := Compile(b, "sm_90", extra...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fns, err := d.Disassemble(r.Cubin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, fn := range fns {
+			for _, in := range fn.Insts {
+				out = append(out, fmt.Sprintf("%s %x %s %s %s", fn.Name, in.Addr, in.Pred, in.Op, in.Args))
+			}
+		}
+		return out
+	}
+	plain, lined := text(), text("-lineinfo")
+	if len(plain) < 100 || !slices.Equal(plain, lined) {
+		t.Fatalf("-lineinfo changed the SASS (%d vs %d instructions)", len(plain), len(lined))
 	}
 }
