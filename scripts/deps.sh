@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs the C libraries ferry links against when pkg-config cannot find
 # them. Debian/Ubuntu with apt-get; anything else gets instructions.
-# NVRTC, for the kernel compile gate, is deps-nvrtc.sh's business (it never
-# fails the build).
+# NVRTC, for the kernel compile gate, is deps-nvrtc.sh's and
+# deps-cudatools.sh's business (they never fail the build).
 set -euo pipefail
 
 "$(dirname "$0")/deps-nvrtc.sh"
+# NVRTC 12.4 and nvdisasm 11.8/12.4 for the gate's second compiler
+# generation and its SASS check, into .deps/ (never fails the build).
+"$(dirname "$0")/deps-cudatools.sh"
 
 need_pkgs=()
 command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
