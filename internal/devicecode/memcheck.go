@@ -39,9 +39,11 @@ import (
 type NCSite struct {
 	Kernel, Func string
 	Why          string
-	// Pending, when set, says the load is accepted for now although the
-	// memory may change while the kernel runs; the gate prints it.
-	Pending string
+	// Define, when set, accepts the load only in builds compiled with
+	// -D<Define>: memory that peers or the NIC write while the kernel
+	// runs may be read through the non-coherent cache only where the
+	// backend opts in (compute capability 9.0), never by default.
+	Define string
 }
 
 // NCAllowed lists where ferry's kernels may read through the
@@ -50,10 +52,10 @@ var NCAllowed = []NCSite{
 	{Kernel: "a2a_dispatch_send", Func: "a2a_dispatch_send", Why: "x, the caller's input tokens: nothing writes them while the kernel runs"},
 	{Kernel: "a2a_dispatch_send", Func: "a2a_copy", Why: "x rows copied to the send buffers and node peers: read-only input"},
 	{Kernel: "a2a_combine_send", Func: "a2a_copy", Why: "y, the experts' output: read-only input"},
-	{Kernel: "a2a_dispatch_recv", Func: "a2a_copy_out", Why: "rows of the receive buffer",
-		Pending: "peers and the NIC write the receive buffer while kernels run (issue 20 item 2: sm_90 only, behind a switch)"},
-	{Kernel: "a2a_combine_recv", Func: "a2a_reduce_chunk", Why: "rows of the receive buffer",
-		Pending: "peers and the NIC write the receive buffer while kernels run (issue 20 item 2: sm_90 only, behind a switch)"},
+	{Kernel: "a2a_dispatch_recv", Func: "a2a_copy_out", Why: "rows of the receive buffer, written by peers and the NIC during the launch",
+		Define: "A2A_NC_PEER_LOADS"},
+	{Kernel: "a2a_combine_recv", Func: "a2a_reduce_chunk", Why: "rows of the receive buffer, written by peers and the NIC during the launch",
+		Define: "A2A_NC_PEER_LOADS"},
 }
 
 // MemSites counts what the check examined in one function.
@@ -75,7 +77,6 @@ func (s *MemSites) add(o MemSites) {
 type MemCheck struct {
 	Function string
 	Sites    MemSites
-	Pending  []string // accepted nc loads marked Pending
 	Problems []string
 }
 
@@ -225,8 +226,10 @@ func chainKey(c []Frame) string {
 }
 
 // CheckMemoryModel checks one disassembled function (see the comment at
-// the top of this file); src holds the texts its line table names.
-func CheckMemoryModel(fn SASSFunction, src SourceSet) MemCheck {
+// the top of this file); src holds the texts its line table names and
+// options the compiler options of its build (NCSite.Define is looked
+// for there).
+func CheckMemoryModel(fn SASSFunction, src SourceSet, options []string) MemCheck {
 	mc := MemCheck{Function: fn.Name}
 	sites := map[string]*site{}
 	var order []string
@@ -273,9 +276,8 @@ func CheckMemoryModel(fn SASSFunction, src SourceSet) MemCheck {
 		}
 		mc.Problems = append(mc.Problems, checkSite(s, fn, where, &mc.Sites)...)
 	}
-	p, pend, n := checkNC(fn, src)
+	p, n := checkNC(fn, src, options)
 	mc.Problems = append(mc.Problems, p...)
-	mc.Pending = pend
 	mc.Sites.NCLoads = n
 	return mc
 }
@@ -456,7 +458,7 @@ func membarBefore(fn SASSFunction, addr int, scope string) bool {
 }
 
 // checkNC finds every non-coherent load and holds it to NCAllowed.
-func checkNC(fn SASSFunction, src SourceSet) (problems, pending []string, n int) {
+func checkNC(fn SASSFunction, src SourceSet, options []string) (problems []string, n int) {
 	seen := map[string]bool{}
 	for _, in := range fn.Insts {
 		if !isNC(in.Op) {
@@ -487,9 +489,21 @@ func checkNC(fn SASSFunction, src SourceSet) (problems, pending []string, n int)
 				fn.Name, in.Op, in.Addr, file, fnName))
 			continue
 		}
-		if NCAllowed[i].Pending != "" {
-			pending = append(pending, fmt.Sprintf("%s: %s (in %s): %s", fn.Name, file, fnName, NCAllowed[i].Pending))
+		if d := NCAllowed[i].Define; d != "" && !defines(options, d) {
+			problems = append(problems, fmt.Sprintf("%s: %s at %#x (%s, in %s): a non-coherent load of memory written during the launch in a build without -D%s",
+				fn.Name, in.Op, in.Addr, file, fnName, d))
 		}
 	}
-	return problems, pending, n
+	return problems, n
+}
+
+// defines reports whether options define the macro name (-DNAME or
+// -DNAME=value).
+func defines(options []string, name string) bool {
+	for _, o := range options {
+		if o == "-D"+name || strings.HasPrefix(o, "-D"+name+"=") {
+			return true
+		}
+	}
+	return false
 }

@@ -56,7 +56,7 @@ func checkBuild(t *testing.T, d NVDisasm, b cuda.KernelBuild, hdr, arch string) 
 	var p []string
 	var sites MemSites
 	for _, fn := range fns {
-		c := CheckMemoryModel(fn, src)
+		c := CheckMemoryModel(fn, src, b.Options)
 		p = append(p, c.Problems...)
 		sites.add(c.Sites)
 	}
@@ -150,6 +150,17 @@ extern "C" __global__ void __launch_bounds__(64) gate_nc(const uint32_t *__restr
 	NCAllowed = append(NCAllowed[:len(NCAllowed):len(NCAllowed)], NCSite{Kernel: "gate_nc", Func: "gate_nc", Why: "test"})
 	if p, _ := checkBuild(t, d, b, cuda.DeviceHeader().Code, "sm_80"); len(p) != 0 {
 		t.Fatalf("listed nc loads refused:\n%s", strings.Join(p, "\n"))
+	}
+	// A site listed for builds with a switch (memory written during the
+	// launch) is refused without it and accepted with it.
+	NCAllowed[len(NCAllowed)-1].Define = "GATE_NC_OK"
+	p, _ = checkBuild(t, d, b, cuda.DeviceHeader().Code, "sm_80")
+	if got := strings.Join(p, "\n"); len(p) < 2 || !strings.Contains(got, "in a build without -DGATE_NC_OK") {
+		t.Fatalf("nc loads of a switched site, built without the switch: problems:\n%s", got)
+	}
+	b.Options = append(b.Options, "-DGATE_NC_OK=1")
+	if p, _ := checkBuild(t, d, b, cuda.DeviceHeader().Code, "sm_80"); len(p) != 0 {
+		t.Fatalf("switched nc loads refused with the switch:\n%s", strings.Join(p, "\n"))
 	}
 }
 

@@ -93,7 +93,7 @@ func TestCheckMemoryModelCanned(t *testing.T) {
 		if c.at >= 0 {
 			ops[c.at] = c.op
 		}
-		mc := CheckMemoryModel(canned(ops[0], ops[1], ops[2], ops[3], ops[4]), cannedSources)
+		mc := CheckMemoryModel(canned(ops[0], ops[1], ops[2], ops[3], ops[4]), cannedSources, nil)
 		got := strings.Join(mc.Problems, "\n")
 		if c.want == "" {
 			if got != "" || mc.Sites.Acquire != 1 || mc.Sites.Release != 1 {
