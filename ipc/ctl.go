@@ -40,10 +40,12 @@ const (
 const (
 	ctlLen     = 56
 	ctlVersion = 2
-	// ctlTimeout bounds a blocking control write and the wait for revoke
-	// acknowledgements from a live but unresponsive peer.
-	ctlTimeout = 5 * time.Second
 )
+
+// ctlTimeout bounds a blocking control write and the wait for revoke
+// acknowledgements from a live but unresponsive peer. (A variable so tests
+// can shorten it.)
+var ctlTimeout = 5 * time.Second
 
 type ctlMsg struct {
 	kind   uint32
@@ -127,9 +129,13 @@ func (c *ctlConn) trySend(m ctlMsg) (sent bool, err error) {
 	var b [ctlLen]byte
 	m.encode(&b)
 	var serr error
-	if err := c.raw.Write(func(fd uintptr) bool {
+	// Control, not Write: Write would first check the write deadline that
+	// send leaves on the connection, and fail with a timeout once it has
+	// passed, long after that send (a healthy connection then closed, its
+	// peer reported gone with both ends alive). A non-blocking send needs
+	// no deadline.
+	if err := c.raw.Control(func(fd uintptr) {
 		serr = unix.Sendmsg(int(fd), b[:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		return true
 	}); err != nil {
 		return false, err
 	}

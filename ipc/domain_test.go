@@ -304,3 +304,24 @@ func TestWriteToSelf(t *testing.T) {
 	require.Equal(t, a.buf.Bytes()[:4096], a.buf.Bytes()[8192:8192+4096])
 	require.ElementsMatch(t, []uint32{99, 100}, a.imms)
 }
+
+// TestWriteAfterControlTimeout: a connection set up longer ago than the
+// control timeout still carries writes. The deadline of the blocking
+// hello write used to stay on the connection, so the worker's first map
+// request after it failed and closed the connection: the target was
+// reported gone (errno 104) with both ends alive, as with a large buffer
+// that took seconds to prepare before the first write.
+func TestWriteAfterControlTimeout(t *testing.T) {
+	defer ipc.SetCtlTimeout(200 * time.Millisecond)()
+	a, b := openSide(t, 1<<20), openSide(t, 1<<20)
+	fill(a.buf.Bytes(), 9)
+	peer := a.resolve(b)
+	a.post(fabric.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: fabric.WriteHasImm}) // connects, maps nothing
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 && len(b.imms) == 1 }, a, b)
+	time.Sleep(400 * time.Millisecond) // past the hello's deadline
+	a.post(a.write(peer, b, 0, 1<<20, 2, 6)) // the first map request
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 && len(b.imms) == 2 }, a, b)
+	require.Zero(t, a.byCtx[2].Errno, "write after the control timeout: %v", a.d.DescribeError(a.byCtx[2]))
+	require.NoError(t, a.d.CheckPeer(peer))
+	require.True(t, bytes.Equal(a.buf.Bytes(), b.buf.Bytes()), "bytes differ")
+}

@@ -1,0 +1,11 @@
+package ipc
+
+import "time"
+
+// SetCtlTimeout shortens the control timeout for a test and returns the
+// function that restores it.
+func SetCtlTimeout(d time.Duration) (restore func()) {
+	old := ctlTimeout
+	ctlTimeout = d
+	return func() { ctlTimeout = old }
+}
