@@ -318,7 +318,7 @@ func TestWriteAfterControlTimeout(t *testing.T) {
 	peer := a.resolve(b)
 	a.post(fabric.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: fabric.WriteHasImm}) // connects, maps nothing
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 && len(b.imms) == 1 }, a, b)
-	time.Sleep(400 * time.Millisecond) // past the hello's deadline
+	time.Sleep(400 * time.Millisecond)       // past the hello's deadline
 	a.post(a.write(peer, b, 0, 1<<20, 2, 6)) // the first map request
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 && len(b.imms) == 2 }, a, b)
 	require.Zero(t, a.byCtx[2].Errno, "write after the control timeout: %v", a.d.DescribeError(a.byCtx[2]))
