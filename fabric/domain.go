@@ -17,6 +17,17 @@ type DomainInfo struct {
 	// Index distinguishes domains that share a name (several endpoints on
 	// one loopback interface emulating several NICs).
 	Index int
+	// MaxWrite is the longest write the provider takes in one op, as it
+	// reports it (libfabric's max_msg_size, a verbs port's max_msg_sz);
+	// 0 means no limit. The engine posts longer writes in pieces.
+	MaxWrite uint64
+	// OrderedWrites says that writes to one peer are carried out in the
+	// order they were posted, so an immediate never lands before the
+	// bytes of an earlier write to that peer (libfabric FI_ORDER_WAW, a
+	// verbs RC queue pair, the in-process providers). Without it the
+	// engine posts the last piece of a split write, which carries the
+	// immediate, only once the earlier pieces completed.
+	OrderedWrites bool
 }
 
 // DomainOptions are what Open needs besides the DomainInfo.

@@ -255,6 +255,9 @@ func (w *worker) opPeer(ds *domState, c *opCtx, op int) *peerState {
 	if op >= ctxOpMask {
 		return nil
 	}
+	if c.pp > 1 {
+		op /= c.pp // the pieces of one write share its target
+	}
 	var a Address
 	switch c.kind {
 	case reqBarrier:

@@ -112,6 +112,7 @@ type domState struct {
 	probes   int   // heartbeats in flight, counted in posted
 	idlePoll int64 // running mean of an empty poll's duration, ns
 	depth    int
+	piece    uint64 // the largest write posted here (split.go)
 	stats    DomainStats
 }
 
@@ -191,6 +192,7 @@ func (w *worker) open(opts DomainOptions) error {
 			depth:  opts.QueueDepth,
 		}
 		ds.info.Index = info.Index
+		ds.piece = pieceSize(ds.info)
 		ds.stats.Name = ds.info.Name
 		if s, ok := d.(Sleeper); ok {
 			w.sleepers = append(w.sleepers, s)
@@ -218,7 +220,12 @@ func (w *worker) closeDomains() error {
 			if ds.stalled {
 				why += " and a peer that stopped answering"
 			}
-			errs = append(errs, fmt.Errorf("domain %s, with %s: %w", ds.info.Name, why, a.Abandon()))
+			// Abandon returns nil when it could close the domain after
+			// all (the ops it held are dropped, which the close drain has
+			// reported already): nothing more to say then.
+			if aerr := a.Abandon(); aerr != nil {
+				errs = append(errs, fmt.Errorf("domain %s, with %s: %w", ds.info.Name, why, aerr))
+			}
 			continue
 		}
 		if err := ds.d.Close(); err != nil {

@@ -66,6 +66,7 @@ var liveRegs atomic.Int64
 func LiveRegistrations() int64 { return liveRegs.Load() }
 
 func open(info fabric.DomainInfo) (*Domain, error) {
+	info.OrderedWrites = true // see domainInfo
 	d := &Domain{info: info, ea: newEndpointAddr(), regions: map[uint64]*region{},
 		incoming: map[*inConn]struct{}{}, peerOf: map[string]fabric.PeerID{}}
 	var err error

@@ -26,7 +26,8 @@ func (p provider) Transports() []string { return []string{p.name} }
 func (p provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
 	// No link speed: there is no link, and a made-up one would turn into
 	// meaningless percentages.
-	return []fabric.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1}}, nil
+	// Writes are carried out when posted, so in order.
+	return []fabric.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1, OrderedWrites: true}}, nil
 }
 
 func (p provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
