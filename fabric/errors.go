@@ -93,6 +93,11 @@ type ProviderError struct {
 	// PeerLost says the error is the peer's: its connection was reset or
 	// refused, or it stopped answering.
 	PeerLost bool
+	// PeerClosed (with PeerLost) says the peer ended in order: it closed
+	// its endpoint (its engine) and said so first. Its operations fail as
+	// a lost peer's do, but the engine reports it at debug level: that is
+	// how every run ends, not a fault.
+	PeerClosed bool
 }
 
 func (e *ProviderError) Error() string {

@@ -24,6 +24,7 @@ import (
 //	                              <-   mapAck{seq, key, status, file offset, lengths} + region memfd
 //	                              <-   revoke{seq, key}          (the target unregistered key)
 //	revokeAck{seq}                ->   (the mapping is unmapped and no copy into it runs)
+//	                              <-   bye                       (the target closes its domain)
 //
 // When either process exits, the kernel closes its end and the other side
 // reads EOF: that is how a dead peer is detected, at once, without
@@ -35,6 +36,7 @@ const (
 	ctlMapAck
 	ctlRevoke
 	ctlRevokeAck
+	ctlBye
 )
 
 const (
@@ -164,6 +166,22 @@ func (c *ctlConn) recv() (ctlMsg, []int, error) {
 	var m ctlMsg
 	m.decode(c.rb[:])
 	return m, fds, nil
+}
+
+// peekBye reports whether the next message waiting on the connection is
+// a bye, without taking it (the reader does).
+func (c *ctlConn) peekBye() bool {
+	var b [ctlLen]byte
+	n := 0
+	_ = c.raw.Control(func(fd uintptr) {
+		n, _, _ = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	if n != ctlLen {
+		return false
+	}
+	var m ctlMsg
+	m.decode(b[:])
+	return m.kind == ctlBye
 }
 
 func (c *ctlConn) close() { _ = c.uc.Close() }

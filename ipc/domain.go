@@ -267,6 +267,13 @@ func (d *Domain) Close() error {
 	}
 	d.mu.Unlock()
 	_ = d.ln.Close()
+	// Initiators hear that this is an orderly end before their connections
+	// close (and before this domain's own outgoing connections do, which a
+	// peer might otherwise take for this process exiting). Best effort: a
+	// full socket means a stuck initiator, which then sees a plain end.
+	for _, c := range in {
+		_, _ = c.c.trySend(ctlMsg{kind: ctlBye})
+	}
 	for _, c := range in {
 		c.c.close()
 	}

@@ -325,3 +325,37 @@ func TestWriteAfterControlTimeout(t *testing.T) {
 	require.NoError(t, a.d.CheckPeer(peer))
 	require.True(t, bytes.Equal(a.buf.Bytes(), b.buf.Bytes()), "bytes differ")
 }
+
+// TestPeerClosedInOrder: a target that closes its domain says so first:
+// its initiator reports it closed (fabric.ProviderError.PeerClosed, still
+// fabric.ErrPeerLost, so its operations fail), not gone with errno 104.
+func TestPeerClosedInOrder(t *testing.T) {
+	a := openSide(t, 1<<20)
+	d, err := ipc.Open()
+	require.NoError(t, err)
+	peer, err := a.d.ResolvePeer(d.Address())
+	require.NoError(t, err)
+	a.post(fabric.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: fabric.WriteHasImm})
+	events := make([]fabric.Event, 8)
+	pump(t, 10*time.Second, func() bool {
+		_, err := d.Poll(events)
+		require.NoError(t, err)
+		return len(a.byCtx) == 1
+	}, a)
+	require.Zero(t, a.byCtx[1].Errno)
+	require.NoError(t, d.Close())
+	pump(t, 10*time.Second, func() bool { return a.d.CheckPeer(peer) != nil }, a)
+	err = a.d.CheckPeer(peer)
+	var pe *fabric.ProviderError
+	require.ErrorAs(t, err, &pe)
+	require.True(t, pe.PeerClosed, "%v", err)
+	require.ErrorIs(t, err, fabric.ErrPeerLost)
+	require.Contains(t, err.Error(), "closed its domain")
+
+	a.post(fabric.WriteOp{Peer: peer, Context: 2, Imm: 6, Flags: fabric.WriteHasImm})
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 }, a)
+	werr := a.d.DescribeError(a.byCtx[2])
+	require.ErrorAs(t, werr, &pe)
+	require.True(t, pe.PeerClosed, "%v", werr)
+	require.ErrorIs(t, werr, fabric.ErrPeerLost)
+}

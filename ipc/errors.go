@@ -11,7 +11,8 @@ const (
 	errnoInvalid    = 22  // EINVAL: an operation naming a peer that was never resolved
 	errnoAccess     = 13  // EACCES: unknown or revoked key, range outside the region
 	errnoMsgSize    = 90  // EMSGSIZE: a message larger than the receive buffer or ring
-	errnoPeerGone   = 104 // ECONNRESET: the peer process is gone or closed its domain
+	errnoPeerGone   = 104 // ECONNRESET: the peer process is gone, or its connection broke
+	errnoPeerClosed = 108 // ESHUTDOWN: the peer closed its domain, and said so first
 	errnoProtocol   = 71  // EPROTO: the peer broke the protocol
 	errnoNotSharing = 95  // EOPNOTSUPP: the peer's memory cannot be mapped here
 )
@@ -25,7 +26,9 @@ func errnoText(errno int32) string {
 	case errnoMsgSize:
 		return "message larger than the receive buffer or the peer's message ring"
 	case errnoPeerGone:
-		return "peer process gone or its domain closed"
+		return "peer process gone or its connection broken"
+	case errnoPeerClosed:
+		return "peer closed its domain"
 	case errnoProtocol:
 		return "peer broke the ipc protocol"
 	case errnoNotSharing:
@@ -39,7 +42,8 @@ func errnoText(errno int32) string {
 // engine declares that peer lost.
 func describe(ev fabric.Event) error {
 	return &fabric.ProviderError{Provider: TransportName, Op: ev.Kind.String() + " completion",
-		Errno: int(ev.Errno), Msg: errnoText(ev.Errno), PeerLost: ev.Errno == errnoPeerGone}
+		Errno: int(ev.Errno), Msg: errnoText(ev.Errno), PeerLost: ev.Errno == errnoPeerGone || ev.Errno == errnoPeerClosed,
+		PeerClosed: ev.Errno == errnoPeerClosed}
 }
 
 // errClosed is returned by calls on a closed domain.
