@@ -39,8 +39,8 @@ type Side struct {
 	caseTimeout time.Duration
 	// closeTimeout bounds Close (0: 30 s).
 	closeTimeout time.Duration
-	spareMu     sync.Mutex
-	spares      []*fabric.HostBuffer
+	spareMu      sync.Mutex
+	spares       []*fabric.HostBuffer
 }
 
 // AddSource gives the side a local-only source buffer of its own, the
