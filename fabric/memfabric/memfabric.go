@@ -464,3 +464,10 @@ func (d *Domain) Close() error {
 func bytesAt(addr, n uint64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), int(n))
 }
+
+var _ fabric.Abandoner = (*Domain)(nil)
+
+// Abandon is Close, as on libfabric's shm: the engine calls it instead of
+// Close when ops were still in flight at its close deadline, and nil
+// means the domain could be closed after all.
+func (d *Domain) Abandon() error { return d.Close() }
