@@ -5,14 +5,16 @@ package fabric
 //
 //   - the piece size is the provider's largest write (DomainInfo.MaxWrite,
 //     which providers query: fi_info's max_msg_size, the port's
-//     max_msg_sz), capped at maxPiece, so no single provider call, and no
-//     single poll of a target that moves the bytes itself (libfabric's shm
-//     copies in the target's progress), works through more than a bounded
-//     number of bytes: the watchdog sees calls end and completions arrive
-//     during a transfer of any length, instead of one call that lasts as
-//     long as the whole copy;
-//   - a split context keeps at most splitWindow pieces in flight, for the
-//     same reason on the target's side;
+//     max_msg_sz), capped at maxPiece, and one provider call posts at most
+//     one piece of a split write: no single call works through more than
+//     a bounded number of bytes (libfabric 1.17's shm copies a write's
+//     bytes inside fi_writemsg, with process_vm_writev, while it holds the
+//     target's lock; mem and ipc copy inside PostWrites), so the watchdog
+//     sees calls end during a transfer of any length instead of one call
+//     that lasts as long as the whole copy;
+//   - a split context keeps at most splitWindow pieces in flight, which
+//     bounds what a target that moves the bytes itself has to do in one
+//     poll;
 //   - the immediate rides on the last piece of each write only, so the
 //     receiver sees what it would see without the split. On a domain that
 //     does not order writes to one peer (DomainInfo.OrderedWrites false),
@@ -24,10 +26,12 @@ package fabric
 // comparison per context at accept.
 
 const (
-	// maxPiece bounds one posted write: 64 MiB moves in 5-30 ms at the
-	// copy rates of these providers, far below any watchdog timeout even
-	// on a busy machine, and is large enough that per-op costs vanish.
-	maxPiece = 64 << 20
+	// maxPiece bounds one posted write. Copies of fresh memory run at
+	// 100-400 MB/s on a loaded machine here (page faults included:
+	// process_vm_writev of 64 MiB took 0.4-0.9 s), so a 16 MiB piece
+	// keeps one call well under a second, far below the watchdog's
+	// timeout, and is still large enough that per-op costs vanish.
+	maxPiece = 16 << 20
 	// splitWindow is how many pieces of one context may be in flight.
 	splitWindow = 4
 )
@@ -86,7 +90,8 @@ func (w *worker) splitScatter(c *opCtx) {
 func (w *worker) fillSplit(c *opCtx, out []WriteOp) int {
 	ds := w.doms[c.dom]
 	piece := ds.piece
-	k := max(0, min(c.total-c.next, len(out), splitWindow-(c.next-c.finished)))
+	// One piece per provider call (see above).
+	k := max(0, min(c.total-c.next, len(out), 1, splitWindow-(c.next-c.finished)))
 	for j := 0; j < k; j++ {
 		i := c.next + j
 		u, p := i/c.pp, i%c.pp

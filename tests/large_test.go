@@ -69,7 +69,9 @@ func TestLargeWrites(t *testing.T) {
 }
 
 func largeWrites(t *testing.T, transport string, size uint64, kinds []string) {
-	cfg := fabric.Config{Transport: transport}
+	// A 4 GiB write takes tens of seconds on a loaded machine: more than
+	// the default request timeout.
+	cfg := fabric.Config{Transport: transport, RequestTimeout: 10 * time.Minute}
 	if transport == "tcp;ofi_rxm" {
 		cfg.Node = "127.0.0.1"
 	}
