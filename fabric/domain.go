@@ -268,6 +268,17 @@ type PeerProber interface {
 	ProbeOp(p PeerID) (WriteOp, bool)
 }
 
+// ProgressReporter is implemented by domains whose calls can do long
+// work themselves, copying bytes (mem, ipc): Progress is a counter of the
+// bytes they moved, which grows during such a call, read by the watchdog
+// from its own goroutine (it must be safe for that). A worker inside one
+// call for longer than Config.StuckTimeout is given up on only when this
+// counter did not move for that long either: a slow copy is progress, a
+// call that moves nothing is stuck.
+type ProgressReporter interface {
+	Progress() uint64
+}
+
 // Abandoner is implemented by domains that cannot safely be closed while
 // the provider still holds operations or a connection stopped moving.
 // When a worker's close drain ends with operations it could not reap, or

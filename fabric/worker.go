@@ -32,6 +32,14 @@ type worker struct {
 	reqs chan request
 	ctl  chan func(*worker)
 
+	// reporters are the domains that show progress inside a call, set at
+	// open, before the watchdog starts, and only read after; progSeen and
+	// progAt are the watchdog's: the sum of their counters and when it
+	// last changed.
+	reporters []ProgressReporter
+	progSeen  uint64
+	progAt    int64
+
 	initDone chan error
 	exited   chan struct{}
 	// abandon is closed by a Close that gave up on this worker (see
@@ -194,6 +202,9 @@ func (w *worker) open(opts DomainOptions) error {
 		ds.info.Index = info.Index
 		ds.piece = pieceSize(ds.info)
 		ds.stats.Name = ds.info.Name
+		if r, ok := d.(ProgressReporter); ok {
+			w.reporters = append(w.reporters, r)
+		}
 		if s, ok := d.(Sleeper); ok {
 			w.sleepers = append(w.sleepers, s)
 			w.wake.watch(s.WakeFD())

@@ -138,6 +138,12 @@ func randomKey() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
+// Progress counts the bytes of this domain's large copies (see
+// fabric.ProgressReporter): a copy of many MiB shows it moves.
+func (d *Domain) Progress() uint64 { return d.job.moved.Load() }
+
+var _ fabric.ProgressReporter = (*Domain)(nil)
+
 // UnregisterMemory releases a registration. For a shared region it
 // revokes every initiator's mapping and waits (up to ctlTimeout per
 // unresponsive peer) until each acknowledged that no copy into it runs

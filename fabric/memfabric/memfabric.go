@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -90,6 +91,7 @@ type Domain struct {
 	release  bool           // Release asked for held, under mu
 
 	faults Faults
+	moved  atomic.Uint64 // bytes this domain's writes copied (Progress)
 }
 
 // Faults injects failures into a domain. Set them through Inject.
@@ -126,6 +128,10 @@ type Faults struct {
 	// HoldHeartbeats keeps the completions of heartbeats posted from now
 	// on until Release, as behind a long queue of earlier writes.
 	HoldHeartbeats bool
+	// SlowCopy makes writes posted here copy 16 KiB at a time, sleeping
+	// this long before each: a provider call that lasts but keeps moving
+	// bytes.
+	SlowCopy time.Duration
 	// BeforePoll, when set, runs at the start of every Poll on the
 	// polling goroutine (the worker), with no lock held: tests use it to
 	// act at an exact point of a worker's pass.
@@ -216,6 +222,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	}
 	hold, holdBeats := f.HoldWrites, f.HoldHeartbeats
 	block := f.BlockPosts
+	slow := f.SlowCopy
 	d.mu.Unlock()
 	if block != nil {
 		<-block
@@ -228,7 +235,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 		ev := fabric.Event{Kind: fabric.EventWrite, Context: op.Context}
 		if int(op.Peer) >= len(d.peers) {
 			ev.Errno = 22
-		} else if errno := d.peers[op.Peer].deliver(op, d.copy); errno == errDead {
+		} else if errno := d.peers[op.Peer].deliver(op, d.copy, slow, &d.moved); errno == errDead {
 			continue // a dead peer never answers
 		} else if errno != 0 {
 			ev.Errno = errno
@@ -299,8 +306,19 @@ func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
 	return fabric.WriteOp{Peer: p}, true
 }
 
-// deliver performs op at its target.
-func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
+// copySlice is how much a write copies between two updates of its
+// domain's progress counter.
+const copySlice = 1 << 20
+
+// Progress counts the bytes this domain's writes copied (see
+// fabric.ProgressReporter).
+func (d *Domain) Progress() uint64 { return d.moved.Load() }
+
+var _ fabric.ProgressReporter = (*Domain)(nil)
+
+// deliver performs op at its target, counting the bytes it copies in
+// moved, slice by slice (each after a pause of slow).
+func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool, slow time.Duration, moved *atomic.Uint64) int32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.faults.Dead {
@@ -321,9 +339,18 @@ func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
 			return errAccess
 		}
 		if copyBytes {
-			dst := bytesAt(op.Remote, op.Length)
-			src := bytesAt(op.Local, op.Length)
-			copy(dst, src)
+			slice := uint64(copySlice)
+			if slow > 0 {
+				slice = 16 << 10
+			}
+			for off := uint64(0); off < op.Length; off += slice {
+				n := min(slice, op.Length-off)
+				if slow > 0 {
+					time.Sleep(slow)
+				}
+				copy(bytesAt(op.Remote+off, n), bytesAt(op.Local+off, n))
+				moved.Add(n)
+			}
 		}
 	}
 	if op.Flags&fabric.WriteHasImm != 0 {
