@@ -86,6 +86,16 @@ func runUnregTarget() error {
 				return fmt.Errorf("free after unregister: %w", err)
 			}
 			fmt.Println("REUSED")
+		case "check 7":
+			// Every byte as the writer's source has it (pattern 7).
+			res := "ok"
+			for i, b := range buf.Bytes() {
+				if b != pattern(7, i) {
+					res = fmt.Sprintf("byte %d is %#x, want %#x", i, b, pattern(7, i))
+					break
+				}
+			}
+			fmt.Printf("CHECK %s\n", res)
 		case "quit":
 			return nil
 		}
