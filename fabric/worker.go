@@ -36,6 +36,11 @@ type worker struct {
 	// open, before the watchdog starts, and only read after; progSeen and
 	// progAt are the watchdog's: the sum of their counters and when it
 	// last changed.
+	// goneRegions are remote regions a write found unregistered
+	// (ErrUnknownRegion): later writes to them fail at accept, without a
+	// post. Worker-owned; nil until the first.
+	goneRegions map[regionRef]struct{}
+
 	reporters []ProgressReporter
 	progSeen  uint64
 	progAt    int64

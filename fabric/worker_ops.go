@@ -238,6 +238,11 @@ func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	if err := w.usable(p); err != nil {
 		return err
 	}
+	if len(w.goneRegions) > 0 && c.kind != reqImm {
+		if err := w.checkRegion(c.kind.String(), p, rk.Key); err != nil {
+			return err
+		}
+	}
 	if p.local {
 		if err := w.checkLocal(ds, p, c.kind.String(), rk, dst); err != nil {
 			return err
@@ -501,6 +506,9 @@ func (w *worker) fillWhole(c *opCtx, out []WriteOp) int {
 			}
 			if err == nil {
 				err = w.usable(p)
+			}
+			if err == nil && len(w.goneRegions) > 0 {
+				err = w.checkRegion("scatter", p, rk.Key)
 			}
 			if err == nil && p.local {
 				err = w.checkLocal(ds, p, "scatter", rk, &t.Dst)

@@ -253,6 +253,9 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 			// alone (it is the cause).
 			err = &PeerError{Peer: ps.addr, Cause: err}
 		}
+		if ps != nil && errors.Is(err, ErrUnknownRegion) {
+			w.regionGone(ps, c, int(ev.Context>>ctxOpShift&ctxOpMask))
+		}
 		w.failXfer(c.xfer, err)
 		// The peer is declared lost before the transfer's failure is
 		// reported (which that may do already).

@@ -261,7 +261,7 @@ func (d *Domain) serveMap(c *inConn, m ctlMsg) bool {
 	defer d.mu.Unlock()
 	r := d.regions[m.key]
 	if r == nil {
-		return c.c.send(ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, status: errnoAccess}) == nil
+		return c.c.send(ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, status: errnoNoKey}) == nil
 	}
 	start := pageDown(r.file.Offset)
 	end := pageUp(r.file.Offset + r.length)

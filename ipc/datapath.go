@@ -124,12 +124,12 @@ func (d *Domain) exec(p *outPeer, op *fabric.WriteOp) bool {
 }
 
 // revokedErrno tells why a mapping was revoked: the target unregistered
-// the region, or it is gone.
+// the region (ENOKEY), or it is gone.
 func revokedErrno(p *outPeer) int32 {
 	if p.state.Load() == peerDead {
 		return p.deadErrno()
 	}
-	return errnoAccess
+	return errnoNoKey
 }
 
 // requestMap asks the target for a region's file, once; the answer comes

@@ -48,7 +48,7 @@ func TestWrites(t *testing.T) {
 	b.imms = nil
 	a.post(bad...)
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == len(ops)+len(bad) && len(b.imms) == 1 }, a, b)
-	for ctx, errno := range map[uint64]int32{20: 13, 21: 13, 22: 13, 23: 22, 24: 0} {
+	for ctx, errno := range map[uint64]int32{20: 13, 21: 13, 22: 126, 23: 22, 24: 0} {
 		ev := a.byCtx[ctx]
 		require.Equal(t, errno, ev.Errno, "context %d", ctx)
 		if errno != 0 {
@@ -108,7 +108,8 @@ func TestUnregisterRevokes(t *testing.T) {
 	w.Context = 2
 	a.post(w)
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 }, a, b)
-	require.EqualValues(t, 13, a.byCtx[2].Errno, "a write after unregistration fails")
+	require.EqualValues(t, 126, a.byCtx[2].Errno, "a write after unregistration fails")
+	require.ErrorIs(t, a.d.DescribeError(a.byCtx[2]), fabric.ErrUnknownRegion)
 	require.ErrorIs(t, b.d.UnregisterMemory(k2), fabric.ErrUnknownRegion)
 }
 

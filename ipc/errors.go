@@ -9,7 +9,8 @@ import (
 // Error numbers the domain puts in failed completions (Linux values).
 const (
 	errnoInvalid    = 22  // EINVAL: an operation naming a peer that was never resolved
-	errnoAccess     = 13  // EACCES: unknown or revoked key, range outside the region
+	errnoAccess     = 13  // EACCES: a range outside the region
+	errnoNoKey      = 126 // ENOKEY: the target has no region with the key (unregistered, or never was)
 	errnoMsgSize    = 90  // EMSGSIZE: a message larger than the receive buffer or ring
 	errnoPeerGone   = 104 // ECONNRESET: the peer process is gone, or its connection broke
 	errnoPeerClosed = 108 // ESHUTDOWN: the peer closed its domain, and said so first
@@ -22,7 +23,9 @@ func errnoText(errno int32) string {
 	case errnoInvalid:
 		return "unknown peer"
 	case errnoAccess:
-		return "remote access error: key unknown or revoked, or range outside the region"
+		return "remote access error: range outside the region"
+	case errnoNoKey:
+		return "remote region unknown: its key was revoked (unregistered) or never registered"
 	case errnoMsgSize:
 		return "message larger than the receive buffer or the peer's message ring"
 	case errnoPeerGone:
@@ -43,7 +46,7 @@ func errnoText(errno int32) string {
 func describe(ev fabric.Event) error {
 	return &fabric.ProviderError{Provider: TransportName, Op: ev.Kind.String() + " completion",
 		Errno: int(ev.Errno), Msg: errnoText(ev.Errno), PeerLost: ev.Errno == errnoPeerGone || ev.Errno == errnoPeerClosed,
-		PeerClosed: ev.Errno == errnoPeerClosed}
+		PeerClosed: ev.Errno == errnoPeerClosed, RegionGone: ev.Errno == errnoNoKey}
 }
 
 // errClosed is returned by calls on a closed domain.

@@ -254,6 +254,22 @@ func unregisterDuringFlood(t *testing.T, p params) {
 		first, time.Duration(maxSubmit.Load()).Round(time.Millisecond))
 	require.Empty(t, untyped, "failures without a typed error")
 	require.Less(t, time.Duration(maxSubmit.Load()), deadline, "a submit blocked past the deadline")
+	// A later write to the descriptor. ipc names the cause (the key was
+	// revoked: ErrUnknownRegion) and the writer then fails such writes at
+	// once, without posting them.
+	posted := e.Stats().Domains[0].Posted
+	tr := fabric.NewTransfer()
+	start := time.Now()
+	require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: sr, Length: chunk, Dst: desc},
+		fabric.Notify(tr).WithDeadline(time.Now().Add(deadline))))
+	lerr := tr.Wait(context.Background())
+	t.Logf("%s: a later write: %v after %v", p.transport, lerr, time.Since(start).Round(time.Millisecond))
+	require.Error(t, lerr)
+	if p.transport == "ipc" {
+		require.ErrorIs(t, first, fabric.ErrUnknownRegion, "ipc says the region is gone")
+		require.ErrorIs(t, lerr, fabric.ErrUnknownRegion)
+		require.Equal(t, posted, e.Stats().Domains[0].Posted, "the later write was not posted")
+	}
 	_, err = fmt.Fprintln(stdin, "quit")
 	require.NoError(t, err)
 	for l := range lines {

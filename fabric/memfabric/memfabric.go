@@ -203,7 +203,8 @@ func (d *Domain) ResolvePeer(a fabric.Address) (fabric.PeerID, error) {
 
 // errno values this provider reports.
 const (
-	errAccess = 13 // EACCES: bad key or range at the target
+	errAccess = 13  // EACCES: a range outside the region at the target
+	errNoKey  = 126 // ENOKEY: no region with the key at the target
 	errReset  = 104
 	errClosed = 108
 	errDead   = -1 // deliver: the target is Dead, the op never completes
@@ -332,7 +333,7 @@ func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool, slow time.Duration,
 	}
 	r, ok := t.regions[op.RemoteKey]
 	if !ok {
-		return errAccess
+		return errNoKey
 	}
 	if op.Length > 0 {
 		if op.Remote < uint64(r.addr) || op.Remote+op.Length > uint64(r.addr)+r.len {
@@ -463,6 +464,8 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 	switch ev.Errno {
 	case errAccess:
 		msg = "remote access error"
+	case errNoKey:
+		msg = "remote region unknown (unregistered)"
 	case errClosed:
 		msg = "peer closed"
 	case 90:
@@ -475,7 +478,7 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 		msg = "injected error"
 	}
 	return &fabric.ProviderError{Provider: d.info.Transport, Op: ev.Kind.String() + " completion", Errno: int(ev.Errno), Msg: msg,
-		PeerLost: ev.Errno == errReset}
+		PeerLost: ev.Errno == errReset, RegionGone: ev.Errno == errNoKey}
 }
 
 func (d *Domain) Close() error {
