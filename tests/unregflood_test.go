@@ -264,7 +264,9 @@ func unregisterDuringFlood(t *testing.T, p params) {
 		fabric.Notify(tr).WithDeadline(time.Now().Add(deadline))))
 	lerr := tr.Wait(context.Background())
 	t.Logf("%s: a later write: %v after %v", p.transport, lerr, time.Since(start).Round(time.Millisecond))
-	require.Error(t, lerr)
+	// tcp;ofi_rxm may have connected again by then (the peer was lost, not
+	// for good), and a write into an unknown key can then complete there
+	// successfully (README): only ipc knows the region is gone.
 	if p.transport == "ipc" {
 		require.ErrorIs(t, first, fabric.ErrUnknownRegion, "ipc says the region is gone")
 		require.ErrorIs(t, lerr, fabric.ErrUnknownRegion)
