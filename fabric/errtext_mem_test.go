@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,18 +13,6 @@ import (
 	"github.com/ferryrdma/ferry/fabric/memfabric"
 )
 
-// textSink keeps the engine's log lines.
-type textSink struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *textSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 // TestErrorTextHasNoBadVerbs formats every error the mem provider's faults
 // make the engine produce (failed and refused writes, a reset and a dead
 // peer, a stray completion, a failed domain, a deadline, a worker stuck in
@@ -33,7 +20,7 @@ func (s *textSink) Write(p []byte) (int, error) {
 // the engine's log lines meanwhile: none holds the "%!" fmt writes for a
 // bad verb or a nil wrapped error ("%!w(<nil>)").
 func TestErrorTextHasNoBadVerbs(t *testing.T) {
-	sink := &textSink{}
+	sink := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var texts []string
 	var engines []*fabric.Engine
@@ -107,9 +94,7 @@ func TestErrorTextHasNoBadVerbs(t *testing.T) {
 	for _, s := range texts {
 		require.NotContains(t, s, "%!", "a badly formatted error")
 	}
-	sink.mu.Lock()
-	logs := sink.b.String()
-	sink.mu.Unlock()
+	logs := sink.String()
 	for _, l := range strings.Split(logs, "\n") {
 		require.NotContains(t, l, "%!", "a badly formatted log line")
 	}

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,43 +128,9 @@ func unregisterDuringFlood(t *testing.T, p params) {
 	sr, err := e.RegisterHost(src, fabric.AccessLocal)
 	require.NoError(t, err)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=unreg-target", "FERRY_TEST_TRANSPORT="+p.transport,
-		"FERRY_TEST_NODE="+p.node, "FERRY_TEST_NICS=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	next := func(prefix string) string {
-		t.Helper()
-		for {
-			select {
-			case l, ok := <-lines:
-				require.True(t, ok, "target ended before %s", prefix)
-				if rest, found := strings.CutPrefix(l, prefix); found {
-					return rest
-				}
-				t.Logf("target: %s", l)
-			case <-time.After(60 * time.Second):
-				t.Fatalf("target did not say %s", prefix)
-			}
-		}
-	}
-	db, err := hex.DecodeString(strings.TrimSpace(next("DESC ")))
-	require.NoError(t, err)
-	var desc fabric.Descriptor
-	require.NoError(t, desc.UnmarshalBinary(db))
+	tg := startTarget(t, p)
+	desc, stdin, next := tg.desc, tg.stdin, func(prefix string) string { return tg.next(t, prefix) }
+	lines, cmd := tg.lines, tg.cmd
 
 	// The flood: 64 KiB writes, at most 256 in flight, each with a 3 s
 	// deadline (libfabric 1.17's shm reports the writes that hit the
