@@ -49,6 +49,50 @@ var (
 	domains sync.Map // fabric.Address -> *Domain
 )
 
+// lateData: SetLateData's choice of late targets (nil: none).
+var lateData atomic.Pointer[func(addr, n uint64) bool]
+
+// lateWrite is a write's payload not yet in the target's memory.
+type lateWrite struct {
+	dst  uint64
+	data []byte
+}
+
+// SetLateData makes every "mem" domain of the process deliver a write
+// whose target range late accepts (nil: none) with its immediate (and its
+// completion) before its payload: the bytes land only at the next Flush. This is what a GPU may show a kernel that
+// polls a flag raised after the NIC's completion: the NIC's writes into
+// GPU memory are not ordered before the CPU's flag write unless the CPU
+// first flushes them (cuFlushGPUDirectRDMAWrites). Tests use it to prove
+// that a consumer flushes; it allocates per write and is no data path.
+func SetLateData(late func(addr, n uint64) bool) {
+	if late == nil {
+		lateData.Store(nil)
+		return
+	}
+	lateData.Store(&late)
+}
+
+// Flush lands the payloads every domain of the process holds back
+// (SetLateData), as a GPUDirect RDMA flush does, and returns how many
+// writes it landed.
+func Flush() int {
+	n := 0
+	domains.Range(func(_, v any) bool {
+		d := v.(*Domain)
+		d.mu.Lock()
+		late := d.late
+		d.late = nil
+		d.mu.Unlock()
+		for _, w := range late {
+			copy(bytesAt(w.dst, uint64(len(w.data))), w.data)
+		}
+		n += len(late)
+		return true
+	})
+	return n
+}
+
 // Lookup returns the open domain with address a, for fault injection.
 func Lookup(a fabric.Address) (*Domain, bool) {
 	d, ok := domains.Load(a)
@@ -89,6 +133,7 @@ type Domain struct {
 	closed   bool
 	held     []fabric.Event // completions kept by HoldWrites, under mu
 	release  bool           // Release asked for held, under mu
+	late     []lateWrite    // payloads LateData holds back, under mu
 
 	faults Faults
 	moved  atomic.Uint64 // bytes this domain's writes copied (Progress)
@@ -340,17 +385,23 @@ func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool, slow time.Duration,
 			return errAccess
 		}
 		if copyBytes {
-			slice := uint64(copySlice)
-			if slow > 0 {
-				slice = 16 << 10
-			}
-			for off := uint64(0); off < op.Length; off += slice {
-				n := min(slice, op.Length-off)
+			src := bytesAt(op.Local, op.Length)
+			if late := lateData.Load(); late != nil && (*late)(op.Remote, op.Length) {
+				t.late = append(t.late, lateWrite{dst: op.Remote, data: append([]byte(nil), src...)})
+				moved.Add(op.Length)
+			} else {
+				slice := uint64(copySlice)
 				if slow > 0 {
-					time.Sleep(slow)
+					slice = 16 << 10
 				}
-				copy(bytesAt(op.Remote+off, n), bytesAt(op.Local+off, n))
-				moved.Add(n)
+				for off := uint64(0); off < op.Length; off += slice {
+					n := min(slice, op.Length-off)
+					if slow > 0 {
+						time.Sleep(slow)
+					}
+					copy(bytesAt(op.Remote+off, n), bytesAt(op.Local+off, n))
+					moved.Add(n)
+				}
 			}
 		}
 	}
@@ -485,6 +536,7 @@ func (d *Domain) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.regions = nil
+	d.late = nil
 	d.mu.Unlock()
 	domains.Delete(d.addr)
 	return nil
