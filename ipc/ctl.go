@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,10 +45,14 @@ const (
 	ctlVersion = 2
 )
 
-// ctlTimeout bounds a blocking control write and the wait for revoke
-// acknowledgements from a live but unresponsive peer. (A variable so tests
-// can shorten it.)
-var ctlTimeout = 5 * time.Second
+// ctlTimeoutNs bounds a blocking control write and the wait for revoke
+// acknowledgements from a live but unresponsive peer: 5 s (atomic so tests
+// can shorten it while control goroutines run).
+var ctlTimeoutNs atomic.Int64
+
+func init() { ctlTimeoutNs.Store(int64(5 * time.Second)) }
+
+func ctlTimeout() time.Duration { return time.Duration(ctlTimeoutNs.Load()) }
 
 type ctlMsg struct {
 	kind   uint32
@@ -112,7 +117,7 @@ func (c *ctlConn) checkPeer() (pid int, err error) {
 	return int(cred.Pid), nil
 }
 
-// send writes m with the files fds, waiting at most ctlTimeout.
+// send writes m with the files fds, waiting at most ctlTimeout().
 func (c *ctlConn) send(m ctlMsg, fds ...int) error {
 	var b [ctlLen]byte
 	m.encode(&b)
@@ -120,7 +125,7 @@ func (c *ctlConn) send(m ctlMsg, fds ...int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	_ = c.uc.SetWriteDeadline(time.Now().Add(ctlTimeout))
+	_ = c.uc.SetWriteDeadline(time.Now().Add(ctlTimeout()))
 	_, _, err := c.uc.WriteMsgUnix(b[:], oob, nil)
 	return err
 }

@@ -186,7 +186,7 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 		}
 	}
 	var slow []int
-	deadline := time.Now().Add(ctlTimeout)
+	deadline := time.Now().Add(ctlTimeout())
 	for _, c := range conns {
 		pause := time.Microsecond
 		for !c.dead.Load() && c.acked.Load() < seq {
@@ -200,7 +200,7 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 	}
 	if len(slow) > 0 {
 		return &fabric.ProviderError{Provider: TransportName, Op: "unregister", Errno: int(unix.ETIMEDOUT), Timeout: true,
-			Msg: fmt.Sprintf("peer processes %v did not acknowledge the revocation within %v", slow, ctlTimeout)}
+			Msg: fmt.Sprintf("peer processes %v did not acknowledge the revocation within %v", slow, ctlTimeout())}
 	}
 	return nil
 }
