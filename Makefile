@@ -77,6 +77,13 @@ gpu-test:
 # outcome, time to error and bytes verified. Needs root (make test runs a
 # 16 MiB subset, and skips it loudly without root).
 .PHONY: test-faults
+# test-large: 4 GiB + 1 B writes (single, paged, scatter) verified over
+# mem, ipc, shm and tcp;ofi_rxm, one at a time (about 4.5 GiB of memory
+# each; make test runs the mem and ipc cases).
+.PHONY: test-large
+test-large: deps
+	FERRY_TEST_LARGE=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestLargeWrites$$' ./tests
+
 test-faults: deps
 	FERRY_FAULTS_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestFaults$$' ./tests/faults
 

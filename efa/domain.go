@@ -105,6 +105,9 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 	if err != nil {
 		return nil, callError(info.Transport, "open", err)
 	}
+	// What the chosen entry says, not the listing's: the engine splits
+	// longer writes and fences their immediates by these.
+	info.MaxWrite, info.OrderedWrites = chosen.MaxMsgSize(), chosen.WritesOrdered()
 	d := &Domain{
 		info:      info,
 		transport: info.Transport,

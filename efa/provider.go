@@ -137,6 +137,10 @@ func domainInfo(transport string, in ofi.Info) fabric.DomainInfo {
 		PCIAddress: pci,
 		NUMANode:   numaNode(pci),
 		LinkSpeed:  in.LinkSpeed(),
+		// Longer writes are posted in pieces by the engine; the order
+		// says whether their immediate may follow at once.
+		MaxWrite:      in.MaxMsgSize(),
+		OrderedWrites: in.WritesOrdered(),
 	}
 }
 

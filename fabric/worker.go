@@ -32,6 +32,19 @@ type worker struct {
 	reqs chan request
 	ctl  chan func(*worker)
 
+	// reporters are the domains that show progress inside a call, set at
+	// open, before the watchdog starts, and only read after; progSeen and
+	// progAt are the watchdog's: the sum of their counters and when it
+	// last changed.
+	// goneRegions are remote regions a write found unregistered
+	// (ErrUnknownRegion): later writes to them fail at accept, without a
+	// post. Worker-owned; nil until the first.
+	goneRegions map[regionRef]struct{}
+
+	reporters []ProgressReporter
+	progSeen  uint64
+	progAt    int64
+
 	initDone chan error
 	exited   chan struct{}
 	// abandon is closed by a Close that gave up on this worker (see
@@ -112,6 +125,7 @@ type domState struct {
 	probes   int   // heartbeats in flight, counted in posted
 	idlePoll int64 // running mean of an empty poll's duration, ns
 	depth    int
+	piece    uint64 // the largest write posted here (split.go)
 	stats    DomainStats
 }
 
@@ -191,7 +205,11 @@ func (w *worker) open(opts DomainOptions) error {
 			depth:  opts.QueueDepth,
 		}
 		ds.info.Index = info.Index
+		ds.piece = pieceSize(ds.info)
 		ds.stats.Name = ds.info.Name
+		if r, ok := d.(ProgressReporter); ok {
+			w.reporters = append(w.reporters, r)
+		}
 		if s, ok := d.(Sleeper); ok {
 			w.sleepers = append(w.sleepers, s)
 			w.wake.watch(s.WakeFD())
@@ -218,7 +236,12 @@ func (w *worker) closeDomains() error {
 			if ds.stalled {
 				why += " and a peer that stopped answering"
 			}
-			errs = append(errs, fmt.Errorf("domain %s, with %s: %w", ds.info.Name, why, a.Abandon()))
+			// Abandon returns nil when it could close the domain after
+			// all (the ops it held are dropped, which the close drain has
+			// reported already): nothing more to say then.
+			if aerr := a.Abandon(); aerr != nil {
+				errs = append(errs, fmt.Errorf("domain %s, with %s: %w", ds.info.Name, why, aerr))
+			}
 			continue
 		}
 		if err := ds.d.Close(); err != nil {

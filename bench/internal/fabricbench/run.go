@@ -41,8 +41,10 @@ type Side struct {
 	// buffers of failed cases, freed after the engine closed.
 	srcMu       sync.Mutex
 	caseTimeout time.Duration
-	spareMu     sync.Mutex
-	spares      []*fabric.HostBuffer
+	// closeTimeout bounds Close (0: 30 s).
+	closeTimeout time.Duration
+	spareMu      sync.Mutex
+	spares       []*fabric.HostBuffer
 }
 
 // AddSource gives the side a local-only source buffer of its own, the
@@ -106,7 +108,7 @@ func openSide(ctx context.Context, s Spec, role string) (*Side, error) {
 	if s.OnEngine != nil {
 		s.OnEngine(e, role)
 	}
-	side := &Side{Engine: e, Poll: s.Poll, caseTimeout: s.Timeout}
+	side := &Side{Engine: e, Poll: s.Poll, caseTimeout: s.Timeout, closeTimeout: s.CloseTimeout}
 	// Every immediate a case expects has a counter; anything else that
 	// arrives is counted as stray and fails the verified case it lands in.
 	e.OnImm(func(uint32) { side.stray.Add(1) })
@@ -132,7 +134,11 @@ func openSide(ctx context.Context, s Spec, role string) (*Side, error) {
 // Close closes the engine (which unregisters the buffer) and frees the
 // buffer afterwards, never before the NIC is done with it.
 func (s *Side) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	timeout := s.closeTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := s.Engine.Close(ctx)
 	if errors.Is(err, fabric.ErrAbandoned) {

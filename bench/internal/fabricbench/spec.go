@@ -92,6 +92,8 @@ type Spec struct {
 	// role ("server", "client", "rank"): fabric-debug --metrics exports
 	// their counters.
 	OnEngine func(e *fabric.Engine, role string) `json:"-"`
+	// CloseTimeout bounds each engine's Close (0: 30 s).
+	CloseTimeout time.Duration `json:"-"`
 }
 
 // DefaultBuffer is the reference tool's buffer size.
