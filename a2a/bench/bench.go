@@ -196,7 +196,8 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 	}
 	failed := 0
 	for i, tokens := range spec.cases() {
-		cs, err := runCase(ctx, spec, cfg, &l, c, g, tokens, rep.CheckIters, uint64(i))
+		tc, _ := b.(a2a.TrafficCounter)
+		cs, err := runCase(ctx, spec, cfg, &l, c, tc, g, tokens, rep.CheckIters, uint64(i))
 		if err != nil {
 			return rep, fmt.Errorf("bench: case of %d tokens: %w", tokens, err)
 		}

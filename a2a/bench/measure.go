@@ -43,14 +43,17 @@ func (r *router) draw(rng *rand.Rand, idx []uint32) {
 type rankCase struct {
 	Samples []Sample `json:"samples"`
 	Check   string   `json:"check,omitempty"` // the rank's first mismatch with the oracle
+	// Wire is what the rank's fabric writes carried over the timed
+	// iterations (nil: the backend does not count them).
+	Wire *RankWire `json:"wire,omitempty"`
 }
 
 // runCase times one case of T tokens on this rank, checks it when asked,
 // and gathers every rank's samples and verdicts. stream separates the
 // cases' random inputs.
-func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a2a.Context, g Group,
-	T, checkIters int, stream uint64) (Case, error) {
-	mine, err := measure(ctx, spec, l, c, g, T, stream)
+func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a2a.Context, tc a2a.TrafficCounter,
+	g Group, T, checkIters int, stream uint64) (Case, error) {
+	mine, wire, err := measure(ctx, spec, l, c, tc, g, T, stream)
 	if err != nil {
 		return Case{}, err
 	}
@@ -65,7 +68,7 @@ func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a
 			check = fmt.Sprintf("rank %d: %v", cfg.Rank, err)
 		}
 	}
-	b, err := json.Marshal(rankCase{Samples: mine, Check: check})
+	b, err := json.Marshal(rankCase{Samples: mine, Check: check, Wire: wire})
 	if err != nil {
 		return Case{}, err
 	}
@@ -82,6 +85,11 @@ func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a
 			return Case{}, fmt.Errorf("samples of rank %d: %w", r, err)
 		}
 		cs.Samples = append(cs.Samples, rc.Samples...)
+		if rc.Wire != nil {
+			w := *rc.Wire
+			w.Rank = r
+			cs.Wire = append(cs.Wire, w)
+		}
 		if rc.Check != "" && cs.CheckError == "" {
 			cs.CheckError = rc.Check
 		}
@@ -89,8 +97,11 @@ func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a
 	return cs, nil
 }
 
-// measure runs the timed iterations of this rank with T tokens.
-func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, g Group, T int, stream uint64) ([]Sample, error) {
+// measure runs the timed iterations of this rank with T tokens and, when
+// tc counts them, returns what its fabric writes carried over those
+// iterations.
+func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, tc a2a.TrafficCounter, g Group,
+	T int, stream uint64) ([]Sample, *RankWire, error) {
 	K := l.ExpertsPerToken
 	rng := rand.New(rand.NewPCG(spec.Seed+stream, uint64(l.Rank)+1))
 	routing := newRouter(l.Experts, K)
@@ -110,7 +121,11 @@ func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, g Gr
 	cout := a2a.CombineOutput{Out: make([]byte, T*l.CombineBytes), Weights: weights}
 
 	var out []Sample
+	var before [3]a2a.Traffic
 	for it := 0; it < spec.Warmup+spec.Iters; it++ {
+		if it == spec.Warmup && tc != nil {
+			before = trafficOf(tc)
+		}
 		// A new routing every iteration, as a serving engine sees, drawn
 		// before the barrier so it is not timed.
 		routing.draw(rng, indices)
@@ -147,11 +162,37 @@ func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, g Gr
 			return nil
 		}()
 		if err != nil {
-			return nil, fmt.Errorf("iteration %d: %w", it, err)
+			return nil, nil, fmt.Errorf("iteration %d: %w", it, err)
 		}
 		if it >= spec.Warmup {
 			out = append(out, s)
 		}
 	}
-	return out, nil
+	if tc == nil {
+		return out, nil, nil
+	}
+	// Once every rank is past the last iteration, every write of it has
+	// been posted (the CUDA backend posts from its worker).
+	bctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	if err := g.Barrier(bctx); err != nil {
+		return nil, nil, err
+	}
+	after := trafficOf(tc)
+	n := uint64(spec.Iters)
+	phase := func(i, rowBytes int) PhaseWire {
+		b, r := after[i].Bytes-before[i].Bytes, after[i].Rows-before[i].Rows
+		w := PhaseWire{Bytes: b / n, Rows: r / n, NominalBytes: r * uint64(rowBytes) / n}
+		if r > 0 {
+			w.Ratio = float64(b) / float64(r*uint64(rowBytes))
+		}
+		return w
+	}
+	return out, &RankWire{Route: phase(0, 4*l.RowWords), Dispatch: phase(1, l.TokenBytes+l.ScaleBytes),
+		Combine: phase(2, l.CombineBytes)}, nil
+}
+
+// trafficOf reads the counters of the three tags whose writes carry bytes.
+func trafficOf(tc a2a.TrafficCounter) [3]a2a.Traffic {
+	return [3]a2a.Traffic{tc.Traffic(a2a.TagRoute), tc.Traffic(a2a.TagDispatch), tc.Traffic(a2a.TagCombine)}
 }

@@ -63,6 +63,9 @@ type Case struct {
 	Samples       []Sample `json:"samples"`
 	DispatchBytes int64    `json:"dispatch_bytes"`
 	CombineBytes  int64    `json:"combine_bytes"`
+	// Wire is, per rank, what its fabric writes carried per timed
+	// iteration (empty when the backend does not count them).
+	Wire []RankWire `json:"wire,omitempty"`
 	// Checked says the case was compared with the oracle; CheckError is
 	// the first mismatch any rank found ("" when none).
 	Checked    bool   `json:"checked"`
@@ -90,4 +93,36 @@ func (c Case) NominalBytes(phase string) int64 {
 		return c.DispatchBytes
 	}
 	return c.CombineBytes
+}
+
+// RankWire is what one rank's fabric writes carried per timed iteration,
+// counted where the backend posted them (a2a.TrafficCounter): the count
+// exchange, dispatch and combine. Copies inside a node domain are not on
+// the wire and not counted.
+type RankWire struct {
+	Rank     int       `json:"rank"`
+	Route    PhaseWire `json:"route"`
+	Dispatch PhaseWire `json:"dispatch"`
+	Combine  PhaseWire `json:"combine"`
+}
+
+// PhaseWire is one phase's writes per iteration: Bytes posted, Rows they
+// carried, NominalBytes those rows hold (token and scales in dispatch,
+// the expert output row in combine, one count row per count exchange
+// write) and Ratio,
+// Bytes over NominalBytes over all timed iterations (0 when no row was
+// sent).
+type PhaseWire struct {
+	Bytes        uint64  `json:"bytes"`
+	Rows         uint64  `json:"rows"`
+	NominalBytes uint64  `json:"nominal_bytes"`
+	Ratio        float64 `json:"ratio"`
+}
+
+// Phase returns w's figures for Dispatch or Combine.
+func (w RankWire) Phase(phase string) PhaseWire {
+	if phase == Dispatch {
+		return w.Dispatch
+	}
+	return w.Combine
 }

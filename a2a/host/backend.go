@@ -249,3 +249,9 @@ func (b *Backend) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Traffic returns what tag's fabric writes carried since New:
+// a2a.TrafficCounter.
+func (b *Backend) Traffic(t a2a.Tag) a2a.Traffic { return b.wire.Traffic(t) }
+
+var _ a2a.TrafficCounter = (*Backend)(nil)

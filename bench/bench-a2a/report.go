@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ferryrdma/ferry/a2a/bench"
 	"github.com/ferryrdma/ferry/bench/internal/report"
@@ -20,6 +21,16 @@ type caseRecord struct {
 	// over the p50 of both halves, in GB/s (the reference's figure).
 	NominalBytes int64   `json:"nominal_bytes"`
 	GBps         float64 `json:"gbyte_s"`
+	// Wire is, per rank, what the phase's fabric writes carried per
+	// iteration and their ratio to the nominal bytes of the rows they
+	// carried (absent when the backend does not count them).
+	Wire []wireRecord `json:"wire,omitempty"`
+}
+
+// wireRecord is one rank's fabric writes of one phase per iteration.
+type wireRecord struct {
+	Rank int `json:"rank"`
+	bench.PhaseWire
 }
 
 // printer prints the run as it goes: the header before the first case,
@@ -81,7 +92,9 @@ func (p *printer) start(r *bench.Report) {
 		r.MaxTokens, r.Hidden, r.Scales, r.Experts, r.TopK, r.In, r.Out))
 	t.Field("timing", fmt.Sprintf("%d iterations per case after %d warmup, a new routing each, a barrier "+
 		"before each phase; statistics over every rank's samples; p50..max are both halves back to back; "+
-		"GB/s = nominal bytes per rank (dispatch T*K*(token+scales), combine T*K*row) over the p50",
+		"GB/s = nominal bytes per rank (dispatch T*K*(token+scales), combine T*K*row) over the p50; "+
+		"wire = bytes per iteration the rank's fabric writes carried (counted where posted; node-domain copies "+
+		"are not on the wire) and their ratio to the nominal bytes of the rows they carried",
 		r.Iters, r.Warmup))
 	t.Field("verified", verified)
 	t.Note("")
@@ -100,6 +113,9 @@ func (p *printer) addCase(c bench.Case) {
 			Measure: report.Measure{Iters: p.iters, Warmup: p.warm, Lat: report.Summarize(both),
 				Checked: c.Checked, Verified: c.Checked && c.CheckError == "", Error: c.CheckError},
 			Send: report.Summarize(su), Recv: report.Summarize(ru), NominalBytes: c.NominalBytes(phase)}
+		for _, w := range c.Wire {
+			rec.Wire = append(rec.Wire, wireRecord{Rank: w.Rank, PhaseWire: w.Phase(phase)})
+		}
 		if rec.Lat.P50 > 0 {
 			rec.GBps = float64(rec.NominalBytes) / (rec.Lat.P50 * 1e3) // bytes per ns = GB/s
 		}
@@ -107,6 +123,9 @@ func (p *printer) addCase(c bench.Case) {
 		p.s.Table.Row(report.Int(c.Tokens), phase, f(rec.Lat.P50), f(rec.Lat.P99), f(rec.Lat.Min), f(rec.Lat.Max),
 			f(rec.Send.P50), f(rec.Recv.P50), report.Fixed(rec.GBps, 3), rec.Verdict())
 		p.s.Case(rec)
+	}
+	if len(c.Wire) > 0 {
+		p.s.Table.Field("wire", wireLine(c.Wire))
 	}
 	if c.CheckError != "" {
 		p.s.Table.Field("error", c.CheckError)
@@ -118,4 +137,18 @@ func (p *printer) addCase(c bench.Case) {
 func (p *printer) finish(runErr error) error {
 	p.s.End(runErr)
 	return p.s.Close()
+}
+
+// wireLine says, per rank, the bytes each phase's fabric writes carried
+// per iteration and their ratio to the nominal bytes of those rows.
+func wireLine(ws []bench.RankWire) string {
+	var b strings.Builder
+	for i, w := range ws {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "rank %d dispatch %d B (%.3fx nominal), combine %d B (%.3fx)", w.Rank,
+			w.Dispatch.Bytes, w.Dispatch.Ratio, w.Combine.Bytes, w.Combine.Ratio)
+	}
+	return b.String()
 }

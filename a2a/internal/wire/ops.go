@@ -20,39 +20,52 @@ func (w *Wiring) scatter(targets []fabric.ScatterTarget, src *fabric.MemoryRegio
 	return nil
 }
 
-// targets turns planned transfers into scatter targets (into dst, reused).
-func (w *Wiring) targets(dst []fabric.ScatterTarget, ts []a2a.Transfer) []fabric.ScatterTarget {
-	stride := uint64(w.l.Stride())
+// targets turns planned transfers of tag's phase into scatter targets
+// (into dst, reused): rows at the phase's own stride, so a write carries
+// its rows and no padding up to the other phase's row size. It counts
+// the bytes and rows it asks for (Traffic).
+func (w *Wiring) targets(dst []fabric.ScatterTarget, ts []a2a.Transfer, tag a2a.Tag) []fabric.ScatterTarget {
+	stride := uint64(w.l.PhaseStride(tag))
 	dst = dst[:0]
+	var bytes, rows uint64
 	for _, t := range ts {
-		dst = append(dst, fabric.ScatterTarget{Dst: w.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
+		n := uint64(t.Rows) * stride
+		dst = append(dst, fabric.ScatterTarget{Dst: w.recvDesc[t.Peer], Length: n,
 			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
+		bytes += n
+		rows += uint64(t.Rows)
 	}
+	w.traffic[tag].add(bytes, rows)
 	return dst
 }
 
 // Routes posts this rank's count row (row Group(Rank) of its table) to
 // the same row of every other group's serving replica.
 func (w *Wiring) Routes() error {
+	var n uint64
+	for _, t := range w.routeT {
+		n += t.Length
+	}
+	w.traffic[a2a.TagRoute].add(n, uint64(len(w.routeT)))
 	return w.scatter(w.routeT, w.tableReg, a2a.TagRoute, fabric.ShardPeers(), w.routeG)
 }
 
 // Eager posts the eager writes (SendPlan.Eager: one per served rank of
 // another domain, in rank order, sharded by peer).
 func (w *Wiring) Eager(ts []a2a.Transfer) error {
-	w.eagerT = w.targets(w.eagerT, ts)
+	w.eagerT = w.targets(w.eagerT, ts, a2a.TagDispatch)
 	return w.scatter(w.eagerT, w.sendReg, a2a.TagDispatch, fabric.ShardPeers(), w.eagerG)
 }
 
 // Overflow posts the overflow writes (SendPlan.Overflow), split by bytes.
 func (w *Wiring) Overflow(ts []a2a.Transfer) error {
-	w.overT = w.targets(w.overT, ts)
+	w.overT = w.targets(w.overT, ts, a2a.TagDispatch)
 	return w.scatter(w.overT, w.sendReg, a2a.TagDispatch, fabric.ShardBytes(), fabric.PeerGroup{})
 }
 
 // Combine posts the combine writes (RecvPlan.Combine), split by bytes.
 func (w *Wiring) Combine(ts []a2a.Transfer) error {
-	w.combT = w.targets(w.combT, ts)
+	w.combT = w.targets(w.combT, ts, a2a.TagCombine)
 	return w.scatter(w.combT, w.sendReg, a2a.TagCombine, fabric.ShardBytes(), w.combG)
 }
 
