@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/internal/rows"
 	"github.com/ferryrdma/ferry/a2a/internal/wire"
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -69,7 +70,7 @@ type Backend struct {
 	regs       []*fabric.MemoryRegion
 	wire       *wire.Wiring
 
-	acc     []float32
+	reduce  *rows.Reducer
 	w       *worker
 	timeout time.Duration
 	joining bool
@@ -93,7 +94,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if n := opt.Engine.NICs(); n != l.NICsPerGPU {
 		return nil, fmt.Errorf("a2a host backend: engine has %d nics, config %d: %w", n, l.NICsPerGPU, a2a.ErrInvalidArgument)
 	}
-	b := &Backend{l: l, eng: opt.Engine, node: opt.Node, acc: make([]float32, l.Hidden), timeout: opt.Timeout,
+	b := &Backend{l: l, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout,
 		joining: opt.Join}
 	if b.timeout <= 0 {
 		b.timeout = DefaultTimeout
@@ -103,6 +104,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 			_ = b.Close()
 		}
 	}()
+	b.reduce = rows.NewReducer(&b.l)
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base
 	b.rej, _ = opt.Node.(NodeRejoiner)

@@ -141,7 +141,6 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.CombineOutput) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	l := &b.l
 	if err := b.wire.Wait(ctx, a2a.TagNodeCombine, p.Recv().Imm[a2a.TagNodeCombine].Expected); err != nil {
 		return err
 	}
@@ -149,7 +148,7 @@ func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 		return err
 	}
 	own := b.recv[b.me]
-	rows.Reduce(l, p.Send(), out, b.acc, func(pos int32) []byte { return b.crow(own, pos) })
+	b.reduce.Reduce(p.Send(), out, func(pos int32) []byte { return b.crow(own, pos) })
 	b.w.steps <- stepCombineBarrier
 	return nil
 }

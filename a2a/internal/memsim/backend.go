@@ -141,8 +141,10 @@ func (b *backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 	if err := rk.wait(ctx, int(a2a.TagCombine), p.Recv().Imm[a2a.TagCombine].Expected); err != nil {
 		return err
 	}
+	// The pure Go loop: the simulated world checks the protocol, and the
+	// host backend's tests check the vector loops.
 	acc := make([]float32, l.Hidden)
-	rows.Reduce(l, p.Send(), out, acc, func(pos int32) []byte { return b.crow(rk.recv, pos) })
+	rows.ReduceGo(l, p.Send(), out, acc, func(pos int32) []byte { return b.crow(rk.recv, pos) })
 	return rk.barrier(ctx, a2a.TagCombineBarrier, p.Members())
 }
 
