@@ -46,7 +46,11 @@ type Spec struct {
 	// at the case's token count, on every rank.
 	Check      bool
 	CheckIters int
-	Seed       uint64
+	// Floor times, after each case's iterations, copies of each phase's
+	// nominal bytes on every rank at once (Case.FloorDispatch,
+	// FloorCombine): the memory's speed for the bytes the case moves.
+	Floor bool
+	Seed  uint64
 	// Timeout bounds each phase of each iteration (default 30 s); in a
 	// one-device run, every wait of every kernel (the watchdog).
 	Timeout time.Duration

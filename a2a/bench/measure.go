@@ -46,6 +46,13 @@ type rankCase struct {
 	// Wire is what the rank's fabric writes carried over the timed
 	// iterations (nil: the backend does not count them).
 	Wire *RankWire `json:"wire,omitempty"`
+	// Pairs is the rows per iteration the rank dispatched to each rank
+	// (itself included), over the timed iterations.
+	Pairs []uint64 `json:"pairs"`
+	// FloorDispatch and FloorCombine are the rank's timed copies of each
+	// phase's nominal bytes (Spec.Floor).
+	FloorDispatch []time.Duration `json:"floor_dispatch,omitempty"`
+	FloorCombine  []time.Duration `json:"floor_combine,omitempty"`
 }
 
 // runCase times one case of T tokens on this rank, checks it when asked,
@@ -53,9 +60,14 @@ type rankCase struct {
 // cases' random inputs.
 func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a2a.Context, tc a2a.TrafficCounter,
 	g Group, T, checkIters int, stream uint64) (Case, error) {
-	mine, wire, err := measure(ctx, spec, l, c, tc, g, T, stream)
+	m, err := measure(ctx, spec, l, c, tc, g, T, stream)
 	if err != nil {
 		return Case{}, err
+	}
+	if spec.Floor {
+		if m.FloorDispatch, m.FloorCombine, err = floor(ctx, spec, l, g, T); err != nil {
+			return Case{}, err
+		}
 	}
 	var check string
 	if checkIters > 0 {
@@ -68,7 +80,8 @@ func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a
 			check = fmt.Sprintf("rank %d: %v", cfg.Rank, err)
 		}
 	}
-	b, err := json.Marshal(rankCase{Samples: mine, Check: check, Wire: wire})
+	m.Check = check
+	b, err := json.Marshal(m)
 	if err != nil {
 		return Case{}, err
 	}
@@ -85,6 +98,9 @@ func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a
 			return Case{}, fmt.Errorf("samples of rank %d: %w", r, err)
 		}
 		cs.Samples = append(cs.Samples, rc.Samples...)
+		cs.Pairs = append(cs.Pairs, rc.Pairs)
+		cs.FloorDispatch = append(cs.FloorDispatch, rc.FloorDispatch...)
+		cs.FloorCombine = append(cs.FloorCombine, rc.FloorCombine...)
 		if rc.Wire != nil {
 			w := *rc.Wire
 			w.Rank = r
@@ -97,11 +113,11 @@ func runCase(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, c *a
 	return cs, nil
 }
 
-// measure runs the timed iterations of this rank with T tokens and, when
-// tc counts them, returns what its fabric writes carried over those
-// iterations.
+// measure runs the timed iterations of this rank with T tokens: their
+// samples, the rows sent to each rank per iteration and, when tc counts
+// them, what the rank's fabric writes carried.
 func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, tc a2a.TrafficCounter, g Group,
-	T int, stream uint64) ([]Sample, *RankWire, error) {
+	T int, stream uint64) (rankCase, error) {
 	K := l.ExpertsPerToken
 	rng := rand.New(rand.NewPCG(spec.Seed+stream, uint64(l.Rank)+1))
 	routing := newRouter(l.Experts, K)
@@ -122,6 +138,7 @@ func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, tc a
 
 	var out []Sample
 	var before [3]a2a.Traffic
+	pairs := make([]uint64, l.WorldSize)
 	for it := 0; it < spec.Warmup+spec.Iters; it++ {
 		if it == spec.Warmup && tc != nil {
 			before = trafficOf(tc)
@@ -130,6 +147,11 @@ func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, tc a
 		// before the barrier so it is not timed.
 		routing.draw(rng, indices)
 		in.Indices = indices
+		if it >= spec.Warmup {
+			for _, e := range indices {
+				pairs[l.Owner(int(e))]++
+			}
+		}
 		var s Sample
 		err := func() error {
 			pctx, cancel := context.WithTimeout(ctx, spec.Timeout)
@@ -162,21 +184,24 @@ func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, tc a
 			return nil
 		}()
 		if err != nil {
-			return nil, nil, fmt.Errorf("iteration %d: %w", it, err)
+			return rankCase{}, fmt.Errorf("iteration %d: %w", it, err)
 		}
 		if it >= spec.Warmup {
 			out = append(out, s)
 		}
 	}
+	for q := range pairs {
+		pairs[q] /= uint64(spec.Iters)
+	}
 	if tc == nil {
-		return out, nil, nil
+		return rankCase{Samples: out, Pairs: pairs}, nil
 	}
 	// Once every rank is past the last iteration, every write of it has
 	// been posted (the CUDA backend posts from its worker).
 	bctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 	if err := g.Barrier(bctx); err != nil {
-		return nil, nil, err
+		return rankCase{}, err
 	}
 	after := trafficOf(tc)
 	n := uint64(spec.Iters)
@@ -188,8 +213,42 @@ func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, tc a
 		}
 		return w
 	}
-	return out, &RankWire{Route: phase(0, 4*l.RowWords), Dispatch: phase(1, l.TokenBytes+l.ScaleBytes),
-		Combine: phase(2, l.CombineBytes)}, nil
+	return rankCase{Samples: out, Pairs: pairs, Wire: &RankWire{Route: phase(0, 4*l.RowWords),
+		Dispatch: phase(1, l.TokenBytes+l.ScaleBytes), Combine: phase(2, l.CombineBytes)}}, nil
+}
+
+// floorReps is how many copies of each phase's nominal bytes floor times.
+const floorReps = 20
+
+// floor times copies of each phase's nominal bytes per rank (T*K rows of
+// token and scales, then of the combine row) on every rank at once: the
+// memory's speed for what the phase moves, the floor a phase's time is
+// compared with. Each copy goes between two buffers of its size, touched
+// first so no page is faulted in while timed.
+func floor(ctx context.Context, spec Spec, l *a2a.Layout, g Group, T int) (disp, comb []time.Duration, err error) {
+	K := l.ExpertsPerToken
+	dn, cn := T*K*(l.TokenBytes+l.ScaleBytes), T*K*l.CombineBytes
+	src, dst := make([]byte, max(dn, cn)), make([]byte, max(dn, cn))
+	for i := range src {
+		src[i] = byte(i)
+	}
+	copy(dst, src)
+	bctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	if err := g.Barrier(bctx); err != nil {
+		return nil, nil, err
+	}
+	for _, p := range []struct {
+		n   int
+		out *[]time.Duration
+	}{{dn, &disp}, {cn, &comb}} {
+		for range floorReps {
+			t0 := time.Now()
+			copy(dst[:p.n], src[:p.n])
+			*p.out = append(*p.out, time.Since(t0))
+		}
+	}
+	return disp, comb, nil
 }
 
 // trafficOf reads the counters of the three tags whose writes carry bytes.

@@ -66,6 +66,14 @@ type Case struct {
 	// Wire is, per rank, what its fabric writes carried per timed
 	// iteration (empty when the backend does not count them).
 	Wire []RankWire `json:"wire,omitempty"`
+	// Pairs[r][q] is the rows rank r dispatched to rank q per timed
+	// iteration (their mean, rounded down), itself included: in combine
+	// the same rows travel back, q to r.
+	Pairs [][]uint64 `json:"pairs,omitempty"`
+	// FloorDispatch and FloorCombine are every rank's timed copies of the
+	// phase's nominal bytes per rank (Spec.Floor; empty without it).
+	FloorDispatch []time.Duration `json:"floor_dispatch,omitempty"`
+	FloorCombine  []time.Duration `json:"floor_combine,omitempty"`
 	// Checked says the case was compared with the oracle; CheckError is
 	// the first mismatch any rank found ("" when none).
 	Checked    bool   `json:"checked"`
@@ -85,6 +93,14 @@ func (c Case) Halves(phase string) (send, recv []time.Duration) {
 		}
 	}
 	return send, recv
+}
+
+// Floor returns the timed memcpy samples of phase's nominal bytes.
+func (c Case) Floor(phase string) []time.Duration {
+	if phase == Dispatch {
+		return c.FloorDispatch
+	}
+	return c.FloorCombine
 }
 
 // NominalBytes returns the nominal bytes of phase per rank.

@@ -85,6 +85,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.IntVar(&s.Warmup, "warmup", 20, "untimed iterations before them")
 	fs.BoolVar(&s.Check, "check", true, "after each case's timed iterations, compare --check-iters iterations of it with the oracle on every rank")
 	fs.IntVar(&s.CheckIters, "check-iters", 1, "iterations --check compares per case")
+	fs.BoolVar(&s.Floor, "peers", true, "after each case, time a memcpy of each phase's nominal bytes on every rank at once (floor_us) and, with --backend host, Open MPI's MPI_Alltoallv of the case's per-pair bytes on as many local processes (mpi_us; needs mpirun and mpicc)")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the inputs and routings")
 	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
 	fs.StringVar(&o.json, "json", "", `write one JSON record per line to this file as the run goes ("-": standard output; the table then goes to standard error)`)

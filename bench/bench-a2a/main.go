@@ -135,6 +135,10 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 		if p, err = newPrinter(o.json, append([]string{"bench-a2a"}, os.Args[1:]...), stdout, stderr); err != nil {
 			return err
 		}
+		if o.spec.Floor && (o.spec.Backend == "" || o.spec.Backend == bench.BackendHost) {
+			p.ctx, p.mpi = ctx, newMPIPeer(ctx)
+			defer p.mpi.close()
+		}
 		opt.OnStart, opt.OnCase = p.start, p.addCase
 	}
 	_, err = bench.Run(ctx, o.spec, g, opt)
