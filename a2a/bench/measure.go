@@ -217,22 +217,28 @@ func measure(ctx context.Context, spec Spec, l *a2a.Layout, c *a2a.Context, tc a
 		Dispatch: phase(1, l.TokenBytes+l.ScaleBytes), Combine: phase(2, l.CombineBytes)}}, nil
 }
 
-// floorReps is how many copies of each phase's nominal bytes floor times.
-const floorReps = 20
+// floorReps is how many copies of each phase's nominal bytes floor times;
+// floorSpan is the memory its copies cycle through, twice a large
+// last-level cache, so each copy reads and writes memory the previous
+// ones did not leave in the cache, as the phases' copies do (their
+// buffers and inputs are larger than the cache).
+const (
+	floorReps = 20
+	floorSpan = 64 << 20
+)
 
 // floor times copies of each phase's nominal bytes per rank (T*K rows of
 // token and scales, then of the combine row) on every rank at once: the
 // memory's speed for what the phase moves, the floor a phase's time is
-// compared with. Each copy goes between two buffers of its size, touched
-// first so no page is faulted in while timed.
+// compared with. The copies cycle through buffers of floorSpan bytes in
+// all, touched first so no page is faulted in while timed.
 func floor(ctx context.Context, spec Spec, l *a2a.Layout, g Group, T int) (disp, comb []time.Duration, err error) {
 	K := l.ExpertsPerToken
 	dn, cn := T*K*(l.TokenBytes+l.ScaleBytes), T*K*l.CombineBytes
-	src, dst := make([]byte, max(dn, cn)), make([]byte, max(dn, cn))
-	for i := range src {
-		src[i] = byte(i)
+	buf := make([]byte, max(floorSpan, 2*dn, 2*cn))
+	for i := range buf {
+		buf[i] = byte(i)
 	}
-	copy(dst, src)
 	bctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 	if err := g.Barrier(bctx); err != nil {
@@ -242,7 +248,10 @@ func floor(ctx context.Context, spec Spec, l *a2a.Layout, g Group, T int) (disp,
 		n   int
 		out *[]time.Duration
 	}{{dn, &disp}, {cn, &comb}} {
-		for range floorReps {
+		pairs := len(buf) / max(2*p.n, 1)
+		for i := range floorReps {
+			src := buf[2*p.n*(i%pairs):]
+			dst := src[p.n:]
 			t0 := time.Now()
 			copy(dst[:p.n], src[:p.n])
 			*p.out = append(*p.out, time.Since(t0))

@@ -42,22 +42,28 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		return err
 	}
 	K, own := l.ExpertsPerToken, b.send[b.me]
+	// Rows for other domains first: their writes go out while this rank
+	// stages the rest, so the fabric's copy overlaps this rank's own.
 	for i := range sp.Tokens * K {
-		c := sp.Copy(i)
-		switch {
-		case c.Path.Staged():
+		if c := sp.Copy(i); c.Path == a2a.PathEager || c.Path == a2a.PathOverflow {
 			rows.Pack(l, b.drow(own, c.Pos), in, i/K)
-		case c.Path == a2a.PathNodePush:
-			rows.Pack(l, b.drow(b.recv[b.peer(c.Dest)], c.PushRow), in, i/K)
 		}
-	}
-	if err := b.wire.Signal(a2a.TagNodeDispatch); err != nil {
-		return err
 	}
 	if err := b.wire.Eager(sp.Eager); err != nil {
 		return err
 	}
 	if err := b.wire.Overflow(sp.Overflow); err != nil {
+		return err
+	}
+	for i := range sp.Tokens * K {
+		switch c := sp.Copy(i); c.Path {
+		case a2a.PathSelf, a2a.PathNodePull:
+			rows.Pack(l, b.drow(own, c.Pos), in, i/K)
+		case a2a.PathNodePush:
+			rows.Pack(l, b.drow(b.recv[b.peer(c.Dest)], c.PushRow), in, i/K)
+		}
+	}
+	if err := b.wire.Signal(a2a.TagNodeDispatch); err != nil {
 		return err
 	}
 	b.w.p = p

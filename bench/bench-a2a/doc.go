@@ -87,7 +87,9 @@
 // T*K*(token+scale bytes), combine T*K*combine row bytes) over the p50,
 // the reference benchmark's figure. With --peers (the default) each case
 // is followed by a memcpy of each phase's nominal bytes on every rank at
-// once (floor_us, its p50; x_floor the phase's p50 over it) and, with the
+// once, cycling through 64 MiB so the bytes come from memory and not the
+// cache, as the phases' own do (floor_us, its p50; x_floor the phase's p50
+// over it) and, with the
 // host backend, Open MPI's MPI_Alltoallv moving the case's per-pair bytes
 // (the mean rows per iteration each rank sent each rank, times the row
 // bytes, back the other way in combine) on as many local processes

@@ -34,6 +34,8 @@ type options struct {
 	// metrics is the --metrics address (each rank adds its local rank to
 	// the port).
 	metrics string
+	// cpuProfile is the --cpuprofile prefix (each rank adds .rankR).
+	cpuProfile string
 }
 
 // jobFlags are the rendezvous flags a spawned child must not inherit:
@@ -91,6 +93,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.StringVar(&o.json, "json", "", `write one JSON record per line to this file as the run goes ("-": standard output; the table then goes to standard error)`)
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error too, not only its warnings and errors")
 	fs.StringVar(&o.metrics, "metrics", "", "serve each rank's engine counters for Prometheus at http://ADDR/metrics, the port plus the local rank")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write each rank's CPU profile (runtime/pprof) to this path plus .rankR")
 	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
 
 	if err := fs.Parse(args); err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 
@@ -109,6 +110,19 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 		return fmt.Errorf("join the job: %w", err)
 	}
 	defer func() { err = errors.Join(err, g.Close()) }()
+	if o.cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.rank%d", o.cpuProfile, g.Rank()))
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return errors.Join(err, f.Close())
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			err = errors.Join(err, f.Close())
+		}()
+	}
 	// The engine's warnings and errors go to stderr; --verbose adds its
 	// lifecycle.
 	opt := bench.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).

@@ -115,7 +115,7 @@ func (p *printer) start(r *bench.Report) {
 		"GB/s = nominal bytes per rank (dispatch T*K*(token+scales), combine T*K*row) over the p50; "+
 		"wire = bytes per iteration the rank's fabric writes carried (counted where posted; node-domain copies "+
 		"are not on the wire) and their ratio to the nominal bytes of the rows they carried; "+
-		"floor_us = p50 of a memcpy of the phase's nominal bytes per rank, every rank at once; "+
+		"floor_us = p50 of a memcpy of the phase's nominal bytes per rank, every rank at once, from memory (64 MiB cycled); "+
 		"mpi_us = p50 of Open MPI's MPI_Alltoallv moving the case's per-pair bytes (mean rows per iteration) "+
 		"on as many local processes, every process's samples (host backend); x_ = p50 over them",
 		r.Iters, r.Warmup))

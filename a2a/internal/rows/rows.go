@@ -3,6 +3,7 @@ package rows
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a"
 )
@@ -12,6 +13,18 @@ func orDefault(v, d int) int {
 		return d
 	}
 	return v
+}
+
+// littleEndian says float32s in memory are the rows' little-endian bytes,
+// so contiguous scales move with one copy.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// f32Bytes returns the bytes of v.
+func f32Bytes(v []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
 }
 
 // scaleSlot is where a row's scales start.
@@ -26,6 +39,11 @@ func Pack(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int) {
 	}
 	ts, es := orDefault(in.ScaleTokenStride, l.Scales), orDefault(in.ScaleElemStride, 1)
 	sc := dst[scaleSlot(l):]
+	if es == 1 && littleEndian {
+		// Contiguous scales are the row's bytes already.
+		copy(sc[:l.ScaleBytes], f32Bytes(in.Scales[t*ts:t*ts+l.Scales]))
+		return
+	}
 	for s := 0; s < l.Scales; s++ {
 		binary.LittleEndian.PutUint32(sc[4*s:], math.Float32bits(in.Scales[t*ts+s*es]))
 	}
@@ -40,6 +58,10 @@ func Unpack(l *a2a.Layout, out *a2a.DispatchOutput, o int, src []byte) {
 	}
 	ts, es := orDefault(out.ScaleTokenStride, l.Scales), orDefault(out.ScaleElemStride, 1)
 	sc := src[scaleSlot(l):]
+	if es == 1 && littleEndian {
+		copy(f32Bytes(out.Scales[o*ts:o*ts+l.Scales]), sc[:l.ScaleBytes])
+		return
+	}
 	for s := 0; s < l.Scales; s++ {
 		out.Scales[o*ts+s*es] = math.Float32frombits(binary.LittleEndian.Uint32(sc[4*s:]))
 	}
