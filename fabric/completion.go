@@ -3,6 +3,7 @@ package fabric
 import (
 	"context"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -122,6 +123,35 @@ type TransferCounter struct {
 	done   atomic.Int64
 	errors atomic.Int64
 	first  atomic.Pointer[error]
+	// A Wait that spun and yielded in vain sleeps on wake until a
+	// completion closes it: sleepers counts such waits, so a completion
+	// with nobody asleep pays one atomic load. wake is guarded by mu.
+	sleepers atomic.Int32
+	mu       sync.Mutex
+	wake     chan struct{}
+}
+
+// arrived wakes the sleeping waits after Done moved.
+func (c *TransferCounter) arrived() {
+	if c.sleepers.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.wake != nil {
+		close(c.wake)
+		c.wake = nil
+	}
+	c.mu.Unlock()
+}
+
+// sleepChan returns the channel the next completion closes.
+func (c *TransferCounter) sleepChan() chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wake == nil {
+		c.wake = make(chan struct{})
+	}
+	return c.wake
 }
 
 // noteErr records err; only the error path pays for the heap copy.
@@ -144,14 +174,33 @@ func (c *TransferCounter) Done() int64 { return c.done.Load() }
 // Errors returns the number of failed transfers.
 func (c *TransferCounter) Errors() int64 { return c.errors.Load() }
 
-// Wait waits until Done reaches n or ctx ends, spinning briefly and then
-// backing off. It returns ErrProvider-wrapping information only through
-// Errors; its own error is only the context's.
+// Wait waits until Done reaches n or ctx ends: it spins and yields
+// briefly, then sleeps until a completion wakes it (no sleep ladder, so a
+// completion ends the wait at once). It returns ErrProvider-wrapping
+// information only through Errors; its own error is only the context's.
 func (c *TransferCounter) Wait(ctx context.Context, n int64) error {
 	var b backoff
-	for c.done.Load() < n {
-		if err := b.wait(ctx); err != nil {
-			return err
+	for i := 1; c.done.Load() < n; i++ {
+		if i < backoffSpins+backoffYields { // b spins, then yields: never its sleeps
+			if err := b.wait(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		ch := c.sleepChan()
+		c.sleepers.Add(1)
+		// A completion after this load sees sleepers and closes ch.
+		if c.done.Load() >= n {
+			c.sleepers.Add(-1)
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		c.sleepers.Add(-1)
+		if ctx.Err() != nil && c.done.Load() < n {
+			return ctxErr(ctx)
 		}
 	}
 	return nil
@@ -181,6 +230,7 @@ func (c Completion) finishDirect(err error) {
 			c.counter.noteErr(err)
 		}
 		c.counter.done.Add(1)
+		c.counter.arrived()
 	}
 	if c.t != nil {
 		c.t.finish(err)
