@@ -31,6 +31,9 @@ type Spec struct {
 	Grid, Block int
 	// Spin makes the CUDA backends' workers poll without sleeping.
 	Spin bool
+	// ReduceThreads splits the host backend's combine reduction over
+	// this many goroutines per rank (host.Options.ReduceThreads).
+	ReduceThreads int
 	// Transport is the fabric transport ("auto", "efa", "verbs",
 	// "tcp;ofi_rxm", "shm", "ipc", or "mem" for ranks in one process).
 	Transport string

@@ -44,6 +44,11 @@ type Options struct {
 	// call, so it may come back while they stayed active; otherwise its
 	// whole domain must restart with it (Share meets every member).
 	Join bool
+	// ReduceThreads is how many goroutines combine's weighted sum splits
+	// a call's tokens over, the caller's included; 0 or 1: the caller's
+	// alone. More pays where the machine has cores that no rank or engine
+	// worker keeps busy (each rank's process splits its own tokens).
+	ReduceThreads int
 }
 
 // DefaultTimeout is Options.Timeout's default.
@@ -104,7 +109,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 			_ = b.Close()
 		}
 	}()
-	b.reduce = rows.NewReducer(&b.l)
+	b.reduce = rows.NewReducer(&b.l, opt.ReduceThreads)
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base
 	b.rej, _ = opt.Node.(NodeRejoiner)
@@ -234,6 +239,9 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.stopWorker()
+	if b.reduce != nil {
+		b.reduce.Close()
+	}
 	var errs []error
 	if b.wire != nil {
 		errs = append(errs, b.wire.Close())

@@ -78,6 +78,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.StringVar(&s.Backend, "backend", "host", "a2a backend: host, cuda (this rank's GPU) or cuda-emu (the CUDA kernels on the CPU emulator)")
 	fs.IntVar(&s.Grid, "grid", 0, "blocks per launch of the CUDA backends (0: one per SM on a GPU, a few on the emulator)")
 	fs.BoolVar(&s.Spin, "spin", false, "CUDA backends: the worker polls the kernels' flags without sleeping (a core per rank)")
+	fs.IntVar(&s.ReduceThreads, "reduce-threads", 1, "host backend: goroutines per rank that combine's weighted sum splits its tokens over (more where cores are spare)")
 	fs.IntVar(&s.Block, "block", 0, "threads per block of the CUDA backends, a multiple of 32 (0: 512 on a GPU, 64 on the emulator)")
 	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
 	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")

@@ -51,7 +51,7 @@ func BenchmarkReduce(b *testing.B) {
 			}
 		})
 		for _, kern := range kernels(ct) {
-			r := NewReducer(l)
+			r := NewReducer(l, 1)
 			r.vec = &kern
 			b.Run(ct.String()+"/"+r.Vector(), func(b *testing.B) {
 				b.SetBytes(consumed)

@@ -3,6 +3,7 @@ package rows
 import (
 	"encoding/binary"
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a"
@@ -10,21 +11,72 @@ import (
 
 // Reducer computes combine's weighted sums (Reduce). It holds the scratch
 // one call needs, so a call allocates nothing; one goroutine uses it at a
-// time.
+// time. With helpers it splits the tokens of a call over them; Close
+// stops them.
 type Reducer struct {
 	l   *a2a.Layout
 	acc []float32        // Hidden floats: the pure Go loop's sums
 	ys  []unsafe.Pointer // a token's rows that count (dropped copies left out)
 	ws  []float32        // their weights
 	vec *combineKernel   // nil: the pure Go loop
+
+	helpers []*helper
+	calls   sync.WaitGroup // the helpers' parts of the call in progress
+	running sync.WaitGroup // the helpers' goroutines
+}
+
+// helper is a goroutine that reduces a range of a call's tokens with its
+// own scratch.
+type helper struct {
+	r    *Reducer
+	jobs chan reduceJob
+}
+
+type reduceJob struct {
+	sp     *a2a.SendPlan
+	out    *a2a.CombineOutput
+	row    func(pos int32) []byte
+	lo, hi int
 }
 
 // NewReducer returns a Reducer for l, using the vector loops this CPU runs
-// (see kernelFor) unless the build has the purego tag.
-func NewReducer(l *a2a.Layout) *Reducer {
+// (see kernelFor) unless the build has the purego tag. threads is how
+// many goroutines a call splits its tokens over, the caller's included (at
+// most 1 means the caller's alone): more pays where the machine has cores
+// no rank or engine worker keeps busy.
+func NewReducer(l *a2a.Layout, threads int) *Reducer {
+	r := newReducer(l)
+	for i := 1; i < threads; i++ {
+		h := &helper{r: newReducer(l), jobs: make(chan reduceJob)}
+		r.helpers = append(r.helpers, h)
+		r.running.Add(1)
+		go r.runHelper(h)
+	}
+	return r
+}
+
+func newReducer(l *a2a.Layout) *Reducer {
 	K := l.ExpertsPerToken
 	return &Reducer{l: l, acc: make([]float32, l.Hidden), ys: make([]unsafe.Pointer, K), ws: make([]float32, K),
 		vec: kernelFor(l.CombineType)}
+}
+
+func (r *Reducer) runHelper(h *helper) {
+	defer r.running.Done()
+	for j := range h.jobs {
+		h.r.reduceRange(j.sp, j.out, j.row, j.lo, j.hi)
+		r.calls.Done()
+	}
+}
+
+// Close stops the helpers and waits for them. It is idempotent; Reduce
+// must not run during or after it.
+func (r *Reducer) Close() {
+	for _, h := range r.helpers {
+		close(h.jobs)
+	}
+	r.helpers = nil
+	r.running.Wait()
 }
 
 // Vector names the loop the Reducer runs: "avx512", "avx2" or "go".
@@ -49,15 +101,35 @@ func (r *Reducer) Vector() string {
 // quiet bit set). Where two NaNs meet (a NaN sum and a NaN product), which
 // one survives is the CPU's choice and may differ, as it may between
 // compilers and on a GPU.
+//
+// With helpers, each goroutine takes a range of tokens: the results do not
+// depend on the split.
 func (r *Reducer) Reduce(sp *a2a.SendPlan, out *a2a.CombineOutput, row func(pos int32) []byte) {
+	n := len(r.helpers) + 1
+	if n == 1 || sp.Tokens < 2*n {
+		r.reduceRange(sp, out, row, 0, sp.Tokens)
+		return
+	}
+	part := (sp.Tokens + n - 1) / n
+	r.calls.Add(n - 1)
+	for i, h := range r.helpers {
+		lo := min((i+1)*part, sp.Tokens)
+		h.jobs <- reduceJob{sp: sp, out: out, row: row, lo: lo, hi: min(lo+part, sp.Tokens)}
+	}
+	r.reduceRange(sp, out, row, 0, part)
+	r.calls.Wait()
+}
+
+// reduceRange reduces tokens [lo, hi).
+func (r *Reducer) reduceRange(sp *a2a.SendPlan, out *a2a.CombineOutput, row func(pos int32) []byte, lo, hi int) {
 	if r.vec == nil {
-		ReduceGo(r.l, sp, out, r.acc, row)
+		reduceGo(r.l, sp, out, r.acc, row, lo, hi)
 		return
 	}
 	l := r.l
 	K := l.ExpertsPerToken
 	os := orDefault(out.OutStride, l.CombineBytes)
-	for t := 0; t < sp.Tokens; t++ {
+	for t := lo; t < hi; t++ {
 		dst := out.Out[t*os : t*os+l.CombineBytes]
 		n := 0
 		for k := 0; k < K; k++ {
@@ -109,10 +181,15 @@ func (r *Reducer) tail(dst []byte, accumulate bool, n, lo, es int) {
 // checked against and the loop every other CPU runs. acc is scratch of
 // Hidden floats.
 func ReduceGo(l *a2a.Layout, sp *a2a.SendPlan, out *a2a.CombineOutput, acc []float32, row func(pos int32) []byte) {
+	reduceGo(l, sp, out, acc, row, 0, sp.Tokens)
+}
+
+// reduceGo is ReduceGo over tokens [lo, hi).
+func reduceGo(l *a2a.Layout, sp *a2a.SendPlan, out *a2a.CombineOutput, acc []float32, row func(pos int32) []byte, lo, hi int) {
 	K, ct, H := l.ExpertsPerToken, l.CombineType, l.Hidden
 	os := orDefault(out.OutStride, l.CombineBytes)
 	acc = acc[:H]
-	for t := 0; t < sp.Tokens; t++ {
+	for t := lo; t < hi; t++ {
 		dst := out.Out[t*os : t*os+l.CombineBytes]
 		if out.Accumulate {
 			decodeRow(ct, acc, dst)
