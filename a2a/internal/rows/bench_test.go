@@ -13,26 +13,11 @@ import (
 // (T*K rows of CombineBytes).
 func BenchmarkReduce(b *testing.B) {
 	for _, ct := range []a2a.DType{a2a.BF16, a2a.FP16, a2a.FP32} {
-		cfg := a2a.Config{WorldSize: 2, NVLinkSize: 1, MaxTokens: 128, Hidden: 7168, DispatchType: a2a.FP8,
-			CombineType: ct, Experts: 256, ExpertsPerToken: 8}
-		p, err := a2a.NewPlanner(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		p := newPlanner(b, 2, 128, 7168, 256, 8, ct)
 		l := p.Layout()
 		T, K := l.MaxTokens, l.ExpertsPerToken
 		rng := rand.New(rand.NewPCG(1, 2))
-		idx := make([]uint32, T*K)
-		perm := rng.Perm(l.Experts)
-		for t := 0; t < T; t++ {
-			rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-			for k := 0; k < K; k++ {
-				idx[t*K+k] = uint32(perm[k])
-			}
-		}
-		if err := p.PlanSend(idx, T); err != nil {
-			b.Fatal(err)
-		}
+		planRandom(b, p, rng, T)
 		recv := make([]byte, l.RecvRows*l.CombineRow)
 		for i := range recv {
 			recv[i] = byte(rng.Uint32() & 0x3f) // finite values of every type
@@ -61,5 +46,34 @@ func BenchmarkReduce(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// newPlanner returns the planner of a world of W single-rank domains.
+func newPlanner(tb testing.TB, W, T, H, E, K int, ct a2a.DType) *a2a.Planner {
+	tb.Helper()
+	p, err := a2a.NewPlanner(a2a.Config{WorldSize: W, NVLinkSize: 1, MaxTokens: T, Hidden: H,
+		DispatchType: a2a.FP8, CombineType: ct, Experts: E, ExpertsPerToken: K})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// planRandom plans the send side of T tokens, each routed to K distinct
+// random experts.
+func planRandom(tb testing.TB, p *a2a.Planner, rng *rand.Rand, T int) {
+	tb.Helper()
+	l := p.Layout()
+	K := l.ExpertsPerToken
+	idx := make([]uint32, T*K)
+	for t := 0; t < T; t++ {
+		perm := rng.Perm(l.Experts)
+		for k := 0; k < K; k++ {
+			idx[t*K+k] = uint32(perm[k])
+		}
+	}
+	if err := p.PlanSend(idx, T); err != nil {
+		tb.Fatal(err)
 	}
 }

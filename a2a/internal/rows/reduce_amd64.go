@@ -40,28 +40,30 @@ var (
 	haveAVX512 = cpu.X86.HasAVX512F
 )
 
+// kernelFn is one vector loop's entry point.
+type kernelFn = func(dst unsafe.Pointer, ys *unsafe.Pointer, ws *float32, k, n int, accumulate bool)
+
+// isas are the instruction sets with vector loops, widest first: whether
+// this CPU runs them, and their loop per combine type.
+var isas = []struct {
+	name  string
+	width int
+	have  bool
+	loops map[a2a.DType]kernelFn
+}{
+	{"avx512", 16, haveAVX512, map[a2a.DType]kernelFn{a2a.BF16: combineBF16AVX512, a2a.FP16: combineFP16AVX512,
+		a2a.FP32: combineFP32AVX512}},
+	{"avx2", 8, haveAVX2, map[a2a.DType]kernelFn{a2a.BF16: combineBF16AVX2, a2a.FP16: combineFP16AVX2,
+		a2a.FP32: combineFP32AVX2}},
+}
+
 // kernels returns every vector loop for ct this CPU runs, widest first.
 func kernels(ct a2a.DType) []combineKernel {
 	var ks []combineKernel
-	if haveAVX512 {
-		fn := combineFP32AVX512
-		switch ct {
-		case a2a.BF16:
-			fn = combineBF16AVX512
-		case a2a.FP16:
-			fn = combineFP16AVX512
+	for _, isa := range isas {
+		if fn := isa.loops[ct]; isa.have && fn != nil {
+			ks = append(ks, combineKernel{name: isa.name, width: isa.width, fn: fn})
 		}
-		ks = append(ks, combineKernel{name: "avx512", width: 16, fn: fn})
-	}
-	if haveAVX2 {
-		fn := combineFP32AVX2
-		switch ct {
-		case a2a.BF16:
-			fn = combineBF16AVX2
-		case a2a.FP16:
-			fn = combineFP16AVX2
-		}
-		ks = append(ks, combineKernel{name: "avx2", width: 8, fn: fn})
 	}
 	return ks
 }

@@ -17,12 +17,7 @@ func TestReduceSplit(t *testing.T) {
 	before := runtime.NumGoroutine()
 	rng := rand.New(rand.NewPCG(9, 4))
 	for _, ct := range []a2a.DType{a2a.BF16, a2a.FP16, a2a.FP32} {
-		cfg := a2a.Config{WorldSize: 2, NVLinkSize: 1, MaxTokens: 37, Hidden: 72, DispatchType: a2a.FP8,
-			CombineType: ct, Experts: 16, ExpertsPerToken: 4}
-		p, err := a2a.NewPlanner(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := newPlanner(t, 2, 37, 72, 16, 4, ct)
 		l := p.Layout()
 		recv := make([]byte, l.RecvRows*l.CombineRow)
 		for i := range recv {
@@ -32,16 +27,7 @@ func TestReduceSplit(t *testing.T) {
 		for _, threads := range []int{0, 2, 3, 5} {
 			r := NewReducer(l, threads)
 			for _, T := range []int{37, 7, 1} {
-				idx := make([]uint32, T*l.ExpertsPerToken)
-				for tk := 0; tk < T; tk++ {
-					perm := rng.Perm(l.Experts)
-					for k := 0; k < l.ExpertsPerToken; k++ {
-						idx[tk*l.ExpertsPerToken+k] = uint32(perm[k])
-					}
-				}
-				if err := p.PlanSend(idx, T); err != nil {
-					t.Fatal(err)
-				}
+				planRandom(t, p, rng, T)
 				for _, accumulate := range []bool{false, true} {
 					init := make([]byte, T*l.CombineBytes)
 					for i := range init {
