@@ -83,13 +83,17 @@ type Options struct {
 	OnEngine func(*fabric.Engine)
 	// OnStart, when set, sees the description of the run before its first
 	// case; OnCase sees each case as soon as every rank has shared its
-	// samples and check (on every rank).
+	// samples and check (on every rank that set it), and the next case
+	// starts once every rank is past its OnCase (within 5 minutes).
 	OnStart func(*Report)
 	OnCase  func(Case)
 	// OnDeviceCase sees each row of a one-device run (RunDevice) as soon
 	// as it is measured and checked.
 	OnDeviceCase func(DeviceCase)
 }
+
+// onCaseTimeout bounds the wait of every rank for the others' OnCase.
+const onCaseTimeout = 5 * time.Minute
 
 // Errors Run returns besides those of the pieces it drives.
 var (
@@ -214,6 +218,16 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 		rep.Cases = append(rep.Cases, cs)
 		if opt.OnCase != nil {
 			opt.OnCase(cs)
+		}
+		// A slow OnCase on one rank (bench-a2a's rank 0 times Open MPI
+		// there) must not run out the others' next barrier, which is
+		// bounded by spec.Timeout: every rank (with an OnCase or not)
+		// waits here until all are done with the case.
+		bctx, cancel := context.WithTimeout(ctx, onCaseTimeout)
+		err = g.Barrier(bctx)
+		cancel()
+		if err != nil {
+			return rep, fmt.Errorf("bench: after the case of %d tokens: %w", tokens, err)
 		}
 	}
 	if failed > 0 {
