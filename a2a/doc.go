@@ -36,7 +36,10 @@
 // # Data movement
 //
 // Every rank has a send buffer and a receive buffer (Layout.SendBytes,
-// RecvBytes; rows of Layout.Stride bytes) and a count table of G rows of
+// RecvBytes; room for rows of Layout.Stride bytes, the larger phase's row;
+// each phase lays its rows at its own stride, Layout.PhaseStride, so
+// writes carry no padding: backends that count their writes report them
+// as a2a.Traffic) and a count table of G rows of
 // Layout.RowWords uint32 words: each group's per-expert counts followed by
 // the start of every rank's segment in its layout (SendPlan.Row).
 // With h = Group(r), M = Layout.Private, V = Layout.MaxCopiesFrom

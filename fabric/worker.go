@@ -97,6 +97,7 @@ type worker struct {
 	immSrc  *MemoryRegion // local side of immediate-only writes (main worker)
 
 	sleeping atomic.Bool
+	soleP    bool // GOMAXPROCS was 1 when the worker started (see yield)
 	wake     waker
 	sleepers []Sleeper // domains whose peers can wake the worker
 	busyPoll bool      // an empty poll looked like provider progress work
@@ -163,6 +164,7 @@ func (w *worker) run(opts DomainOptions) {
 		}
 	}()
 	runtime.LockOSThread()
+	w.soleP = runtime.GOMAXPROCS(0) == 1
 	defer runtime.UnlockOSThread()
 	w.wake.tune()
 	if err := w.open(opts); err != nil {
@@ -321,7 +323,7 @@ func (w *worker) idle(n int) {
 	case n < idleSpins:
 		return
 	case n < idleSleepFrom:
-		runtime.Gosched()
+		w.yield()
 		return
 	}
 	d := 10 * time.Microsecond
@@ -336,6 +338,21 @@ func (w *worker) idle(n int) {
 		}
 	}
 	w.sleeping.Store(false)
+}
+
+// yield gives the worker's core away once. The worker is locked to its
+// thread, and runtime.Gosched from a locked goroutine hands its P to
+// another thread and later wakes this one back (two futex calls and two
+// thread switches per yield, most of the engine's system time in an a2a
+// step); sched_yield lets the OS run someone else and keeps the P. With a
+// single P that would keep every other goroutine of the process off the
+// CPU for the whole yield phase, so there Gosched stays.
+func (w *worker) yield() {
+	if w.soleP {
+		runtime.Gosched()
+		return
+	}
+	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }
 
 // prepareSleep arms the domains peers can wake (see Sleeper); false means

@@ -20,6 +20,9 @@ else
 fi
 command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc libc6-dev)
 command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++) # the CPU emulator of the kernels
+# Open MPI: bench-a2a --backend host times MPI_Alltoallv beside each case.
+command -v mpirun >/dev/null 2>&1 || need_pkgs+=(openmpi-bin)
+command -v mpicc >/dev/null 2>&1 || need_pkgs+=(libopenmpi-dev)
 for extra in ${FERRY_EXTRA_PKGS:-}; do need_pkgs+=("$extra"); done
 
 if [ ${#need_pkgs[@]} -eq 0 ]; then

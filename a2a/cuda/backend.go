@@ -593,3 +593,9 @@ func (b *Backend) releaseGrid() {
 	}
 	b.residentKey = ""
 }
+
+// Traffic returns what tag's fabric writes (posted by the worker) carried
+// since New: a2a.TrafficCounter.
+func (b *Backend) Traffic(t a2a.Tag) a2a.Traffic { return b.wire.Traffic(t) }
+
+var _ a2a.TrafficCounter = (*Backend)(nil)

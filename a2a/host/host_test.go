@@ -26,6 +26,13 @@ import (
 // closes everything at the end of the test.
 func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 	t.Helper()
+	ctxs, _ := worldBackends(t, cfg, transport)
+	return ctxs
+}
+
+// worldBackends is world, returning each rank's backend too.
+func worldBackends(t testing.TB, cfg a2a.Config, transport string) ([]*a2a.Context, []*host.Backend) {
+	t.Helper()
 	l, err := cfg.Layout()
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +45,7 @@ func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 	}
 	engines := make([]*fabric.Engine, W)
 	ctxs := make([]*a2a.Context, W)
+	backends := make([]*host.Backend, W)
 	errs := make([]error, W)
 	t.Cleanup(func() {
 		for _, c := range ctxs {
@@ -79,6 +87,7 @@ func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 				errs[r] = err
 				return
 			}
+			backends[r] = b
 			ctxs[r], errs[r] = a2a.New(c, b)
 		}()
 	}
@@ -88,7 +97,7 @@ func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	return ctxs
+	return ctxs, backends
 }
 
 func TestHostOverMemRandom(t *testing.T) {

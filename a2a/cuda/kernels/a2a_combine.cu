@@ -20,7 +20,7 @@ __device__ void a2a_send_copies(const a2a_params *p, uint32_t lo, uint32_t hi, b
 		uint8_t *dst[8];
 		const uint8_t *src = y + (uint64_t)r.y * y_stride;
 		if (remote) {
-			dst[0] = a2a_row(p->send, p, r.z);
+			dst[0] = a2a_crow(p->send, p, r.z);
 			a2a_copy(dst, 1, src, n, lane, 32);
 			return;
 		}
@@ -30,7 +30,7 @@ __device__ void a2a_send_copies(const a2a_params *p, uint32_t lo, uint32_t hi, b
 		const uint32_t q0 = (r.w >> 12) * D - p->base;
 		for (uint32_t b = 0; b < D; b += 8) {
 			const uint32_t nd = D - b < 8u ? D - b : 8u;
-			for (uint32_t i = 0; i < nd; ++i) dst[i] = a2a_row(a2a_peer(p->peer_recv, q0 + b + i), p, r.z);
+			for (uint32_t i = 0; i < nd; ++i) dst[i] = a2a_crow(a2a_peer(p->peer_recv, q0 + b + i), p, r.z);
 			a2a_copy(dst, nd, src, n, lane, 32);
 		}
 	});
@@ -156,7 +156,7 @@ a2a_combine_recv(const a2a_params *p, uint8_t *out, uint64_t out_stride, const f
 	for (uint32_t t = blockIdx.x; t < m && !skip; t += gridDim.x) {
 		for (uint32_t k = threadIdx.x; k < K; k += blockDim.x) {
 			const uint32_t pos = ((const uint32_t *)p->pos)[(uint64_t)t * K + k];
-			rows[k] = pos == A2A_POS_DROPPED ? 0 : a2a_row(p->recv, p, pos);
+			rows[k] = pos == A2A_POS_DROPPED ? 0 : a2a_crow(p->recv, p, pos);
 			w[k] = weights[(uint64_t)t * K + k];
 		}
 		__syncthreads();

@@ -120,9 +120,10 @@ struct a2a_params {
 	uint64_t ranks;                            // [W] uint8 A2A_RANK_* flags: the active ranks (a2a.Members)
 	uint32_t rank, world, node_size, replicas, groups, nodes;
 	uint32_t local_experts, experts, topk, max_tokens, chunks, hidden;
-	uint32_t private_rows, window, token_bytes, scales, stride, combine_bytes;
+	uint32_t private_rows, window, token_bytes, scales, combine_bytes;
+	uint32_t dispatch_stride, combine_stride;  // row strides of the transport buffers in each phase
 	uint32_t combine_type, row_words, me, base, group, replica;
-	uint32_t max_runs, meta_runs, meta_starts, threads;
+	uint32_t max_runs, meta_runs, meta_starts, pad0, threads;  // pad0: 8-byte size, threads last
 };
 
 // Per-rank flags (a2a.Members), rewritten by the backend at each
@@ -411,9 +412,15 @@ __device__ __forceinline__ void a2a_walk_records(const fd_v16 *rec, uint32_t lo,
 	}
 }
 
-// a2a_row returns row r of a transport buffer.
-__device__ __forceinline__ uint8_t *a2a_row(uint64_t buf, const a2a_params *p, uint32_t r) {
-	return (uint8_t *)(buf + (uint64_t)r * p->stride);
+// a2a_drow returns dispatch row r of a transport buffer, a2a_crow combine
+// row r: each phase lays its rows at its own stride, so the CPU proxy's
+// writes carry a phase's rows without padding to the other's size.
+__device__ __forceinline__ uint8_t *a2a_drow(uint64_t buf, const a2a_params *p, uint32_t r) {
+	return (uint8_t *)(buf + (uint64_t)r * p->dispatch_stride);
+}
+
+__device__ __forceinline__ uint8_t *a2a_crow(uint64_t buf, const a2a_params *p, uint32_t r) {
+	return (uint8_t *)(buf + (uint64_t)r * p->combine_stride);
 }
 
 __device__ __forceinline__ uint64_t a2a_peer(uint64_t table, uint32_t i) { return ((const uint64_t *)table)[i]; }

@@ -63,15 +63,15 @@ __device__ void a2a_classify(const a2a_params *p, a2a_state *st, const uint32_t 
 			const uint32_t q = e / p->local_experts, f = a2a_rank_flags(p, q);
 			((uint32_t *)p->pos)[(uint64_t)t * K + k] = (f & A2A_RANK_ACTIVE) ? pos : A2A_POS_DROPPED;
 			if (q == p->rank) {
-				c = 2, row = a2a_row(p->send, p, pos);
+				c = 2, row = a2a_drow(p->send, p, pos);
 			} else if (f & A2A_RANK_SERVED) {
 				const uint32_t j = pos - ((const uint32_t *)p->offsets)[q * p->local_experts];
 				if (q / p->node_size != p->rank / p->node_size) {
-					c = 1, row = a2a_row(p->send, p, pos);
+					c = 1, row = a2a_drow(p->send, p, pos);
 				} else if (j < p->private_rows) {
-					c = 2, row = a2a_row(a2a_peer(p->peer_recv, q - p->base), p, p->group * p->window + j);
+					c = 2, row = a2a_drow(a2a_peer(p->peer_recv, q - p->base), p, p->group * p->window + j);
 				} else {
-					c = 2, row = a2a_row(p->send, p, pos);
+					c = 2, row = a2a_drow(p->send, p, pos);
 				}
 			}
 		} else {
@@ -287,7 +287,7 @@ __device__ void a2a_recv_copies(const a2a_params *p, uint32_t lo, uint32_t hi, u
 		uint64_t buf = p->recv;
 		if ((r.w & 3u) == A2A_SRC_OWN_SEND) buf = p->send;
 		else if ((r.w & 3u) == A2A_SRC_PEER_SEND) buf = a2a_peer(p->peer_send, (r.w >> 2) & 0x3ffu);
-		const uint8_t *src = a2a_row(buf, p, r.x);
+		const uint8_t *src = a2a_drow(buf, p, r.x);
 		a2a_copy_out(out_x + (uint64_t)r.y * x_stride, src, tb, lane, 32);
 		for (uint32_t s = lane; s < hs; s += 32) out_scales[(uint64_t)r.y * s_tok + s * s_elem] = ((const float *)(src + slot))[s];
 	});
