@@ -39,8 +39,16 @@ prefix=${FERRY_LIBFABRIC2_PREFIX:-$root/.deps/libfabric-2.1}
 work=$root/.deps/work-libfabric-2.1
 stamp=$prefix/.ferry-build
 
-base_opts="--enable-tcp --enable-shm --enable-rxm --disable-sm2 --disable-lnx --disable-psm2 --disable-psm3 --disable-opx --disable-usnic --disable-ucx --disable-lpp --disable-cxi --disable-sockets --disable-udp --disable-rxd --disable-mrail --disable-perf --disable-hook_debug --disable-hook_hmem --disable-dmabuf_peer_mem --disable-trace --disable-profile --disable-monitor"
+base_opts="--enable-tcp --enable-shm --enable-rxm --disable-sm2 --disable-lnx --disable-psm2 --disable-psm3 --disable-opx --disable-usnic --disable-ucx --disable-lpp --disable-cxi --disable-sockets --disable-udp --disable-rxd --disable-mrail --disable-perf --disable-hook_debug --disable-hook_hmem --disable-dmabuf_peer_mem --disable-trace --disable-profile"
 rdma_opts="--enable-verbs --enable-efa"
+
+# One build at a time (parallel makes call make deps too): a second one
+# waits here, then finds the first one's result cached.
+mkdir -p "$work" || { loud "cannot create $work"; exit 0; }
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"$work/lock"
+	flock 9
+fi
 
 # The stamp names the version and options: changing either rebuilds.
 want="version=$version options=$(echo "$base_opts $rdma_opts" | cksum | cut -d' ' -f1)"
@@ -80,7 +88,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
 	fi
 fi
 
-mkdir -p "$work" || { loud "cannot create $work"; exit 0; }
 src=$work/$tarball
 
 if ! echo "$sha256  $src" | sha256sum -c --status 2>/dev/null; then

@@ -18,6 +18,7 @@ import (
 func Info(w io.Writer, asJSON bool) error {
 	r, err := sysreport.Collect(sysreport.Options{
 		LibfabricVersion: efa.Version,
+		LibfabricAPI:     efa.APIVersion,
 		Transports:       efa.Transports,
 		VerbsDevices:     verbsDevices,
 		ProbeIPC:         ipc.Probe,
