@@ -43,6 +43,15 @@ type Generation struct {
 	// side of fi_writedata that way; 1.17 added FI_RMA|FI_REMOTE_WRITE).
 	// Applied in C (FERRY_RULE_IMM_BY_DATA of generation.h).
 	ImmByData bool
+
+	// TCPCloseUnderFloodCrashes: tcp;ofi_rxm can crash inside fi_close
+	// of an endpoint that writes are still streaming into, or that still
+	// has writes in flight on a connection that stopped moving. Seen on
+	// 1.17 and on 2.1 (a NULL dereference in rxm_handle_comp_error, from
+	// rxm_ep_close flushing its connections), so set for every version
+	// until one is shown not to: efa's Domain.Abandon then leaves tcp
+	// endpoints open rather than closing them.
+	TCPCloseUnderFloodCrashes bool
 }
 
 // headerVersion is the version of the headers compiled against.
@@ -60,6 +69,8 @@ func GenerationOf(runtime, header LibVersion) Generation {
 		Header:    header,
 		API:       LibVersion(C.ferry_gen_api(C.uint32_t(header), C.uint32_t(runtime))),
 		ImmByData: rules&C.FERRY_RULE_IMM_BY_DATA != 0,
+
+		TCPCloseUnderFloodCrashes: true,
 	}
 }
 
