@@ -83,6 +83,7 @@ test-libfabric-subset:
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestConformance|TestGeneration|TestSingleWriteImm|TestImmOnly' ./efa
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestLoopbackLibfabric' ./bench/fabric-debug
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostProcesses|TestHostOverLibfabric' -short ./a2a/host
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostBackendProcesses' ./tests/a2a
 
 # test-verbs: the verbs provider on a real verbs device, Soft-RoCE (rdma_rxe)
 # in a small VM booting Debian's kernel (tests/vm/run.sh; about 40 s warm,
