@@ -36,3 +36,17 @@ func TestGenerationLibrary(t *testing.T) {
 	}
 	t.Logf("libfabric %s, API %s", lib.Version, lib.API)
 }
+
+// TestGenerationEFANoDevice: the efa provider of either generation, on a
+// machine without an EFA device, answers with a typed "no device" error
+// (the project-built 2.1 includes it; Debian's 1.17 has none), and never
+// crashes.
+func TestGenerationEFANoDevice(t *testing.T) {
+	infos, err := efa.Domains("efa", fabric.DomainOptions{})
+	if err == nil {
+		t.Skipf("this machine has %d EFA domain(s): nothing to check", len(infos))
+	}
+	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	require.Contains(t, err.Error(), "no device")
+	t.Log(err)
+}
