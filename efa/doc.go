@@ -77,6 +77,11 @@
 //     its SAR protocol (large writes without cross-memory attach); the
 //     watchdog and the shm liveness checks stay on every version, as
 //     shm reports a dead peer no better on 2.1.
+//   - One 4 GiB + 1 B write over shm between untouched regions: on 1.17
+//     one provider call runs past the watchdog's 10 s and the worker is
+//     given up (ErrAbandoned); 2.1 completes it (about 22 s here, under
+//     load) with no call that long. No libfabric workaround is involved:
+//     the watchdog is the engine's, for every provider.
 //
 // # Errors
 //
