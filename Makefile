@@ -132,14 +132,17 @@ fuzz: deps
 # and of the CUDA backend on the CPU emulator (W in {2,4,8} over shm and
 # tcp, D in {1,2}, S from 1 to W, every combine type), plus a sweep of 60
 # random in-process worlds of the CUDA backend and 20 with random
-# active-rank masks, and the host backend's SIGKILL test over more worlds
-# (a lost replica, single-rank domains, restarts beside active node
-# peers); make test runs a fast subset of each. A few minutes on 2 cores.
+# active-rank masks, 200 seeds of the emulator's chaos mode with aborts
+# and worker failures injected mid-launch (make test runs 24), and the
+# host backend's SIGKILL test over more worlds (a lost replica,
+# single-rank domains, restarts beside active node peers); make test runs
+# a fast subset of each. A few minutes on 2 cores.
 .PHONY: test-a2a-full
 test-a2a-full: deps
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestHostBackendProcesses|TestCUDAEmuBackendProcesses' -v ./tests/a2a/
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestKilledRankProcesses|TestKilledRankRestartsProcesses' -v ./a2a/host/
 	FERRY_A2A_EMU_RANDOM=60 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuRandom|TestEmuMasked' ./a2a/cuda/emu/
+	FERRY_A2A_EMU_CHAOS=200 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuChaosAborts' ./a2a/cuda/emu/
 
 # bindings: libferry, the C ABI, into $(BIN)/: libferry.so.1.y.z with the
 # SONAME libferry.so.1 and its symlinks, beside its header ferry.h. The

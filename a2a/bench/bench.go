@@ -159,8 +159,15 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
+		// On a GPU the engine spins too (latency first, as the CUDA
+		// backend's worker does there): its adaptive sleeps of up to a
+		// millisecond would dwarf a decode step.
+		poll := fabric.PollAdaptive
+		if spec.Backend == BackendCUDA {
+			poll = fabric.PollSpin
+		}
 		eng, err = fabric.Open(ctx, fabric.Config{Transport: spec.Transport, NICs: l.NICsPerGPU, Node: spec.Node,
-			Logger: logger, LogLevel: opt.LogLevel})
+			Logger: logger, LogLevel: opt.LogLevel, Poll: poll})
 		if err != nil {
 			return nil, err
 		}

@@ -95,6 +95,14 @@
 // http://HOST:PORT+LOCAL_RANK/metrics while the rank runs; port 0 picks a
 // free one. Each rank prints its address on standard error.
 //
+// --model prints, instead of running, a critical-path MODEL of one step of
+// the shape the other flags give (bench-a2a --model --world-size 8
+// --nvlink 8 for an EP8 decode step): per phase, the launches, grid
+// barriers, bytes per link over published link figures (NVLink, HBM, NIC),
+// the CPU control path and PCIe flag hops (stated assumptions), and the
+// totals beside pplx-garden's published EP8 figures: a prediction for the
+// first GPU run to confirm or refute, labelled as such.
+//
 // Exit status: 0 on success, 1 when the run fails (a check mismatch
 // included), 2 for a bad command line.
 package main

@@ -31,6 +31,8 @@ type options struct {
 	verbose bool
 	// listTransports prints the transport table and exits.
 	listTransports bool
+	// model prints the critical-path model of a step and exits.
+	model bool
 	// metrics is the --metrics address (each rank adds its local rank to
 	// the port).
 	metrics string
@@ -75,7 +77,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	s := &o.spec
 	fs.StringVar(&s.Backend, "backend", "host", "a2a backend: host, cuda (this rank's GPU) or cuda-emu (the CUDA kernels on the CPU emulator)")
 	fs.IntVar(&s.Grid, "grid", 0, "blocks per launch of the CUDA backends (0: one per SM on a GPU, a few on the emulator)")
-	fs.BoolVar(&s.Spin, "spin", false, "CUDA backends: the worker polls the kernels' flags without sleeping (a core per rank)")
+	fs.BoolVar(&s.Spin, "spin", false, "CUDA backends: the worker polls the kernels' flags without sleeping (a core per rank); the default on a GPU, this forces it on the emulator")
 	fs.IntVar(&s.Block, "block", 0, "threads per block of the CUDA backends, a multiple of 32 (0: 512 on a GPU, 64 on the emulator)")
 	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
 	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")
@@ -91,6 +93,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error too, not only its warnings and errors")
 	fs.StringVar(&o.metrics, "metrics", "", "serve each rank's engine counters for Prometheus at http://ADDR/metrics, the port plus the local rank")
 	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
+	fs.BoolVar(&o.model, "model", false, "print a critical-path MODEL of one step of this shape (published link figures, stated assumptions; no run), then exit")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

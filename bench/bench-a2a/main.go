@@ -43,6 +43,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if o.model {
+		if err := printModel(stdout, o.spec.Config, o.spec.Config.MaxTokens); err != nil {
+			fmt.Fprintln(stderr, "bench-a2a:", err)
+			return 1
+		}
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch {

@@ -293,3 +293,19 @@ func TestDeviceModes(t *testing.T) {
 		t.Fatalf("--graph on the emulator: %v", err)
 	}
 }
+
+// TestModel: --model prints the labelled model of the EP8 decode step,
+// every term and the totals, and runs nothing.
+func TestModel(t *testing.T) {
+	var out, errOut strings.Builder
+	if rc := run([]string{"--model", "--world-size", "8", "--nvlink", "8"}, &out, &errOut); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{"MODEL, not a measurement", "6.62 MB NVLink", "model dispatch", "TOTAL (pplx-garden EP8 decode, published: 50 us)",
+		"TOTAL (pplx-garden EP8 decode, published: 64 us)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("model output lacks %q:\n%s", want, s)
+		}
+	}
+}

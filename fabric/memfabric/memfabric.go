@@ -47,6 +47,50 @@ var (
 	domains sync.Map // fabric.Address -> *Domain
 )
 
+// lateData: SetLateData's choice of late targets (nil: none).
+var lateData atomic.Pointer[func(addr, n uint64) bool]
+
+// lateWrite is a write's payload not yet in the target's memory.
+type lateWrite struct {
+	dst  uint64
+	data []byte
+}
+
+// SetLateData makes every "mem" domain of the process deliver a write
+// whose target range late accepts (nil: none) with its immediate (and its
+// completion) before its payload: the bytes land only at the next Flush. This is what a GPU may show a kernel that
+// polls a flag raised after the NIC's completion: the NIC's writes into
+// GPU memory are not ordered before the CPU's flag write unless the CPU
+// first flushes them (cuFlushGPUDirectRDMAWrites). Tests use it to prove
+// that a consumer flushes; it allocates per write and is no data path.
+func SetLateData(late func(addr, n uint64) bool) {
+	if late == nil {
+		lateData.Store(nil)
+		return
+	}
+	lateData.Store(&late)
+}
+
+// Flush lands the payloads every domain of the process holds back
+// (SetLateData), as a GPUDirect RDMA flush does, and returns how many
+// writes it landed.
+func Flush() int {
+	n := 0
+	domains.Range(func(_, v any) bool {
+		d := v.(*Domain)
+		d.mu.Lock()
+		late := d.late
+		d.late = nil
+		d.mu.Unlock()
+		for _, w := range late {
+			copy(bytesAt(w.dst, uint64(len(w.data))), w.data)
+		}
+		n += len(late)
+		return true
+	})
+	return n
+}
+
 // Lookup returns the open domain with address a, for fault injection.
 func Lookup(a fabric.Address) (*Domain, bool) {
 	d, ok := domains.Load(a)
@@ -87,6 +131,7 @@ type Domain struct {
 	closed   bool
 	held     []fabric.Event // completions kept by HoldWrites, under mu
 	release  bool           // Release asked for held, under mu
+	late     []lateWrite    // payloads LateData holds back, under mu
 
 	faults Faults
 }
@@ -322,7 +367,11 @@ func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
 		if copyBytes {
 			dst := bytesAt(op.Remote, op.Length)
 			src := bytesAt(op.Local, op.Length)
-			copy(dst, src)
+			if late := lateData.Load(); late != nil && (*late)(op.Remote, op.Length) {
+				t.late = append(t.late, lateWrite{dst: op.Remote, data: append([]byte(nil), src...)})
+			} else {
+				copy(dst, src)
+			}
 		}
 	}
 	if op.Flags&fabric.WriteHasImm != 0 {
@@ -454,6 +503,7 @@ func (d *Domain) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.regions = nil
+	d.late = nil
 	d.mu.Unlock()
 	domains.Delete(d.addr)
 	return nil

@@ -33,6 +33,9 @@ E_PEER_LOST = -18
 E_QUEUE_FULL = -19
 E_ABANDONED = -20
 E_NO_MEMORY = -21
+E_CALL_ORDER = -22
+E_BROKEN = -23
+E_EXPERT_OVERFLOW = -24
 E_INTERNAL = -99
 
 POLL_ADAPTIVE = 0
@@ -67,6 +70,12 @@ class Config(C.Structure):
         ("request_timeout_ms", C.c_int64),
         ("liveness_interval_ms", C.c_int64),
         ("stuck_timeout_ms", C.c_int64),
+        # 1.2: GPU groups
+        ("gpus", C.POINTER(C.c_int32)),
+        ("gpu_count", C.c_int32),
+        ("reserved0", C.c_int32),
+        ("gpu_placement", C.c_int32),
+        ("reserved1", C.c_int32),
     ]
 
 
