@@ -69,7 +69,8 @@ bench: deps
 
 # test-libfabric2: the libfabric checks of make test again, against the
 # project-built libfabric 2.1 (scripts/test-libfabric2.sh): the shim's
-# generation rules, the engine conformance suite over shm and tcp;ofi_rxm,
+# generation rules, the efa package's tests (the engine conformance suite
+# over shm and tcp;ofi_rxm among them), two engines in two processes,
 # fabric-debug's verified loopback over both, and the a2a host backend's
 # process tests over both. Skipped loudly when make deps could not build
 # 2.1, a failure under FERRY_TEST_REQUIRE=libfabric2. The whole suite on
@@ -80,7 +81,8 @@ test-libfabric2: deps
 test: test-libfabric2
 test-libfabric-subset:
 	$(GO) test $(TESTFLAGS) -count=1 ./internal/ofi
-	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestConformance|TestGeneration|TestSingleWriteImm|TestImmOnly' ./efa
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m ./efa
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestTwoProcesses' ./tests
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestLoopbackLibfabric' ./bench/fabric-debug
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostProcesses|TestHostOverLibfabric' -short ./a2a/host
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostBackendProcesses' ./tests/a2a
