@@ -5,6 +5,25 @@ BIN       := bin
 TESTFLAGS ?=
 export PATH := /usr/local/go/bin:$(PATH)
 
+# LIBFABRIC: the libfabric generation every go command here builds and
+# runs against: 1.17 (the system's, by default) or 2.1 (built by make deps
+# into .deps/libfabric-2.1). LIBFABRIC_PREFIX=DIR points at any other
+# install instead, such as the EFA installer's /opt/amazon/efa. The binaries
+# find the chosen library through their rpath: no LD_LIBRARY_PATH needed.
+#   make test-faults LIBFABRIC=2.1
+LIBFABRIC        ?= 1.17
+LIBFABRIC2_DIR   := $(CURDIR)/.deps/libfabric-2.1
+LIBFABRIC_PREFIX ?= $(if $(filter 2.1,$(LIBFABRIC)),$(LIBFABRIC2_DIR))
+ifneq ($(LIBFABRIC_PREFIX),)
+LIBFABRIC_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(LIBFABRIC_PREFIX)/lib64/libfabric.so $(LIBFABRIC_PREFIX)/lib/libfabric.so) $(LIBFABRIC_PREFIX)/lib/.)))
+export PKG_CONFIG_PATH := $(LIBFABRIC_LIBDIR)/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+export CGO_LDFLAGS := -Wl,-rpath,$(LIBFABRIC_LIBDIR) $(or $(CGO_LDFLAGS),-O2 -g)
+endif
+# The tests check that the library loaded is the one asked for.
+ifneq ($(filter 2.1,$(LIBFABRIC)),)
+export FERRY_LIBFABRIC := $(LIBFABRIC)
+endif
+
 .PHONY: all deps build test demo bench lint vet fmt-check examples
 
 all: build
@@ -48,6 +67,26 @@ demo: deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./fabric/...
+
+# test-libfabric2: the libfabric checks of make test again, against the
+# project-built libfabric 2.1 (scripts/test-libfabric2.sh): the shim's
+# generation rules, the efa package's tests (the engine conformance suite
+# over shm and tcp;ofi_rxm among them), two engines in two processes,
+# fabric-debug's verified loopback over both, and the a2a host backend's
+# process tests over both. Skipped loudly when make deps could not build
+# 2.1, a failure under FERRY_TEST_REQUIRE=libfabric2. The whole suite on
+# 2.1: make test LIBFABRIC=2.1.
+.PHONY: test-libfabric2 test-libfabric-subset
+test-libfabric2: deps
+	@scripts/test-libfabric2.sh "$(MAKE)"
+test: test-libfabric2
+test-libfabric-subset:
+	$(GO) test $(TESTFLAGS) -count=1 ./internal/ofi
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m ./efa
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestTwoProcesses' ./tests
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestLoopbackLibfabric' ./bench/fabric-debug
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostProcesses|TestHostOverLibfabric' -short ./a2a/host
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostBackendProcesses' ./tests/a2a
 
 # test-verbs: the verbs provider on a real verbs device, Soft-RoCE (rdma_rxe)
 # in a small VM booting Debian's kernel (tests/vm/run.sh; about 40 s warm,

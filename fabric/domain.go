@@ -242,6 +242,20 @@ type Provider interface {
 	Open(info DomainInfo, opts DomainOptions) (RdmaDomain, error)
 }
 
+// LibraryReporter is implemented by providers that run on a native
+// library whose version matters to their users (libfabric): Engine.Info
+// and the metrics report it.
+type LibraryReporter interface {
+	Library() LibraryInfo
+}
+
+// LibraryInfo names the native library a provider runs on.
+type LibraryInfo struct {
+	Name    string // "libfabric"
+	Version string // the library loaded, "2.1"
+	API     string // the API version the provider asks it for, "2.1"
+}
+
 // PeerChecker is implemented by domains that can tell cheaply, without
 // posting anything, that a peer is gone for good (shm: the process behind
 // the peer's endpoint has exited). The worker calls it for the peers it

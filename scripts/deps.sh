@@ -2,13 +2,17 @@
 # Installs the C libraries ferry links against when pkg-config cannot find
 # them. Debian/Ubuntu with apt-get; anything else gets instructions.
 # NVRTC, for the kernel compile gate, is deps-nvrtc.sh's and
-# deps-cudatools.sh's business (they never fail the build).
+# deps-cudatools.sh's business (they never fail the build). libfabric 2.1,
+# built into .deps/ beside the system's 1.17 so both generations are
+# tested, is deps-libfabric2.sh's (it never fails the build either); it
+# runs last, once the tools it needs are here.
 set -euo pipefail
 
 "$(dirname "$0")/deps-nvrtc.sh"
 # NVRTC 12.4 and nvdisasm 11.8/12.4 for the gate's second compiler
 # generation and its SASS check, into .deps/ (never fails the build).
 "$(dirname "$0")/deps-cudatools.sh"
+libfabric2() { "$(dirname "$0")/deps-libfabric2.sh"; }
 
 need_pkgs=()
 command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
@@ -27,6 +31,7 @@ for extra in ${FERRY_EXTRA_PKGS:-}; do need_pkgs+=("$extra"); done
 
 if [ ${#need_pkgs[@]} -eq 0 ]; then
 	echo "deps: libfabric $(pkg-config --modversion libfabric), libibverbs $(pkg-config --modversion libibverbs)"
+	libfabric2
 	exit 0
 fi
 
@@ -50,3 +55,4 @@ $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/nul
 	exit 1
 }
 echo "deps: libfabric $(pkg-config --modversion libfabric), libibverbs $(pkg-config --modversion libibverbs)"
+libfabric2

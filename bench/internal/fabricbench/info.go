@@ -19,6 +19,7 @@ import (
 func Info(w io.Writer, asJSON bool) error {
 	r, err := sysreport.Collect(sysreport.Options{
 		LibfabricVersion: efa.Version,
+		LibfabricAPI:     efa.APIVersion,
 		Transports:       efa.Transports,
 		VerbsDevices:     verbsDevices,
 		GPUs:             cudaGPUs,
