@@ -60,6 +60,9 @@ const char *ferry_strerror(int code) {
 	case FERRY_E_QUEUE_FULL: return "FERRY_E_QUEUE_FULL";
 	case FERRY_E_ABANDONED: return "FERRY_E_ABANDONED";
 	case FERRY_E_NO_MEMORY: return "FERRY_E_NO_MEMORY";
+	case FERRY_E_CALL_ORDER: return "FERRY_E_CALL_ORDER";
+	case FERRY_E_BROKEN: return "FERRY_E_BROKEN";
+	case FERRY_E_EXPERT_OVERFLOW: return "FERRY_E_EXPERT_OVERFLOW";
 	case FERRY_E_INTERNAL: return "FERRY_E_INTERNAL";
 	}
 	return "FERRY_E_UNKNOWN_CODE";
@@ -88,6 +91,15 @@ void ferry_config_init_size(ferry_config *cfg, size_t size) {
 #undef ferry_config_init
 void ferry_config_init(ferry_config *cfg) {
 	ferry_config_init_size(cfg, offsetof(ferry_config, max_pending));
+}
+
+void ferry_a2a_config_init_size(ferry_a2a_config *cfg, size_t size) {
+	if (cfg == NULL || size < sizeof cfg->struct_size)
+		return;
+	if (size > sizeof *cfg)
+		size = sizeof *cfg;
+	memset(cfg, 0, size);
+	cfg->struct_size = (uint32_t)size;
 }
 
 int ferryp_call_expect(ferry_expect_fn fn, uintptr_t ud, uint32_t imm) {
