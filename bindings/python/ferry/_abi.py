@@ -37,6 +37,9 @@ E_PEER_LOST = -18
 E_QUEUE_FULL = -19
 E_ABANDONED = -20
 E_NO_MEMORY = -21
+E_CALL_ORDER = -22
+E_BROKEN = -23
+E_EXPERT_OVERFLOW = -24
 E_INTERNAL = -99
 
 POLL_ADAPTIVE = 0
@@ -47,6 +50,23 @@ ACCESS_REMOTE_WRITE = 1
 ROUTE_SHARDED = 0
 ROUTE_PINNED = 1
 ROUTE_SHARD_BYTES = 2
+GPU_PATH_DMABUF = 1
+GPU_PATH_PEER_MEMORY = 2
+
+DTYPE_FP8 = 1
+DTYPE_BF16 = 2
+DTYPE_FP16 = 3
+DTYPE_FP32 = 4
+DTYPE_INT32 = 5
+DTYPE_UINT32 = 6
+DTYPE_UINT8 = 7
+MEMORY_HOST = 0
+MEMORY_CUDA = 1
+TENSOR_MAX_DIMS = 4
+A2A_BACKEND_HOST = 0
+A2A_BACKEND_CUDA = 1
+A2A_BACKEND_CUDA_EMU = 2
+A2A_NO_PRIVATE_WINDOW = -1
 
 # Handles are opaque 64-bit integers.
 handle = C.c_uint64
@@ -71,6 +91,9 @@ class Config(C.Structure):
         ("request_timeout_ms", C.c_int64),
         ("liveness_interval_ms", C.c_int64),
         ("stuck_timeout_ms", C.c_int64),
+        ("gpus", C.POINTER(C.c_int32)),
+        ("gpu_count", C.c_int32),
+        ("reserved0", C.c_int32),
     ]
 
 
@@ -145,7 +168,71 @@ class ScatterWrite(C.Structure):
     ]
 
 
-STRUCTS: List[Any] = [Config, Stats, Route, SingleWrite, PagedWrite, ScatterTarget, ScatterWrite]
+class Tensor(C.Structure):
+    _c_name_ = "ferry_tensor"
+    _fields_ = [
+        ("data", C.c_void_p),
+        ("nbytes", C.c_uint64),
+        ("dtype", C.c_int32),
+        ("ndim", C.c_int32),
+        ("shape", C.c_int64 * 4),
+        ("strides", C.c_int64 * 4),
+        ("memory", C.c_int32),
+        ("device", C.c_int32),
+    ]
+
+
+class A2AConfig(C.Structure):
+    _c_name_ = "ferry_a2a_config"
+    _fields_ = [
+        ("struct_size", C.c_uint32),
+        ("backend", C.c_int32),
+        ("group", handle),
+        ("rank", C.c_int32),
+        ("world_size", C.c_int32),
+        ("world_name", C.c_char_p),
+        ("engine", handle),
+        ("transport", C.c_char_p),
+        ("node", C.c_char_p),
+        ("nvlink_size", C.c_int32),
+        ("replica_size", C.c_int32),
+        ("nics_per_rank", C.c_int32),
+        ("max_tokens", C.c_int32),
+        ("hidden", C.c_int32),
+        ("hidden_scales", C.c_int32),
+        ("num_experts", C.c_int32),
+        ("experts_per_token", C.c_int32),
+        ("dispatch_dtype", C.c_int32),
+        ("combine_dtype", C.c_int32),
+        ("expert_padding", C.c_int32),
+        ("max_private_tokens", C.c_int32),
+        ("max_tokens_per_expert", C.c_int32),
+        ("imm_base", C.c_uint32),
+        ("cuda_device", C.c_int32),
+        ("timeout_ms", C.c_int64),
+    ]
+
+
+class A2AInfo(C.Structure):
+    _c_name_ = "ferry_a2a_info"
+    _fields_ = [
+        ("struct_size", C.c_uint32),
+        ("rank", C.c_int32),
+        ("world_size", C.c_int32),
+        ("local_experts", C.c_int32),
+        ("output_rows", C.c_int32),
+        ("max_tokens_per_expert", C.c_int32),
+        ("token_bytes", C.c_int32),
+        ("combine_bytes", C.c_int32),
+        ("private_tokens", C.c_int32),
+        ("backend", C.c_int32),
+        ("generation", C.c_uint32),
+        ("reserved0", C.c_int32),
+    ]
+
+
+STRUCTS: List[Any] = [Config, Stats, Route, SingleWrite, PagedWrite, ScatterTarget, ScatterWrite, Tensor,
+                      A2AConfig, A2AInfo]
 
 # Callback types (ferry.h typedefs). ctypes takes the GIL when the library
 # calls them on an engine's dispatcher thread.
@@ -223,6 +310,18 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_group_broadcast": (C.c_int, [_u64, C.c_int32, C.c_void_p, C.c_size_t, _psz, C.c_int64]),
     "ferry_group_barrier": (C.c_int, [_u64, C.c_int64]),
     "ferry_group_close": (C.c_int, [_u64]),
+    # 1.2
+    "ferry_register_gpu": (C.c_int, [_u64, _u64, _u64, C.c_int32, _pu64, _pi32]),
+    "ferry_gpu_dmabuf_supported": (C.c_int, [C.c_int32]),
+    "ferry_a2a_config_init_size": (None, [C.POINTER(A2AConfig), C.c_size_t]),
+    "ferry_a2a_create": (C.c_int, [C.POINTER(A2AConfig), C.c_int64, _pu64]),
+    "ferry_a2a_get_info": (C.c_int, [_u64, C.POINTER(A2AInfo)]),
+    "ferry_a2a_dispatch": (C.c_int, [_u64] + [C.POINTER(Tensor)] * 8 + [C.c_int32, C.c_int32, _u64, C.c_int64]),
+    "ferry_a2a_combine": (C.c_int, [_u64] + [C.POINTER(Tensor)] * 5 +
+                          [C.c_int32, C.c_int32, C.c_int32, _u64, C.c_int64]),
+    "ferry_a2a_dropped": (C.c_int, [_u64, _pi64, _pi32, C.c_size_t]),
+    "ferry_a2a_set_active": (C.c_int, [_u64, C.c_uint32, _pu8, C.c_size_t, C.c_int64]),
+    "ferry_a2a_close": (C.c_int, [_u64]),
 }
 
 

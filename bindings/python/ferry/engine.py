@@ -253,7 +253,7 @@ class Engine(Handle):
                  send_buffer_size: int = 0, handshake_timeout: Optional[float] = None,
                  log_level: str = "default", max_pending: int = 0,
                  request_timeout: Optional[float] = None, liveness_interval: Optional[float] = None,
-                 stuck_timeout: Optional[float] = None, timeout: float = 30.0) -> None:
+                 stuck_timeout: Optional[float] = None, gpus: Sequence[int] = (), timeout: float = 30.0) -> None:
         if poll not in _POLL:
             raise ValueError("poll must be one of %s, got %r" % (sorted(_POLL), poll))
         if isinstance(log_level, str) and log_level not in _LOG:
@@ -273,6 +273,10 @@ class Engine(Handle):
         cfg.request_timeout_ms = _opt_ms(request_timeout)
         cfg.liveness_interval_ms = _opt_ms(liveness_interval)
         cfg.stuck_timeout_ms = _opt_ms(stuck_timeout)
+        gpu_arr = (C.c_int32 * max(len(gpus), 1))(*gpus)
+        if gpus:
+            cfg.gpus = C.cast(gpu_arr, C.POINTER(C.c_int32))
+            cfg.gpu_count = len(gpus)
         h = C.c_uint64()
         check("ferry_engine_open", C.byref(cfg), ms(timeout), C.byref(h))
         self._timeout_ms = ms(timeout)
@@ -356,8 +360,8 @@ class Engine(Handle):
             raise NotSupportedError("ferry_register_gpu", _abi.E_NOT_SUPPORTED, "FERRY_E_NOT_SUPPORTED",
                                     "this libferry (%s) cannot register CUDA memory" %
                                     lib().ferry_version_string().decode())
-        check("ferry_register_gpu", self.handle, mem.device_id, C.c_void_p(mem.addr), mem.nbytes, access,
-              C.byref(out))
+        path = C.c_int32()
+        check("ferry_register_gpu", self.handle, mem.addr, mem.nbytes, access, C.byref(out), C.byref(path))
 
     # ------------------------------------------------------------ writes
 

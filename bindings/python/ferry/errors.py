@@ -14,6 +14,9 @@ of the built-in exception a Python caller would catch for it.
       RendezvousError                ConnectionError: bootstrap refused or out of protocol
       NotSupportedError              NotImplementedError: not on this machine, build or provider
       NoMemoryError                  MemoryError: the system refused memory
+      CallOrderError                 RuntimeError: an a2a call out of its cycle, nothing changed
+      BrokenError                    RuntimeError: an a2a context broken by an earlier failure
+      ExpertOverflowError            ValueError: batched layout, an expert got more than max_tokens_per_expert
       ProviderError, BusyError, QueueFullError, RemovedError, AbandonedError,
       UnknownRegionError, InternalError
 """
@@ -86,6 +89,18 @@ class NoMemoryError(FerryError, MemoryError):
     pass
 
 
+class CallOrderError(FerryError, RuntimeError):
+    pass
+
+
+class BrokenError(FerryError, RuntimeError):
+    pass
+
+
+class ExpertOverflowError(FerryError, ValueError):
+    pass
+
+
 class ProviderError(FerryError):
     pass
 
@@ -139,6 +154,9 @@ _BY_CODE: Dict[int, Type[FerryError]] = {
     _abi.E_QUEUE_FULL: QueueFullError,
     _abi.E_ABANDONED: AbandonedError,
     _abi.E_NO_MEMORY: NoMemoryError,
+    _abi.E_CALL_ORDER: CallOrderError,
+    _abi.E_BROKEN: BrokenError,
+    _abi.E_EXPERT_OVERFLOW: ExpertOverflowError,
     _abi.E_INTERNAL: InternalError,
 }
 

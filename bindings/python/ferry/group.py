@@ -12,9 +12,12 @@ rank, size, all_gather_object(obj) -> list and barrier().
 from __future__ import annotations
 
 import ctypes as C
+import os
 import pickle
+import secrets
+import socket
 import struct
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 from ._handles import Handle
 from ._lib_handle import check, ms
@@ -30,9 +33,17 @@ class Group(Handle):
 
     _free_ = "ferry_group_close"
 
-    def __init__(self, timeout: float = 60.0) -> None:
+    def __init__(self, timeout: float = 60.0, env: Optional[Mapping[str, str]] = None) -> None:
+        """Joins from the process environment, or, with env, from those
+        settings alone (FERRY_RANK, FERRY_WORLD_SIZE, FERRY_MASTER=host:port,
+        FERRY_JOB_TOKEN, ...; the process environment is then not read)."""
         h = C.c_uint64()
-        check("ferry_group_join", ms(timeout), C.byref(h))
+        if env is None:
+            check("ferry_group_join", ms(timeout), C.byref(h))
+        else:
+            items = [("%s=%s" % kv).encode() for kv in env.items()]
+            arr = (C.c_char_p * max(len(items), 1))(*items)
+            check("ferry_group_join_env", arr, len(items), ms(timeout), C.byref(h))
         super().__init__(h.value)
         r, w = C.c_int32(), C.c_int32()
         check("ferry_group_rank", h.value, C.byref(r), C.byref(w))
@@ -141,6 +152,37 @@ class TorchGroup:
 
     def barrier(self) -> None:
         self._dist.barrier(group=self.group)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bridge(group: Any, timeout: float = 60.0) -> Group:
+    """A ferry Group with the same ranks as group (anything with the group
+    interface, e.g. a TorchGroup): rank 0 picks a store address and a job
+    token and shares them over group. On one host the store listens on
+    127.0.0.1; across hosts on rank 0's address, which needs
+    FERRY_ALLOW_REMOTE=1 (set by the caller: the token then guards it)."""
+    g = as_group(group)
+    host = socket.gethostname()
+    hosts = g.all_gather_object(host)
+    if len(set(hosts)) == 1:
+        master_host = "127.0.0.1"
+    else:
+        if os.environ.get("FERRY_ALLOW_REMOTE") not in ("1", "true"):
+            raise ValueError("the group spans hosts %s: set FERRY_ALLOW_REMOTE=1 to let ferry's store listen "
+                             "beyond loopback" % sorted(set(hosts)))
+        master_host = socket.gethostbyname(hosts[0])
+    offer = ("%s:%d" % (master_host, _free_port()), secrets.token_hex(16)) if g.rank == 0 else None
+    master, token = g.all_gather_object(offer)[0]
+    env = {"FERRY_RANK": str(g.rank), "FERRY_WORLD_SIZE": str(g.size), "FERRY_MASTER": master,
+           "FERRY_JOB_TOKEN": token}
+    if master_host != "127.0.0.1":
+        env["FERRY_ALLOW_REMOTE"] = "1"
+    return Group(timeout, env=env)
 
 
 def as_group(g: Any) -> Any:
