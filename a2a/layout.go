@@ -28,7 +28,8 @@ type Layout struct {
 	SendBytes, RecvBytes int64
 	// OutputRows is the smallest row count a dispatch output (and the
 	// matching expert output of combine) may have: it holds every padded
-	// local-expert segment in the worst case.
+	// local-expert segment in the worst case, or, in the batched layout
+	// (MaxTokensPerExpert B > 0), exactly L*B rows.
 	OutputRows int
 	// RowWords is the length in uint32 words of one row of the count table
 	// (SendPlan.Row: E counts, then W+1 segment starts); CountTableBytes is
@@ -94,6 +95,10 @@ func (c Config) Layout() (Layout, error) {
 	// expert receives a count that is not a multiple of the padding.
 	out := int64(G)*int64(l.MaxCopiesFrom) + int64(L)*int64(c.ExpertPadding-1)
 	out = int64(roundUp(int(min(out, maxRows)), c.ExpertPadding))
+	if c.MaxTokensPerExpert > 0 {
+		// Batched: a fixed block of B rows per local expert.
+		out = int64(L) * int64(c.MaxTokensPerExpert)
+	}
 	stride := int64(max(l.DispatchRow, l.CombineRow))
 	for _, v := range []struct {
 		field string

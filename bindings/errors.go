@@ -61,8 +61,8 @@ var codes = []struct {
 	// a2a's own kinds first: a broken context wraps its cause (often a
 	// timeout or a lost peer), and the caller must learn that the
 	// context needs ferry_a2a_set_active, not that the cause recurred.
-	{a2a.ErrExpertOverflow, codeExpertOverflow},
 	{a2a.ErrBroken, codeBroken},
+	{a2a.ErrExpertOverflow, codeExpertOverflow},
 	{a2a.ErrCallOrder, codeCallOrder},
 	{fabric.ErrClosed, codeClosed},
 	{fabric.ErrInvalidArgument, codeInvalid},

@@ -200,13 +200,26 @@ typedef struct ferry_config {
 	int64_t stuck_timeout_ms;     /* a worker stuck this long in one provider call
 	                                 is abandoned (default 10000; negative: never) */
 	/* GPU groups (appended in 1.2): */
-	const int32_t *gpus;          /* CUDA ordinals: one group per GPU with its
-	                                 nearest NICs (nics of them; 0: all), so
-	                                 ferry_register_gpu can register that GPU's
-	                                 memory; NULL: the host group only. Copied. */
+	const int32_t *gpus;          /* CUDA ordinals (the driver's): one group per
+	                                 GPU with nics NICs (0 with TOPOLOGY: all
+	                                 its nearest), so ferry_register_gpu can
+	                                 register that GPU's memory; NULL: the host
+	                                 group only. Copied. Needs the CUDA driver. */
 	int32_t gpu_count;            /* entries of gpus */
 	int32_t reserved0;            /* zero */
+	int32_t gpu_placement;        /* FERRY_GPU_PLACE_*: how GPU groups get NICs */
+	int32_t reserved1;            /* zero */
 } ferry_config;
+
+/* ferry_config.gpu_placement. TOPOLOGY reads the machine (PCI tree, the
+ * CUDA driver's GPU list): each GPU's group takes its nearest NICs and
+ * pins its worker to a core near it, and the engine has only GPU groups
+ * (host memory registers with the first one). FIRST_NICS skips the
+ * topology: a host group of nics NICs, then one group per GPU with the
+ * transport's first nics NICs (machines whose PCI topology is hidden,
+ * such as some VMs, and tests). */
+#define FERRY_GPU_PLACE_TOPOLOGY 0
+#define FERRY_GPU_PLACE_FIRST_NICS 1
 
 #ifndef FERRY_NO_PROTOTYPES
 /* Zeroes the size bytes at cfg and sets struct_size to size (never more

@@ -202,3 +202,15 @@ func TestHostTimeoutAndNoLeaks(t *testing.T) {
 	})
 	goroutines.Check(t)
 }
+
+// TestHostBatched: the batched expert layout (MaxTokensPerExpert) equals
+// the oracle on every path class, and a dispatch over the bound fails on
+// every rank with ErrExpertOverflow.
+func TestHostBatched(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 8, Hidden: 16, Scales: 2,
+		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 3, PrivateTokens: 2,
+		ExpertPadding: 4, MaxTokensPerExpert: 4 * 8}
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: world(t, cfg, "mem")}, 5, 3)
+	cfg.MaxTokensPerExpert = 5
+	a2atest.Overflow(t, cfg, world(t, cfg, "mem"))
+}
