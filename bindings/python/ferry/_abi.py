@@ -52,6 +52,8 @@ ROUTE_PINNED = 1
 ROUTE_SHARD_BYTES = 2
 GPU_PATH_DMABUF = 1
 GPU_PATH_PEER_MEMORY = 2
+GPU_PLACE_TOPOLOGY = 0
+GPU_PLACE_FIRST_NICS = 1
 
 DTYPE_FP8 = 1
 DTYPE_BF16 = 2
@@ -94,6 +96,8 @@ class Config(C.Structure):
         ("gpus", C.POINTER(C.c_int32)),
         ("gpu_count", C.c_int32),
         ("reserved0", C.c_int32),
+        ("gpu_placement", C.c_int32),
+        ("reserved1", C.c_int32),
     ]
 
 
