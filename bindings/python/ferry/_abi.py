@@ -309,6 +309,7 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_send": (C.c_int, [_u64, _pu8, C.c_size_t, C.c_void_p, C.c_size_t, _u64, C.c_int64]),
     "ferry_recv_bouncing": (C.c_int, [_u64, C.c_int32, C.c_int32, RECV_FN, ERROR_FN, C.c_void_p]),
     "ferry_group_join": (C.c_int, [C.c_int64, _pu64]),
+    "ferry_group_join_env": (C.c_int, [C.POINTER(C.c_char_p), C.c_size_t, C.c_int64, _pu64]),
     "ferry_group_rank": (C.c_int, [_u64, _pi32, _pi32]),
     "ferry_group_all_gather": (C.c_int, [_u64, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, _psz, C.c_int64]),
     "ferry_group_broadcast": (C.c_int, [_u64, C.c_int32, C.c_void_p, C.c_size_t, _psz, C.c_int64]),
@@ -367,5 +368,5 @@ def load(path: Optional[str] = None) -> Any:
     declare(lib, PROTOTYPES)
     if lib.ferry_version() >> 16 != VERSION_MAJOR:
         raise ImportError("libferry %s is not ABI version %d" % (lib.ferry_version_string().decode(), VERSION_MAJOR))
-    lib._ferry_path = where
+    setattr(lib, "_ferry_path", where)
     return lib

@@ -149,7 +149,7 @@ class HostBuffer:
         if self.closed:
             raise ValueError("HostBuffer is closed")
         arr = (C.c_uint8 * self.nbytes).from_address(self.addr)
-        arr._owner = self  # views keep the buffer alive
+        setattr(arr, "_owner", self)  # views keep the buffer alive
         return arr
 
     def view(self) -> memoryview:

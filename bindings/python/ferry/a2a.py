@@ -218,7 +218,8 @@ class AllToAll:
         del keep
 
     def _views(self, args: List[Tuple[Any, str]]) -> Tuple[List[Any], List[Any]]:
-        ts, keep = [], []
+        ts: List[Any] = []
+        keep: List[Any] = []
         for obj, name in args:
             if obj is None:
                 ts.append(None)

@@ -172,7 +172,7 @@ def rank_main(a: argparse.Namespace) -> Dict[str, Any]:
         t1 = time.perf_counter()
         cn = counts.numpy().copy()
         ox = _raw(out_x).reshape(L * B if B else rows, -1)
-        osc = out_s.reshape(-1, Hs).numpy() if Hs else None
+        osc = out_s.reshape(-1, Hs).numpy() if out_s is not None else None
         y = oracle.run_experts(ow, rank, ox, osc, cn, a.pad, B, a.in_dtype, a.out_dtype, ox.shape[0])
         ty = _to_torch(y, a.out_dtype).reshape(xshape)
         world.barrier()
@@ -271,8 +271,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             status += ", %d handles left" % res["live_handles"]
         print("%-5d %10d %14s %14s %14s %14s  %s" % (res["rank"], res["received"], us(d, statistics.median),
                                                     us(d, min), us(c, statistics.median), us(c, min), status))
-        for e in res["errors"][:5]:
-            print("      %s" % e)
+        for msg in res["errors"][:5]:
+            print("      %s" % msg)
     if ok and a.check:
         print("verified")
     return 0 if ok else 1

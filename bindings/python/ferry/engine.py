@@ -554,10 +554,18 @@ def transports() -> Dict[str, str]:
     return out
 
 
+def gpu_dmabuf_supported(ordinal: int = 0) -> bool:
+    """Whether memory of CUDA device ordinal registers through dma-buf
+    here; False on a library without GPU support or no driver."""
+    if not has("ferry_gpu_dmabuf_supported"):
+        return False
+    return bool(lib().ferry_gpu_dmabuf_supported(ordinal) == _abi.OK)
+
+
 def library_path() -> str:
     """Where the loaded libferry came from."""
     return str(getattr(lib(), "_ferry_path", ""))
 
 
 __all__ = ["Engine", "Region", "Descriptor", "Transfer", "Counter", "Callback", "ImmCounter", "Completion",
-           "live_handles", "version", "transports", "library_path", "raise_for", "closed"]
+           "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported", "raise_for", "closed"]
