@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ._memory import HostBuffer, RawMemory
 from .engine import (Callback, Completion, Counter, Descriptor, Engine, ImmCounter, Region, Transfer,
-                     gpu_dmabuf_supported, library_path, live_handles, transports, version)
+                     abi_version, gpu_dmabuf_supported, library_path, live_handles, transports, version)
 from .errors import (AbandonedError, BadEncodingError, BusyError, ClosedError, FerryError,
                      FerryTimeoutError, InternalError, InvalidArgumentError, NICMismatchError,
                      NoMemoryError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
@@ -44,7 +44,7 @@ from .group import Group, SubGroup, TorchGroup
 __all__ = [
     "Engine", "Region", "Descriptor", "Transfer", "Counter", "Callback", "ImmCounter", "Completion",
     "HostBuffer", "RawMemory", "Group", "SubGroup", "TorchGroup",
-    "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported",
+    "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported", "abi_version",
     "FerryError", "InvalidArgumentError", "OutOfBoundsError", "UnknownTransportError", "BadEncodingError",
     "NICMismatchError", "TooLargeError", "ClosedError", "FerryTimeoutError", "TimeoutError_", "PeerLostError",
     "RendezvousError", "NotSupportedError", "NoMemoryError", "ProviderError", "BusyError", "QueueFullError",

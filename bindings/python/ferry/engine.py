@@ -545,6 +545,13 @@ def version() -> str:
     return str(lib().ferry_version_string().decode())
 
 
+def abi_version() -> Tuple[int, int, int]:
+    """The library's ABI version (major, minor, patch): 1.2 has the
+    all-to-all and GPU registration."""
+    v = int(lib().ferry_version())
+    return v >> 16, (v >> 8) & 0xFF, v & 0xFF
+
+
 def transports() -> Dict[str, str]:
     """Every transport name the library knows, mapped to its provider."""
     out = {}
@@ -568,4 +575,4 @@ def library_path() -> str:
 
 
 __all__ = ["Engine", "Region", "Descriptor", "Transfer", "Counter", "Callback", "ImmCounter", "Completion",
-           "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported", "raise_for", "closed"]
+           "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported", "abi_version", "raise_for", "closed"]
