@@ -34,7 +34,8 @@ from __future__ import annotations
 from ._memory import HostBuffer, RawMemory
 from .engine import (Callback, Completion, Counter, Descriptor, Engine, ImmCounter, Region, Transfer,
                      abi_version, gpu_dmabuf_supported, library_path, live_handles, transports, version)
-from .errors import (AbandonedError, BadEncodingError, BusyError, ClosedError, FerryError,
+from .errors import (AbandonedError, BadEncodingError, BrokenError, BusyError, CallOrderError, ClosedError,
+                     ExpertOverflowError, FerryError,
                      FerryTimeoutError, InternalError, InvalidArgumentError, NICMismatchError,
                      NoMemoryError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
                      QueueFullError, RemovedError, RendezvousError, TimeoutError_, TooLargeError,
@@ -48,5 +49,6 @@ __all__ = [
     "FerryError", "InvalidArgumentError", "OutOfBoundsError", "UnknownTransportError", "BadEncodingError",
     "NICMismatchError", "TooLargeError", "ClosedError", "FerryTimeoutError", "TimeoutError_", "PeerLostError",
     "RendezvousError", "NotSupportedError", "NoMemoryError", "ProviderError", "BusyError", "QueueFullError",
-    "RemovedError", "AbandonedError", "UnknownRegionError", "InternalError",
+    "RemovedError", "AbandonedError", "UnknownRegionError", "InternalError", "CallOrderError", "BrokenError",
+    "ExpertOverflowError",
 ]

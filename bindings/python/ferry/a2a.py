@@ -32,7 +32,7 @@ is bridged (rank 0 hands out a store address and token over it).
 
 Backends: "host" (loops over host memory), "cuda-emu" (ferry's CUDA
 kernels compiled with a C++20 compiler at run time and run on the CPU: it
-needs g++ or $CXX, else NotSupportedError says so) and "cuda" (a GPU).
+needs g++ on PATH or FERRY_EMU_CXX, else NotSupportedError says so) and "cuda" (a GPU).
 Calls must follow dispatch send, dispatch recv, combine send, combine recv
 (CallOrderError otherwise); a lost rank or a timeout breaks the context
 (PeerLostError / FerryTimeoutError, then BrokenError) until set_active.
@@ -41,6 +41,8 @@ Calls must follow dispatch send, dispatch recv, combine send, combine recv
 from __future__ import annotations
 
 import ctypes as C
+import os
+import shutil
 import weakref
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -105,6 +107,8 @@ class AllToAll:
             backend = "cuda" if dev_type == "cuda" else "host"
         if backend not in _BACKENDS:
             raise ValueError("backend must be one of %s, got %r" % (sorted(_BACKENDS), backend))
+        if backend == "cuda-emu":
+            _require_compiler()
         if scale_dtype is not None and dtype_code(scale_dtype) != _abi.DTYPE_FP32:
             raise ValueError("scale_dtype must be float32 (or None), got %s" % (scale_dtype,))
         world = as_group(global_group)
@@ -270,6 +274,20 @@ class AllToAll:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _require_compiler() -> None:
+    """The cuda-emu backend compiles ferry's kernels at run time with a
+    C++20 compiler: FERRY_EMU_CXX, else g++ on PATH. Say so before the
+    library tries."""
+    cxx = os.environ.get("FERRY_EMU_CXX")
+    where = shutil.which(cxx) if cxx else shutil.which("g++")
+    if where is None:
+        raise NotSupportedError(
+            "ferry_a2a_create", _abi.E_NOT_SUPPORTED, "FERRY_E_NOT_SUPPORTED",
+            "backend cuda-emu compiles ferry's CUDA kernels for the CPU at run time and needs a C++20 compiler: "
+            + ("FERRY_EMU_CXX=%s is not an executable" % cxx if cxx else
+               "no g++ on PATH (install g++ 10 or later, or set FERRY_EMU_CXX)"))
 
 
 def _device(device: Any) -> Tuple[str, int]:
