@@ -39,14 +39,19 @@ func ferry_group_join_env(vars **C.char, count C.size_t, timeoutMS C.int64_t, ou
 			env[name] = value
 		}
 	}
-	cfg, err := rendezvous.ConfigFromEnv(func(k string) (string, bool) {
+	return joinGroup(func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
-	})
+	}, timeoutMS, out)
+}
+
+// joinGroup joins the job the settings read through lookup describe.
+func joinGroup(lookup func(string) (string, bool), timeoutMS C.int64_t, out *C.ferry_group_t) C.int {
+	cfg, err := rendezvous.ConfigFromEnv(lookup)
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
+	ctx, cancel, err := timeoutCtx("group join", timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
