@@ -27,7 +27,10 @@
 // owns experts [r*L, (r+1)*L) with L = ceil(E/W) (the last ranks may own
 // fewer, or none). Dispatch output is expert-major: local expert i's rows
 // start at a multiple of ExpertPadding, groups in the receiver's visiting
-// order, then token-major. Combine sums w*y over k in column order in fp32
+// order, then token-major. In the batched layout (Config.MaxTokensPerExpert
+// B > 0) local expert i's rows start at i*B instead, and a dispatch that
+// gives any expert more than B copies fails on every rank with
+// ErrExpertOverflow. Combine sums w*y over k in column order in fp32
 // (each step rounded, no FMA) and rounds once into CombineType.
 //
 // # Data movement

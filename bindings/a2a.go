@@ -42,6 +42,10 @@ type a2aObj struct {
 	tokens int
 	dout   a2a.DispatchOutput // reused: only its drop report outlives a call
 	gen    uint32
+	// st stages CUDA tensors through host memory; cuda holds the primary
+	// context of each GPU such tensors came from.
+	st   stager
+	cuda map[int]*cuda.Context
 }
 
 // cFieldOf names the ferry_a2a_config field behind an a2a.Config field,
@@ -91,6 +95,7 @@ type localWorld struct {
 	size   int
 	nodes  []*host.LocalNode
 	joined int
+	ranks  []bool // which ranks joined
 
 	mu     sync.Mutex
 	rounds []*gatherRound
@@ -117,7 +122,7 @@ func joinLocalWorld(name string, cfg a2a.Config, l *a2a.Layout) (*localWorld, er
 	}
 	w := localWorlds.m[name]
 	if w == nil {
-		w = &localWorld{size: cfg.WorldSize, nodes: make([]*host.LocalNode, l.Nodes)}
+		w = &localWorld{size: cfg.WorldSize, nodes: make([]*host.LocalNode, l.Nodes), ranks: make([]bool, cfg.WorldSize)}
 		for i := range w.nodes {
 			w.nodes[i] = host.NewLocalNode(l.NVLinkSize)
 		}
@@ -126,6 +131,10 @@ func joinLocalWorld(name string, cfg a2a.Config, l *a2a.Layout) (*localWorld, er
 	if w.size != cfg.WorldSize || len(w.nodes) != l.Nodes {
 		return nil, errInvalid("a2a create", "world_name %q: world_size %d, but its first member said %d", name, cfg.WorldSize, w.size)
 	}
+	if w.ranks[cfg.Rank] {
+		return nil, errInvalid("a2a create", "rank %d: world_name %q already has a rank %d", cfg.Rank, name, cfg.Rank)
+	}
+	w.ranks[cfg.Rank] = true
 	w.joined++
 	if w.joined == w.size {
 		delete(localWorlds.m, name)
@@ -232,17 +241,6 @@ func newA2A(ctx context.Context, in *C.ferry_a2a_config) (_ *a2aObj, err error) 
 		}
 	}()
 
-	var ex a2a.Exchanger
-	var lw *localWorld
-	if g != nil {
-		ex = g
-	} else {
-		if lw, err = joinLocalWorld(C.GoString(cc.world_name), cfg, &l); err != nil {
-			return nil, err
-		}
-		ex = &localMember{w: lw, rank: cfg.Rank}
-	}
-
 	// The engine: the caller's, or one of the context's own.
 	var eng *fabric.Engine
 	if cc.engine != 0 {
@@ -262,6 +260,19 @@ func newA2A(ctx context.Context, in *C.ferry_a2a_config) (_ *a2aObj, err error) 
 			defer cancel()
 			return eng.Close(cctx)
 		})
+	}
+
+	// Joined only once nothing but the backend can fail: a rank that
+	// gave up before must not count as a member of the world.
+	var ex a2a.Exchanger
+	var lw *localWorld
+	if g != nil {
+		ex = g
+	} else {
+		if lw, err = joinLocalWorld(C.GoString(cc.world_name), cfg, &l); err != nil {
+			return nil, err
+		}
+		ex = &localMember{w: lw, rank: cfg.Rank}
 	}
 
 	me := cfg.Rank % l.NVLinkSize
@@ -368,6 +379,35 @@ func enter(op string, h C.ferry_a2a_t) (*a2aObj, error) {
 	return o, nil
 }
 
+// enterCall begins a dispatch or combine: takes the context's call lock
+// and checks the arguments every such call shares. On success the caller
+// unlocks o.mu and calls cancel.
+func enterCall(op string, h C.ferry_a2a_t, doSend, doRecv C.int32_t, stream C.uint64_t,
+	timeoutMS C.int64_t) (*a2aObj, context.Context, context.CancelFunc, error) {
+	o, err := enter(op, h)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	switch {
+	case doSend == 0 && doRecv == 0:
+		err = errInvalid(op, "do_send and do_recv both 0: nothing to do")
+	case stream != 0:
+		err = fmt.Errorf("%s: stream: calls on backend %d return when done; device-side launches are not in this version: %w",
+			op, o.backend, fabric.ErrNotSupported)
+	}
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if err == nil {
+		ctx, cancel, err = timeoutCtx(op, timeoutMS)
+	}
+	if err != nil {
+		o.mu.Unlock()
+		return nil, nil, nil, err
+	}
+	o.st.reset(o)
+	return o, ctx, cancel, nil
+}
+
 //export ferry_a2a_get_info
 func ferry_a2a_get_info(h C.ferry_a2a_t, info *C.ferry_a2a_info) (rc C.int) {
 	defer guard(&rc)
@@ -398,33 +438,22 @@ func ferry_a2a_get_info(h C.ferry_a2a_t, info *C.ferry_a2a_info) (rc C.int) {
 func ferry_a2a_dispatch(h C.ferry_a2a_t, outCounts, outX, outScales, x, scales, indices, weights, boundM *C.ferry_tensor,
 	doSend, doRecv C.int32_t, stream C.uint64_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
-	const op = "a2a dispatch"
-	o, err := enter(op, h)
+	o, ctx, cancel, err := enterCall("a2a dispatch", h, doSend, doRecv, stream, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
 	defer o.mu.Unlock()
-	if doSend == 0 && doRecv == 0 {
-		return fail(errInvalid(op, "do_send and do_recv both 0: nothing to do"))
-	}
-	if stream != 0 {
-		return fail(fmt.Errorf("%s: stream: calls on backend %d return when done; device-side launches are not in this version: %w",
-			op, o.backend, fabric.ErrNotSupported))
-	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
 	defer cancel()
+	st := &o.st
 	l := o.l
 	var in a2a.DispatchInput
 	if doSend != 0 {
-		if in, err = dispatchInput(l, x, scales, indices, weights, boundM); err != nil {
+		if in, err = dispatchInput(st, l, x, scales, indices, weights, boundM); err != nil {
 			return fail(err)
 		}
 	}
 	if doRecv != 0 {
-		if err := dispatchOutput(l, &o.dout, outCounts, outX, outScales); err != nil {
+		if err := dispatchOutput(st, l, &o.dout, outCounts, outX, outScales); err != nil {
 			return fail(err)
 		}
 	}
@@ -439,15 +468,15 @@ func ferry_a2a_dispatch(h C.ferry_a2a_t, outCounts, outX, outScales, x, scales, 
 			return fail(err)
 		}
 	}
-	return C.int(codeOK)
+	return result(st.flush("a2a dispatch"))
 }
 
 // dispatchInput checks the send half's tensors and views them.
-func dispatchInput(l *a2a.Layout, x, scales, indices, weights, boundM *C.ferry_tensor) (a2a.DispatchInput, error) {
+func dispatchInput(st *stager, l *a2a.Layout, x, scales, indices, weights, boundM *C.ferry_tensor) (a2a.DispatchInput, error) {
 	const op = "a2a dispatch"
 	var in a2a.DispatchInput
 	H, K := int64(l.Hidden), int64(l.ExpertsPerToken)
-	xt, err := tensorArg(op, "dp_x", x, dispatchTypes(l.DispatchType), 2)
+	xt, err := st.tensorArg(op, "dp_x", x, dispatchTypes(l.DispatchType), 2)
 	if err != nil {
 		return in, err
 	}
@@ -459,10 +488,10 @@ func dispatchInput(l *a2a.Layout, x, scales, indices, weights, boundM *C.ferry_t
 		return in, err
 	}
 	in.Tokens, in.X, in.XStride = int(mMax), xt.bytes(), int(xt.strides[0])*xt.esize
-	if err := scaleArg(op, "dp_x_scale", scales, l, mMax, &in.Scales, &in.ScaleTokenStride, &in.ScaleElemStride); err != nil {
+	if err := st.scaleArg(op, "dp_x_scale", scales, l, mMax, &in.Scales, &in.ScaleTokenStride, &in.ScaleElemStride); err != nil {
 		return in, err
 	}
-	it, err := tensorArg(op, "indices", indices, []C.int32_t{C.FERRY_DTYPE_INT32, C.FERRY_DTYPE_UINT32}, 2)
+	it, err := st.tensorArg(op, "indices", indices, []C.int32_t{C.FERRY_DTYPE_INT32, C.FERRY_DTYPE_UINT32}, 2)
 	if err != nil {
 		return in, err
 	}
@@ -471,7 +500,7 @@ func dispatchInput(l *a2a.Layout, x, scales, indices, weights, boundM *C.ferry_t
 	}
 	in.Indices = unsafe.Slice((*uint32)(it.p), int(mMax*K))
 	if weights != nil {
-		wt, err := tensorArg(op, "weights", weights, []C.int32_t{C.FERRY_DTYPE_FP32}, 2)
+		wt, err := st.tensorArg(op, "weights", weights, []C.int32_t{C.FERRY_DTYPE_FP32}, 2)
 		if err != nil {
 			return in, err
 		}
@@ -480,7 +509,7 @@ func dispatchInput(l *a2a.Layout, x, scales, indices, weights, boundM *C.ferry_t
 		}
 	}
 	if boundM != nil {
-		m, err := boundArg(op, boundM)
+		m, err := st.boundArg(op, boundM)
 		if err != nil {
 			return in, err
 		}
@@ -493,9 +522,9 @@ func dispatchInput(l *a2a.Layout, x, scales, indices, weights, boundM *C.ferry_t
 }
 
 // dispatchOutput checks the receive half's tensors and points out at them.
-func dispatchOutput(l *a2a.Layout, out *a2a.DispatchOutput, counts, x, scales *C.ferry_tensor) error {
+func dispatchOutput(st *stager, l *a2a.Layout, out *a2a.DispatchOutput, counts, x, scales *C.ferry_tensor) error {
 	const op = "a2a dispatch"
-	ct, err := tensorArg(op, "out_expert_num_tokens", counts, []C.int32_t{C.FERRY_DTYPE_INT32}, 1)
+	ct, err := st.tensorArg(op, "out_expert_num_tokens", counts, []C.int32_t{C.FERRY_DTYPE_INT32}, 1)
 	if err != nil {
 		return err
 	}
@@ -503,7 +532,7 @@ func dispatchOutput(l *a2a.Layout, out *a2a.DispatchOutput, counts, x, scales *C
 		return errInvalid(op, "out_expert_num_tokens: shape %v strides %v, want [%d] packed", ct.shape, ct.strides, l.LocalExperts)
 	}
 	out.ExpertTokens = unsafe.Slice((*int32)(ct.p), l.LocalExperts)
-	xt, err := expertRows(op, "out_expert_x", x, dispatchTypes(l.DispatchType), l, int64(l.Hidden))
+	xt, err := st.expertRows(op, "out_expert_x", x, dispatchTypes(l.DispatchType), l, int64(l.Hidden), false)
 	if err != nil {
 		return err
 	}
@@ -515,12 +544,12 @@ func dispatchOutput(l *a2a.Layout, out *a2a.DispatchOutput, counts, x, scales *C
 		}
 		return nil
 	}
-	st, err := expertRows(op, "out_expert_x_scale", scales, []C.int32_t{C.FERRY_DTYPE_FP32}, l, int64(l.Scales))
+	sv, err := st.expertRows(op, "out_expert_x_scale", scales, []C.int32_t{C.FERRY_DTYPE_FP32}, l, int64(l.Scales), true)
 	if err != nil {
 		return err
 	}
-	out.Scales = st.floats()
-	out.ScaleTokenStride, out.ScaleElemStride = int(st.rowStride()), int(st.strides[st.ndim-1])
+	out.Scales = sv.floats()
+	out.ScaleTokenStride, out.ScaleElemStride = int(sv.rowStride()), int(sv.strides[sv.ndim-1])
 	if out.ScaleTokenStride == 0 || out.ScaleElemStride == 0 {
 		return errInvalid(op, "out_expert_x_scale: zero stride")
 	}
@@ -532,27 +561,17 @@ func ferry_a2a_combine(h C.ferry_a2a_t, out, indices, weights, y, boundM *C.ferr
 	doSend, doRecv, accumulate C.int32_t, stream C.uint64_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "a2a combine"
-	o, err := enter(op, h)
+	o, ctx, cancel, err := enterCall(op, h, doSend, doRecv, stream, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
 	defer o.mu.Unlock()
-	if doSend == 0 && doRecv == 0 {
-		return fail(errInvalid(op, "do_send and do_recv both 0: nothing to do"))
-	}
-	if stream != 0 {
-		return fail(fmt.Errorf("%s: stream: calls on backend %d return when done; device-side launches are not in this version: %w",
-			op, o.backend, fabric.ErrNotSupported))
-	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
 	defer cancel()
+	st := &o.st
 	l := o.l
 	var cin a2a.CombineInput
 	if doSend != 0 {
-		yt, err := expertRows(op, "expert_y", y, []C.int32_t{combineType(l.CombineType)}, l, int64(l.Hidden))
+		yt, err := st.expertRows(op, "expert_y", y, []C.int32_t{combineType(l.CombineType)}, l, int64(l.Hidden), false)
 		if err != nil {
 			return fail(err)
 		}
@@ -560,7 +579,7 @@ func ferry_a2a_combine(h C.ferry_a2a_t, out, indices, weights, y, boundM *C.ferr
 	}
 	var cout a2a.CombineOutput
 	if doRecv != 0 {
-		if cout, err = combineOutput(l, o.tokens, out, indices, weights, boundM); err != nil {
+		if cout, err = combineOutput(st, l, o.tokens, out, indices, weights, boundM); err != nil {
 			return fail(err)
 		}
 		cout.Accumulate = accumulate != 0
@@ -575,15 +594,15 @@ func ferry_a2a_combine(h C.ferry_a2a_t, out, indices, weights, y, boundM *C.ferr
 			return fail(err)
 		}
 	}
-	return C.int(codeOK)
+	return result(st.flush(op))
 }
 
 // combineOutput checks the receive half's tensors for m tokens.
-func combineOutput(l *a2a.Layout, m int, out, indices, weights, boundM *C.ferry_tensor) (a2a.CombineOutput, error) {
+func combineOutput(st *stager, l *a2a.Layout, m int, out, indices, weights, boundM *C.ferry_tensor) (a2a.CombineOutput, error) {
 	const op = "a2a combine"
 	var cout a2a.CombineOutput
 	H, K := int64(l.Hidden), int64(l.ExpertsPerToken)
-	ot, err := tensorArg(op, "out_tokens", out, []C.int32_t{combineType(l.CombineType)}, 2)
+	ot, err := st.tensorArg(op, "out_tokens", out, []C.int32_t{combineType(l.CombineType)}, 2)
 	if err != nil {
 		return cout, err
 	}
@@ -594,7 +613,7 @@ func combineOutput(l *a2a.Layout, m int, out, indices, weights, boundM *C.ferry_
 		return cout, err
 	}
 	cout.Out, cout.OutStride = ot.bytes(), int(ot.strides[0])*ot.esize
-	wt, err := tensorArg(op, "weights", weights, []C.int32_t{C.FERRY_DTYPE_FP32}, 2)
+	wt, err := st.tensorArg(op, "weights", weights, []C.int32_t{C.FERRY_DTYPE_FP32}, 2)
 	if err != nil {
 		return cout, err
 	}
@@ -606,7 +625,7 @@ func combineOutput(l *a2a.Layout, m int, out, indices, weights, boundM *C.ferry_
 	}
 	cout.Weights = unsafe.Slice((*float32)(wt.p), m*int(K))
 	if indices != nil {
-		it, err := tensorArg(op, "indices", indices, []C.int32_t{C.FERRY_DTYPE_INT32, C.FERRY_DTYPE_UINT32}, 2)
+		it, err := st.tensorArg(op, "indices", indices, []C.int32_t{C.FERRY_DTYPE_INT32, C.FERRY_DTYPE_UINT32}, 2)
 		if err != nil {
 			return cout, err
 		}
@@ -615,7 +634,7 @@ func combineOutput(l *a2a.Layout, m int, out, indices, weights, boundM *C.ferry_
 		}
 	}
 	if boundM != nil {
-		bm, err := boundArg(op, boundM)
+		bm, err := st.boundArg(op, boundM)
 		if err != nil {
 			return cout, err
 		}

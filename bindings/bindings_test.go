@@ -413,11 +413,7 @@ func TestCA2A(t *testing.T) {
 // by address, bad input), so the GPU memory ABI runs without a GPU.
 func TestCGPU(t *testing.T) {
 	bin := compileExample(t, "gpu")
-	cc := requireCC(t)
-	fake := filepath.Join(t.TempDir(), "libcuda.so.1")
-	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", fake, "../cuda/testdata/fakecuda.c").CombinedOutput(); err != nil {
-		t.Fatalf("build the fake driver: %v\n%s", err, out)
-	}
+	fake := fakeCUDA(t)
 	for _, tc := range []struct{ mode, driver string }{
 		{"nodriver", filepath.Join(t.TempDir(), "no-libcuda.so.1")},
 		{"fake", fake},
@@ -466,5 +462,31 @@ func requireCXX(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("g++"); err != nil && os.Getenv("FERRY_EMU_CXX") == "" {
 		testutil.Skip(t, "g++", "the cuda-emu backend compiles its kernels with a C++20 compiler: none here")
+	}
+}
+
+// fakeCUDA builds the fake libcuda of the cuda package's tests
+// (cuda/testdata/fakecuda.c): any address is device memory of GPU 0,
+// copies are memcpy, dma-bufs of page-aligned ranges are exported.
+func fakeCUDA(t *testing.T) string {
+	t.Helper()
+	cc := requireCC(t)
+	fake := filepath.Join(t.TempDir(), "libcuda.so.1")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", fake, "../cuda/testdata/fakecuda.c").CombinedOutput(); err != nil {
+		t.Fatalf("build the fake driver: %v\n%s", err, out)
+	}
+	return fake
+}
+
+// TestCA2ACUDAMemory runs examples/a2a.c with every tensor passed as CUDA
+// memory, against the fake libcuda: the library stages each through host
+// memory with the driver's copies (in before the call, outputs back after
+// it), and every result still matches.
+func TestCA2ACUDAMemory(t *testing.T) {
+	bin := compileExample(t, "a2a")
+	t.Setenv("FERRY_CUDA_DRIVER", fakeCUDA(t))
+	out, _ := run(t, bin, "host", "--cuda-memory")
+	if !strings.Contains(out, "a2a host cuda-memory: ok") {
+		t.Fatalf("no ok line:\n%s", out)
 	}
 }

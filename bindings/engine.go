@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/gpu"
 )
 
 // engineObj is what an engine handle names: the engine plus the handles
@@ -149,8 +150,8 @@ func ferry_engine_open(in *C.ferry_config, timeoutMS C.int64_t, out *C.ferry_eng
 	if len(fc.GPUs) > 0 {
 		switch cfg.gpu_placement {
 		case C.FERRY_GPU_PLACE_TOPOLOGY:
-			if fc.Topology, err = driverTopology(); err != nil {
-				return fail(err)
+			if fc.Topology, err = gpu.Topology(); err != nil {
+				return fail(fmt.Errorf("engine open: gpus: %w", err))
 			}
 		case C.FERRY_GPU_PLACE_FIRST_NICS:
 			if fc.Groups, err = firstNICGroups(fc.GPUs, max(fc.NICs, 1)); err != nil {

@@ -733,7 +733,7 @@ typedef uint64_t ferry_a2a_t; /* an all-to-all context */
 #define FERRY_DTYPE_UINT8 7
 
 #define FERRY_MEMORY_HOST 0 /* CPU memory */
-#define FERRY_MEMORY_CUDA 1 /* CUDA device memory (backend "cuda" only) */
+#define FERRY_MEMORY_CUDA 1 /* CUDA device memory: staged through host memory */
 
 #define FERRY_TENSOR_MAX_DIMS 4
 
@@ -866,11 +866,17 @@ int ferry_a2a_get_info(ferry_a2a_t a, ferry_a2a_info *info);
  * expert_padding, experts in order; batched: at row i*B of [L*B] rows.
  * do_send runs the send half (reads dp_x, dp_x_scale, indices, bound_m),
  * do_recv the receive half (waits, writes the outputs); at least one.
- * The tensors a half does not use may be NULL. Memory must be
- * FERRY_MEMORY_HOST on backends host and cuda-emu, and on cuda (which
- * stages it through the GPU); device tensors are FERRY_E_NOT_SUPPORTED
- * in this version. stream must be 0 (the calls return when their half is
- * done; reserved for device-side launches). */
+ * The tensors a half does not use may be NULL. Every backend works on
+ * host memory: a FERRY_MEMORY_CUDA tensor (any backend; device = its CUDA
+ * ordinal) is copied to host memory before the call and, when the call
+ * writes it, back after the call succeeded (the CUDA driver's copies:
+ * correct, not fast; without a driver FERRY_E_NOT_SUPPORTED names it).
+ * The copies are ordered after work on the legacy default stream only:
+ * synchronize any other stream that writes the inputs first, and read
+ * the outputs after the call returns.
+ * stream must be 0: the calls return when their half is done (launches
+ * on a caller's stream, CUDA graphs and a device-side bound_m are in the
+ * Go API, package a2a/cuda, not in this version). */
 int ferry_a2a_dispatch(ferry_a2a_t a, const ferry_tensor *out_expert_num_tokens,
                        const ferry_tensor *out_expert_x,
                        const ferry_tensor *out_expert_x_scale,

@@ -11,7 +11,6 @@ import (
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/gpu"
-	"github.com/ferryrdma/ferry/fabric/topology"
 )
 
 // GPU memory: the C face of fabric/gpu.RegisterReport. The engine needs a
@@ -29,14 +28,9 @@ func ferry_register_gpu(h C.ferry_engine_t, ptr C.uint64_t, n C.uint64_t, access
 	if out == nil {
 		return fail(errInvalid(op, "out: nil"))
 	}
-	var acc fabric.Access
-	switch access {
-	case C.FERRY_ACCESS_LOCAL:
-		acc = fabric.AccessLocal
-	case C.FERRY_ACCESS_REMOTE_WRITE:
-		acc = fabric.AccessRemoteWrite
-	default:
-		return fail(errInvalid(op, "access %d", int32(access)))
+	acc, err := accessOf(op, access)
+	if err != nil {
+		return fail(err)
 	}
 	reg, err := gpu.RegisterReport(o.e, uintptr(ptr), uint64(n), acc, gpu.RegisterOptions{})
 	if err != nil {
@@ -64,30 +58,6 @@ func ferry_gpu_dmabuf_supported(ord C.int32_t) (rc C.int) {
 		return fail(errInvalid("gpu dmabuf supported", "ordinal %d", int32(ord)))
 	}
 	return result(gpu.DmabufAvailable(int(ord)))
-}
-
-// driverTopology reads the machine with the CUDA driver's view of its
-// GPUs (ordinals in the driver's order, as CUDA_VISIBLE_DEVICES leaves
-// them, each with its PCI address), so ferry_config.gpus names the same
-// GPUs as every CUDA program of the process. Without a driver the GPU
-// groups cannot be built: the error says what is missing.
-func driverTopology() (*topology.Spec, error) {
-	n, err := cuda.DeviceCount()
-	if err != nil {
-		return nil, fmt.Errorf("engine open: gpus: %w", err)
-	}
-	gpus := make([]topology.GPU, n)
-	for i := range gpus {
-		d, err := cuda.GetDevice(i)
-		if err != nil {
-			return nil, fmt.Errorf("engine open: gpus: %w", err)
-		}
-		if gpus[i].PCIAddress, err = d.PCIBusID(); err != nil {
-			return nil, fmt.Errorf("engine open: gpus: %s: %w", d, err)
-		}
-		gpus[i].Name, _ = d.Name()
-	}
-	return &topology.Spec{GPUs: func() ([]topology.GPU, error) { return gpus, nil }}, nil
 }
 
 // firstNICGroups builds FERRY_GPU_PLACE_FIRST_NICS groups: the host

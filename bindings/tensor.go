@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // tensor is a checked ferry_tensor: every element its shape and strides
@@ -84,16 +83,12 @@ func typeList(ts []C.int32_t) string {
 
 // tensorArg checks t, which must exist, hold host memory, have one of
 // dtypes and ndim dimensions, and fit in its nbytes.
-func tensorArg(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, ndim int) (tensor, error) {
+func (st *stager) tensorArg(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, ndim int) (tensor, error) {
 	v := tensor{name: name}
 	if t == nil {
 		return v, errInvalid(op, "%s: NULL", name)
 	}
-	if t.memory != C.FERRY_MEMORY_HOST {
-		if t.memory == C.FERRY_MEMORY_CUDA {
-			return v, fmt.Errorf("%s: %s: CUDA device memory: this version takes host memory on every backend: %w",
-				op, name, fabric.ErrNotSupported)
-		}
+	if t.memory != C.FERRY_MEMORY_HOST && t.memory != C.FERRY_MEMORY_CUDA {
 		return v, errInvalid(op, "%s: memory %d (FERRY_MEMORY_HOST or _CUDA)", name, int32(t.memory))
 	}
 	ok := false
@@ -155,6 +150,11 @@ func tensorArg(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, ndim int)
 	if uintptr(v.p)%uintptr(v.esize) != 0 {
 		return v, errInvalid(op, "%s: data %p not aligned to its %d-byte elements", name, v.p, v.esize)
 	}
+	if t.memory == C.FERRY_MEMORY_CUDA {
+		if err := st.stage(op, &v, int(t.device)); err != nil {
+			return v, err
+		}
+	}
 	return v, nil
 }
 
@@ -201,18 +201,18 @@ func (v tensor) floats() []float32 {
 // expertRows checks a tensor in the layout of the dispatch output: flat
 // [R, width] with R >= OutputRows, or, in the batched layout, [L, B,
 // width] whose L*B rows are evenly spaced.
-func expertRows(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, l *a2a.Layout, width int64) (tensor, error) {
+func (st *stager) expertRows(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, l *a2a.Layout, width int64, scales bool) (tensor, error) {
 	if l.MaxTokensPerExpert == 0 {
-		v, err := tensorArg(op, name, t, dtypes, 2)
+		v, err := st.tensorArg(op, name, t, dtypes, 2)
 		if err != nil {
 			return v, err
 		}
 		if v.shape[0] < int64(l.OutputRows) {
 			return v, errInvalid(op, "%s: %d rows, need %d (ferry_a2a_info.output_rows)", name, v.shape[0], l.OutputRows)
 		}
-		return v, v.innerOK(width)
+		return v, v.innerOK(width, scales)
 	}
-	v, err := tensorArg(op, name, t, dtypes, 3)
+	v, err := st.tensorArg(op, name, t, dtypes, 3)
 	if err != nil {
 		return v, err
 	}
@@ -224,31 +224,31 @@ func expertRows(op, name string, t *C.ferry_tensor, dtypes []C.int32_t, l *a2a.L
 	if L > 1 && v.strides[0] != B*v.strides[1] {
 		return v, errInvalid(op, "%s: strides %v: experts must be %d rows apart", name, v.strides, B)
 	}
-	return v, v.innerOK(width)
+	return v, v.innerOK(width, scales)
 }
 
-// innerOK checks the last dimension: width columns; tokens need unit
-// stride, scales (FP32) may have any.
-func (v tensor) innerOK(width int64) error {
+// innerOK checks the last dimension: width columns, with unit stride
+// for token rows (moved as contiguous bytes); scales may have any.
+func (v tensor) innerOK(width int64, scales bool) error {
 	if v.shape[v.ndim-1] != width {
 		return errInvalid("a2a", "%s: %d columns, want %d", v.name, v.shape[v.ndim-1], width)
 	}
-	if v.dtype != C.FERRY_DTYPE_FP32 || width == 0 {
-		return v.rows(width)
+	if scales {
+		return nil
 	}
-	return nil
+	return v.rows(width)
 }
 
 // scaleArg checks the [rows, Hs] float32 scales of a dispatch input:
 // required when the context has scales, refused otherwise.
-func scaleArg(op, name string, t *C.ferry_tensor, l *a2a.Layout, rows int64, s *[]float32, ts, es *int) error {
+func (st *stager) scaleArg(op, name string, t *C.ferry_tensor, l *a2a.Layout, rows int64, s *[]float32, ts, es *int) error {
 	if l.Scales == 0 {
 		if t != nil {
 			return errInvalid(op, "%s: given, but hidden_scales is 0", name)
 		}
 		return nil
 	}
-	v, err := tensorArg(op, name, t, []C.int32_t{C.FERRY_DTYPE_FP32}, 2)
+	v, err := st.tensorArg(op, name, t, []C.int32_t{C.FERRY_DTYPE_FP32}, 2)
 	if err != nil {
 		return err
 	}
@@ -264,22 +264,18 @@ func scaleArg(op, name string, t *C.ferry_tensor, l *a2a.Layout, rows int64, s *
 }
 
 // boundArg reads the int32 token count behind bound_m.
-func boundArg(op string, t *C.ferry_tensor) (int32, error) {
+func (st *stager) boundArg(op string, t *C.ferry_tensor) (int32, error) {
 	if t == nil {
 		return 0, errInvalid(op, "bound_m: NULL")
 	}
-	if t.ndim == 0 {
-		// A scalar: one element.
-		if t.memory != C.FERRY_MEMORY_HOST || t.dtype != C.FERRY_DTYPE_INT32 || t.data == nil || t.nbytes < 4 {
-			return 0, errInvalid(op, "bound_m: want an INT32 scalar in host memory")
-		}
-		return *(*int32)(t.data), nil
+	if t.ndim != 0 && t.ndim != 1 {
+		return 0, errInvalid(op, "bound_m: %d dimensions, want a scalar ([] or [1])", int32(t.ndim))
 	}
-	v, err := tensorArg(op, "bound_m", t, []C.int32_t{C.FERRY_DTYPE_INT32}, 1)
+	v, err := st.tensorArg(op, "bound_m", t, []C.int32_t{C.FERRY_DTYPE_INT32}, int(t.ndim))
 	if err != nil {
 		return 0, err
 	}
-	if v.shape[0] != 1 {
+	if v.ndim == 1 && v.shape[0] != 1 {
 		return 0, errInvalid(op, "bound_m: shape %v, want [] or [1]", v.shape)
 	}
 	return *(*int32)(v.p), nil

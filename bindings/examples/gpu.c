@@ -21,18 +21,6 @@
 
 #include "check.h"
 
-#define expect_msg(call, want, what) expect_msg_at(__LINE__, #call, (call), (want), (what))
-
-static void expect_msg_at(int line, const char *call, int got, int want, const char *what) {
-	expect_at(line, call, got, want);
-	char msg[512];
-	ferry_last_error(msg, sizeof msg);
-	if (strstr(msg, what) == NULL) {
-		fprintf(stderr, "%s: line %d: %s: message \"%s\" does not name %s\n", check_label, line, call, msg, what);
-		exit(1);
-	}
-}
-
 int main(int argc, char **argv) {
 	if (argc < 2 || (strcmp(argv[1], "nodriver") != 0 && strcmp(argv[1], "fake") != 0)) {
 		fprintf(stderr, "usage: %s nodriver|fake\n", argv[0]);
@@ -57,18 +45,18 @@ int main(int argc, char **argv) {
 	ferry_region_t r;
 	int32_t path = -1;
 
-	expect_msg(ferry_gpu_dmabuf_supported(-1), FERRY_E_INVALID, "ordinal -1");
+	expect_err(ferry_gpu_dmabuf_supported(-1), FERRY_E_INVALID, "ordinal -1");
 	if (!fake) {
-		expect_msg(ferry_gpu_dmabuf_supported(0), FERRY_E_NOT_SUPPORTED, "driver");
+		expect_err(ferry_gpu_dmabuf_supported(0), FERRY_E_NOT_SUPPORTED, "driver");
 		cfg.gpus = gpus;
 		cfg.gpu_count = 1;
-		expect_msg(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_E_NOT_SUPPORTED, "driver");
+		expect_err(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_E_NOT_SUPPORTED, "driver");
 		cfg.gpu_placement = FERRY_GPU_PLACE_FIRST_NICS;
-		expect_msg(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_E_NOT_SUPPORTED, "driver");
+		expect_err(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_E_NOT_SUPPORTED, "driver");
 		cfg.gpus = NULL;
 		cfg.gpu_count = 0;
 		expect(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_OK);
-		expect_msg(ferry_register_gpu(e, dptr, n, FERRY_ACCESS_REMOTE_WRITE, &r, &path), FERRY_E_NOT_SUPPORTED,
+		expect_err(ferry_register_gpu(e, dptr, n, FERRY_ACCESS_REMOTE_WRITE, &r, &path), FERRY_E_NOT_SUPPORTED,
 		           "driver");
 		expect(ferry_engine_close(e, TIMEOUT_MS), FERRY_OK);
 	} else {
@@ -82,12 +70,12 @@ int main(int argc, char **argv) {
 		cfg.gpus = gpus;
 		cfg.gpu_count = 2;
 		cfg.gpu_placement = 7;
-		expect_msg(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_E_INVALID, "gpu_placement");
+		expect_err(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_E_INVALID, "gpu_placement");
 		cfg.gpu_placement = FERRY_GPU_PLACE_FIRST_NICS;
 		int32_t bad[1] = {5};
 		cfg.gpus = bad;
 		cfg.gpu_count = 1;
-		expect_msg(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_E_INVALID, "ordinal 5");
+		expect_err(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_E_INVALID, "ordinal 5");
 		cfg.gpus = gpus;
 		cfg.gpu_count = 2;
 		expect(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_OK);
@@ -107,10 +95,10 @@ int main(int argc, char **argv) {
 		expect(ferry_unregister(r), FERRY_OK);
 		expect(ferry_unregister(r), FERRY_E_UNKNOWN_REGION);
 
-		expect_msg(ferry_register_gpu(e, 0, n, FERRY_ACCESS_LOCAL, &r, NULL), FERRY_E_INVALID, "register");
-		expect_msg(ferry_register_gpu(e, dptr, 0, FERRY_ACCESS_LOCAL, &r, NULL), FERRY_E_INVALID, "register");
-		expect_msg(ferry_register_gpu(e, dptr, n, 9, &r, NULL), FERRY_E_INVALID, "access 9");
-		expect_msg(ferry_register_gpu(e, dptr, n, FERRY_ACCESS_LOCAL, NULL, NULL), FERRY_E_INVALID, "out");
+		expect_err(ferry_register_gpu(e, 0, n, FERRY_ACCESS_LOCAL, &r, NULL), FERRY_E_INVALID, "register");
+		expect_err(ferry_register_gpu(e, dptr, 0, FERRY_ACCESS_LOCAL, &r, NULL), FERRY_E_INVALID, "register");
+		expect_err(ferry_register_gpu(e, dptr, n, 9, &r, NULL), FERRY_E_INVALID, "access 9");
+		expect_err(ferry_register_gpu(e, dptr, n, FERRY_ACCESS_LOCAL, NULL, NULL), FERRY_E_INVALID, "out");
 		expect(ferry_register_gpu(0, dptr, n, FERRY_ACCESS_LOCAL, &r, NULL), FERRY_E_BAD_HANDLE);
 		/* Registered memory is released by the engine's close. */
 		expect(ferry_register_gpu(e, dptr, n, FERRY_ACCESS_LOCAL, &r, NULL), FERRY_OK);
@@ -121,7 +109,7 @@ int main(int argc, char **argv) {
 		cfg.gpus = NULL;
 		cfg.gpu_count = 0;
 		expect(ferry_engine_open(&cfg, TIMEOUT_MS, &e), FERRY_OK);
-		expect_msg(ferry_register_gpu(e, dptr, n, FERRY_ACCESS_LOCAL, &r, NULL), FERRY_E_INVALID,
+		expect_err(ferry_register_gpu(e, dptr, n, FERRY_ACCESS_LOCAL, &r, NULL), FERRY_E_INVALID,
 		           "no group for device cuda:0");
 		expect(ferry_engine_close(e, TIMEOUT_MS), FERRY_OK);
 	}
