@@ -33,7 +33,10 @@ is bridged (rank 0 hands out a store address and token over it).
 Backends: "host" (loops over host memory), "cuda-emu" (ferry's CUDA
 kernels compiled with a C++20 compiler at run time and run on the CPU: it
 needs g++ on PATH or FERRY_EMU_CXX, else NotSupportedError says so) and "cuda" (a GPU).
-Calls must follow dispatch send, dispatch recv, combine send, combine recv
+Every backend works on host memory in this version: CUDA tensors are
+copied to host memory before a call and its outputs back after it (the
+library does it with the CUDA driver; synchronize streams other than the
+legacy default stream first). Calls must follow dispatch send, dispatch recv, combine send, combine recv
 (CallOrderError otherwise); a lost rank or a timeout breaks the context
 (PeerLostError / FerryTimeoutError, then BrokenError) until set_active.
 """
