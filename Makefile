@@ -168,3 +168,24 @@ bindings: deps
 	scripts/bindings.sh build $(BIN)
 install: bindings
 	scripts/bindings.sh install $(BIN) $(PREFIX) $(DESTDIR)
+
+# wheel: the Python package with libferry.so.1 inside, built offline from
+# Debian's python3-build/setuptools/wheel into dist/ferry_rdma-<version>-
+# py3-none-linux_x86_64.whl (scripts/wheel.sh; scripts/deps-python.sh
+# installs what it needs). test-python: mypy over the package, then its
+# tests (bindings/python/tests) with the wheel in a fresh venv of
+# /usr/bin/python3: engines in one and two processes (shm, tcp;ofi_rxm,
+# ipc), the README's Python example, the Python examples, AllToAll on the
+# emulator at W 2 and 4 and on the host backend with torch.distributed
+# groups, errors and leaks (a few minutes). test-python-full: the whole
+# AllToAll configuration matrix.
+.PHONY: python-deps wheel test-python test-python-full
+python-deps:
+	@scripts/deps-python.sh
+wheel: bindings python-deps
+	scripts/wheel.sh $(BIN)
+test-python: wheel
+	scripts/test-python.sh $(BIN) fast
+test-python-full: wheel
+	scripts/test-python.sh $(BIN) full
+test: test-python

@@ -4,7 +4,7 @@
 //		-o libferry.so ./bindings
 //
 // (make bindings does this and copies ferry.h beside the library), it lets
-// C, C++, Python (examples/loopback.py, over ctypes), Rust and any other
+// C, C++, Python (package ferry in bindings/python, over ctypes), Rust and any other
 // language with a C foreign-function interface drive fabric's
 // TransferEngine. ferry.h, hand-written, is the contract: it documents
 // every function, its thread-safety and who owns what. The version script

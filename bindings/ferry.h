@@ -662,6 +662,13 @@ int ferry_recv_bouncing(ferry_engine_t e, int32_t count, int32_t size,
  * missing ranks in its message. */
 int ferry_group_join(int64_t timeout_ms, ferry_group_t *out);
 
+/* (1.2) ferry_group_join with the settings given as count "NAME=value"
+ * strings (the names above) instead of the process environment, which is
+ * then not read at all: for callers bridging another launcher, and for
+ * languages whose changes to the environment the library cannot see. */
+int ferry_group_join_env(const char *const *vars, size_t count,
+                         int64_t timeout_ms, ferry_group_t *out);
+
 /* This process's rank and the world size (either may be NULL). */
 int ferry_group_rank(ferry_group_t g, int32_t *rank, int32_t *world_size);
 
