@@ -3,6 +3,7 @@ package devicecode
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -95,17 +96,33 @@ func (d NVDisasm) run(cubin []byte) (string, error) {
 	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("disassemble: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Some cubins (NVRTC 11.8's sm_90 a2a_dispatch builds) send nvdisasm's
+	// -gi line-table walk into tens of GiB and minutes: bound its address
+	// space and its time so such a cubin fails fast, as ErrDisasmLimit,
+	// instead of taking the machine's memory.
+	ctx, cancel := context.WithTimeout(context.Background(), disasmTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, d.Path, "-c", "-gi", f.Name())
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `ulimit -v `+strconv.Itoa(disasmMemKiB)+` && exec "$0" "$@"`, d.Path, "-c", "-gi", f.Name())
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("disassemble with %s: %w: %s", filepath.Base(d.Path), err, strings.TrimSpace(stderr.String()))
+		msg := strings.TrimSpace(stderr.String())
+		if ctx.Err() != nil || strings.Contains(msg, "Memory allocation failure") {
+			err = fmt.Errorf("%w (%d MiB, %s): %v", ErrDisasmLimit, disasmMemKiB>>10, disasmTimeout, err)
+		}
+		return "", fmt.Errorf("disassemble with %s: %w: %s", filepath.Base(d.Path), err, msg)
 	}
 	return string(out), nil
 }
+
+// ErrDisasmLimit: nvdisasm exceeded the memory or time the gate gives it.
+var ErrDisasmLimit = errors.New("nvdisasm exceeded its limits")
+
+const (
+	disasmMemKiB  = 6 << 20 // 6 GiB of address space
+	disasmTimeout = 3 * time.Minute
+)
 
 var (
 	reSection = regexp.MustCompile(`^\s*\.section\s+\.text\.([^,\s]+)`)
