@@ -12,7 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/cudaemu"
 )
 
 // TestCodesMatchHeader: the Go constants and ferry.h's FERRY_E_* macros
@@ -94,4 +96,18 @@ func TestHandleTable(t *testing.T) {
 
 	// A released handle is never issued again.
 	require.Greater(t, tab.add(tr), h2)
+}
+
+// TestEmulatorWithoutCompiler: the cuda-emu backend's error when
+// FERRY_EMU_CXX names no compiler reaches C as FERRY_E_NOT_SUPPORTED,
+// with a message that names the compiler it looked for.
+func TestEmulatorWithoutCompiler(t *testing.T) {
+	missing := t.TempDir() + "/no-such-g++"
+	t.Setenv("FERRY_EMU_CXX", missing)
+	_, err := cudaemu.Build(context.Background(), cudaemu.BuildSpec{
+		Sources: []cuda.Source{{Name: "k.cu", Code: `extern "C" __global__ void k(int *p) { p[0] = 1; }`}}})
+	require.Error(t, err)
+	err = fmt.Errorf("a2a create: %w", err)
+	require.Equal(t, codeNotSupported, codeOf(err), "%v", err)
+	require.Contains(t, err.Error(), missing)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
 // A worker owns one group's domains. Its goroutine is locked to an OS
@@ -97,7 +99,7 @@ type worker struct {
 	immSrc  *MemoryRegion // local side of immediate-only writes (main worker)
 
 	sleeping atomic.Bool
-	soleP    bool // GOMAXPROCS was 1 when the worker started (see yield)
+	yielder  osyield.Yielder // chosen when the worker started (see yield)
 	wake     waker
 	sleepers []Sleeper // domains whose peers can wake the worker
 	busyPoll bool      // an empty poll looked like provider progress work
@@ -164,7 +166,7 @@ func (w *worker) run(opts DomainOptions) {
 		}
 	}()
 	runtime.LockOSThread()
-	w.soleP = runtime.GOMAXPROCS(0) == 1
+	w.yielder = osyield.New()
 	defer runtime.UnlockOSThread()
 	w.wake.tune()
 	if err := w.open(opts); err != nil {
@@ -340,20 +342,9 @@ func (w *worker) idle(n int) {
 	w.sleeping.Store(false)
 }
 
-// yield gives the worker's core away once. The worker is locked to its
-// thread, and runtime.Gosched from a locked goroutine hands its P to
-// another thread and later wakes this one back (two futex calls and two
-// thread switches per yield, most of the engine's system time in an a2a
-// step); sched_yield lets the OS run someone else and keeps the P. With a
-// single P that would keep every other goroutine of the process off the
-// CPU for the whole yield phase, so there Gosched stays.
-func (w *worker) yield() {
-	if w.soleP {
-		runtime.Gosched()
-		return
-	}
-	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-}
+// yield gives the worker's core away once (osyield: sched_yield keeps the
+// locked worker's P, Gosched would hand it off through two futex calls).
+func (w *worker) yield() { w.yielder.Yield() }
 
 // prepareSleep arms the domains peers can wake (see Sleeper); false means
 // one of them has work already, and nothing is left armed.

@@ -12,6 +12,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/internal/wire"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
 // Exchanger all-gathers one message per rank over the whole world, in rank
@@ -112,6 +113,7 @@ type Backend struct {
 	block   int
 	timeout time.Duration
 	spin    bool
+	yielder osyield.Yielder // await's yields (sched_yield, keeping the worker's P)
 	ml      metaLayout
 
 	send, recv []uint64 // node ranks' transport buffers
@@ -160,7 +162,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 		return nil, fmt.Errorf("a2a cuda backend: NVLinkSize %d above %d: %w", l.NVLinkSize, syncBytes/8, a2a.ErrInvalidConfig)
 	}
 	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout,
-		spin: opt.Spin || opt.Polling.spins(opt.Device), overcommit: opt.Overcommit,
+		spin: opt.Spin || opt.Polling.spins(opt.Device), overcommit: opt.Overcommit, yielder: osyield.New(),
 		joining: opt.Join,
 		ml:      newMetaLayout(&l)}
 	if b.timeout <= 0 {

@@ -267,7 +267,7 @@ func (b *Backend) await(ctx context.Context, s int, it uint32) error {
 		switch {
 		case i < 64:
 		case i < 256 || b.spin:
-			runtime.Gosched()
+			b.yielder.Yield()
 			if b.spin && i%4096 == 0 {
 				if err := b.awaitErr(ctx, s, it); err != nil {
 					return err

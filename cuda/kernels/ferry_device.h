@@ -54,6 +54,9 @@
 //   fd_v16 {x, y, z, w} (16-byte aligned): fd_ld16(p), fd_ld16_nc(p)
 //     (read-only data, no L1 allocation), fd_st16(p, v), fd_st16_na(p, v)
 //     (streaming store); p is 16-byte aligned, global memory for _nc/_na
+//   fd_ld16_or_zero(p), fd_ld16_nc_or_zero(p): the same loads for a p that
+//     may be null, which reads a zero vector; predicated, not branched, so
+//     that a run of them issues back to back
 //   FD_DYN_SHARED(T, name): declares `T *name` pointing at the block's
 //     dynamic shared memory (16-byte aligned)
 //   fd_bf16_to_f32, fd_f32_to_bf16, fd_f16_to_f32, fd_f32_to_f16,
@@ -187,6 +190,20 @@ FD_DEV fd_v16 fd_ld16(const void *p) {
 FD_DEV fd_v16 fd_ld16_nc(const void *p) {
 	fd_v16 v;
 	asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+	return v;
+}
+FD_DEV fd_v16 fd_ld16_or_zero(const void *p) {
+	fd_v16 v;
+	asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u64 q, %4, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\t"
+	             "mov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t@q ld.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
+	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+	return v;
+}
+FD_DEV fd_v16 fd_ld16_nc_or_zero(const void *p) {
+	fd_v16 v;
+	asm("{\n\t.reg .pred q;\n\tsetp.ne.u64 q, %4, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\t"
+	    "mov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t@q ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
 	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
 	return v;
 }

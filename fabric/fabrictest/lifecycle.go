@@ -235,8 +235,15 @@ func testClose(t *testing.T, p Params) {
 	goroutines.Check(t) // every goroutine Close was meant to end
 }
 
+// openRaw opens an engine that the test closes itself (OpenEngine closes
+// at cleanup); like OpenEngine it skips where the transport cannot open
+// (a build without cgo, no libfabric).
 func openRaw(t *testing.T, p Params) *fabric.Engine {
+	t.Helper()
 	e, err := fabric.Open(context.Background(), fabric.Config{Transport: p.Transport, Node: p.Node, NICs: p.NICs, Poll: p.Poll})
+	if errors.Is(err, fabric.ErrNotSupported) {
+		testutil.Skip(t, FeatureOf(p.Transport), "transport %s cannot open here: %v", p.Transport, err)
+	}
 	require.NoError(t, err)
 	return e
 }

@@ -199,9 +199,17 @@ func writeHeaders(dir string) error {
 	return nil
 }
 
+// gxx finds the C++ compiler: FERRY_EMU_CXX (a path, or a name looked up
+// in PATH), else g++. A FERRY_EMU_CXX that names nothing runnable is the
+// same as no compiler (ErrNotSupported), named in the error, rather than
+// a build failure with no log.
 func gxx() (string, error) {
 	if p := os.Getenv("FERRY_EMU_CXX"); p != "" {
-		return p, nil
+		lp, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("cudaemu: find C++20 compiler FERRY_EMU_CXX=%s: %v: %w", p, err, ErrNotSupported)
+		}
+		return lp, nil
 	}
 	p, err := exec.LookPath("g++")
 	if err != nil {
@@ -297,10 +305,25 @@ func buildShared(ctx context.Context, spec BuildSpec) (string, []kernelDecl, err
 		if ctx.Err() != nil {
 			return "", nil, ctx.Err()
 		}
+		if _, ok := err.(*exec.ExitError); !ok {
+			// It did not start (removed since gxx looked, or not an executable).
+			return "", nil, fmt.Errorf("cudaemu: run C++20 compiler %s: %v: %w", cxx, err, ErrNotSupported)
+		}
+		if noCXX20(log.String()) {
+			return "", nil, fmt.Errorf("cudaemu: C++ compiler %s lacks C++20 (-std=c++20): %s: %w", cxx,
+				strings.TrimSpace(log.String()), ErrNotSupported)
+		}
 		return "", nil, &BuildError{Name: spec.Name, Log: strings.TrimSpace(log.String())}
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		return "", nil, err
 	}
 	return out, kernels, nil
+}
+
+// noCXX20 reports whether a compiler's log says it rejected -std=c++20
+// (gcc: "unrecognized command-line option", clang: "invalid value").
+func noCXX20(log string) bool {
+	return strings.Contains(log, "std=c++20") &&
+		(strings.Contains(log, "unrecognized") || strings.Contains(log, "invalid value"))
 }

@@ -221,7 +221,8 @@ func gateChild(t *testing.T, spec string) {
 
 // sassGate disassembles every report's cubin, runs the memory-model check
 // over every function, prints its table and the hot loop of the
-// combine's reduction, and fails on any problem.
+// combine's reduction, checks that its row loads are issued before its
+// sums, and fails on any problem.
 func sassGate(t *testing.T, d NVDisasm, reports []Report) {
 	t0 := time.Now()
 	checks := make([][]MemCheck, len(reports))
@@ -304,6 +305,14 @@ func sassGate(t *testing.T, d NVDisasm, reports []Report) {
 				if fn.Name == "a2a_combine_recv" {
 					src := NewSourceSet(map[string]string{r.Build.Source.Name: r.Build.Source.Code, cuda.DeviceHeaderName: cuda.DeviceHeader().Code})
 					fmt.Printf("hot loop, %s %s: %s\n", r.Build.Name, r.Arch, HotLoopMix(fn, src, "a2a_reduce_chunk"))
+					// Issue 20: the K=8 rows' 16-byte loads are all issued
+					// before the first sum uses one (one round trip per
+					// chunk, not one per row); the accumulate path's load of
+					// the output may join them.
+					if before, total := WideLoadsFirst(fn, src, "a2a_reduce_chunk"); total < 8 || before != total {
+						t.Errorf("%s %s: a2a_reduce_chunk issues %d of its %d 16-byte loads before the first arithmetic, want all (at least 8)",
+							r.Build.Name, r.Arch, before, total)
+					}
 				}
 			}
 		}

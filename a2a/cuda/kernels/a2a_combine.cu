@@ -84,10 +84,19 @@ __device__ __forceinline__ void a2a_encode(uint32_t *w, uint32_t i, uint32_t ct,
 	w[j] = (w[j] & ~(0xffffu << sh)) | (h << sh);
 }
 
+// A2A_REDUCE_GROUP rows of a chunk are loaded together before any is
+// reduced, so their loads are in flight at once rather than one round
+// trip per row; 8 keeps the 32 loaded words in registers.
+#define A2A_REDUCE_GROUP 8u
+
 // a2a_reduce_chunk computes the ne elements of one chunk of a token (at
 // most 16 bytes, at byte off of the row): the fp32 sum over the K rows in
 // slot order, rounded once into the output. Every loop has a fixed
-// length so that the chunk and the sums stay in registers.
+// length so that the chunk and the sums stay in registers. The rows are
+// read a group at a time, all loads first (an inactive rank's null row
+// reads zeros through a predicated load, no branch), then reduced in
+// slot order, skipping the null rows as before, so the sums and their
+// rounding do not depend on the grouping.
 __device__ __forceinline__ void a2a_reduce_chunk(const a2a_params *p, uint8_t *const *rows, const float *w,
                                                  uint8_t *out, uint32_t off, uint32_t ne, bool accumulate) {
 	const uint32_t K = A2A_K(p), ct = A2A_CT(p), es = ct == A2A_FP32 ? 4u : 2u, nb = ne * es;
@@ -105,19 +114,42 @@ __device__ __forceinline__ void a2a_reduce_chunk(const a2a_params *p, uint8_t *c
 		for (uint32_t i = 0; i < 8u; ++i)
 			if (i < ne) acc[i] = a2a_decode(c, i, ct);
 	}
-	for (uint32_t k = 0; k < K; ++k) {
-		if (rows[k] == 0) continue; // an inactive rank's expert adds nothing
-		const uint8_t *src = rows[k] + off;
-		if (full) {
-			fd_v16 v = a2a_ld16_row(src); // written by node peers and the NIC during the launch
-			c[0] = v.x, c[1] = v.y, c[2] = v.z, c[3] = v.w;
-		} else {
-			for (uint32_t j = 0; j < 4u; ++j)
-				if (4u * j < nb) c[j] = ((const uint32_t *)src)[j];
+	for (uint32_t k0 = 0; k0 < K; k0 += A2A_REDUCE_GROUP) {
+		// The shared row table and weights are read before the first
+		// global load: the loads' memory clobber would otherwise order
+		// each table read after the previous row's load.
+		const uint8_t *src[A2A_REDUCE_GROUP];
+		float wk[A2A_REDUCE_GROUP];
+#pragma unroll
+		for (uint32_t j = 0; j < A2A_REDUCE_GROUP; ++j) {
+			const uint8_t *r = k0 + j < K ? rows[k0 + j] : 0;
+			src[j] = r != 0 ? r + off : 0;
+			wk[j] = k0 + j < K ? w[k0 + j] : 0.0f;
 		}
-		const float wk = w[k];
-		for (uint32_t i = 0; i < 8u; ++i)
-			if (i < ne) acc[i] = fd_mul_add_f32(acc[i], wk, a2a_decode(c, i, ct));
+		fd_v16 v[A2A_REDUCE_GROUP];
+#pragma unroll
+		for (uint32_t j = 0; j < A2A_REDUCE_GROUP; ++j) {
+			if (full) {
+				v[j] = a2a_ld16_row_or_zero(src[j]); // written by node peers and the NIC during the launch
+			} else {
+				// The short last chunk of a row: word loads, null rows skipped.
+				v[j].x = v[j].y = v[j].z = v[j].w = 0u;
+				if (src[j] != 0) {
+					const uint32_t *s32 = (const uint32_t *)src[j];
+					v[j].x = s32[0];
+					if (4u < nb) v[j].y = s32[1];
+					if (8u < nb) v[j].z = s32[2];
+					if (12u < nb) v[j].w = s32[3];
+				}
+			}
+		}
+#pragma unroll
+		for (uint32_t j = 0; j < A2A_REDUCE_GROUP; ++j) {
+			if (src[j] == 0) continue; // an inactive rank's expert adds nothing
+			c[0] = v[j].x, c[1] = v[j].y, c[2] = v[j].z, c[3] = v[j].w;
+			for (uint32_t i = 0; i < 8u; ++i)
+				if (i < ne) acc[i] = fd_mul_add_f32(acc[i], wk[j], a2a_decode(c, i, ct));
+		}
 	}
 	for (uint32_t i = 0; i < 8u; ++i)
 		if (i < ne) a2a_encode(c, i, ct, acc[i]);

@@ -305,8 +305,10 @@ __device__ __forceinline__ uint32_t a2a_block_scan(uint32_t v, uint32_t *total, 
 // the acquire orders after the writers' data.
 #ifdef A2A_NC_PEER_LOADS
 #define a2a_ld16_row(p) fd_ld16_nc(p)
+#define a2a_ld16_row_or_zero(p) fd_ld16_nc_or_zero(p)
 #else
 #define a2a_ld16_row(p) fd_ld16(p)
+#define a2a_ld16_row_or_zero(p) fd_ld16_or_zero(p)
 #endif
 
 __device__ __forceinline__ bool a2a_al16(const void *a) { return ((uint64_t)a & 15u) == 0u; }

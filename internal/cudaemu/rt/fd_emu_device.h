@@ -391,6 +391,8 @@ inline fd_v16 fd_ld16(const void *p) {
 	return v;
 }
 inline fd_v16 fd_ld16_nc(const void *p) { return fd_ld16(p); }
+inline fd_v16 fd_ld16_or_zero(const void *p) { return p != nullptr ? fd_ld16(p) : fd_v16{0u, 0u, 0u, 0u}; }
+inline fd_v16 fd_ld16_nc_or_zero(const void *p) { return fd_ld16_or_zero(p); }
 inline void fd_st16(void *p, fd_v16 v) { std::memcpy(__builtin_assume_aligned(p, 16), &v, 16); }
 inline void fd_st16_na(void *p, fd_v16 v) { fd_st16(p, v); }
 
