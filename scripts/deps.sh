@@ -17,6 +17,8 @@ else
 fi
 command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc libc6-dev)
 command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++) # the CPU emulator of the kernels
+# fabric/directory/etcd tests run a real etcd server on loopback.
+command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
 for extra in ${FERRY_EXTRA_PKGS:-}; do need_pkgs+=("$extra"); done
 
 if [ ${#need_pkgs[@]} -eq 0 ]; then

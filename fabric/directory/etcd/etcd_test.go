@@ -397,4 +397,3 @@ func TestParseURL(t *testing.T) {
 	_, err = etcd.Open(context.Background(), etcd.Config{Endpoints: []string{"http://127.0.0.1:1"}, Prefix: "x"})
 	require.ErrorIs(t, err, directory.ErrInvalid)
 }
-
