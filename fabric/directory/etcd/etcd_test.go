@@ -16,6 +16,7 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/directory"
 	"github.com/ferryrdma/ferry/fabric/directory/etcd"
+	"github.com/ferryrdma/ferry/fabric/directory/etcd/etcdtest"
 )
 
 // ttl is the lease of the tests' publications: the least etcd grants by
@@ -72,9 +73,9 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func open(t *testing.T, s *server) *etcd.Directory {
+func open(t *testing.T, s *etcdtest.Server) *etcd.Directory {
 	t.Helper()
-	d, err := etcd.Open(ctxFor(t, 20*time.Second), etcd.Config{Endpoints: []string{s.client}, Prefix: s.prefix(t), TTL: ttl})
+	d, err := etcd.Open(ctxFor(t, 20*time.Second), etcd.Config{Endpoints: []string{s.Client}, Prefix: etcdtest.Prefix(t), TTL: ttl})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
@@ -94,7 +95,7 @@ func next(t *testing.T, ch <-chan directory.Event) directory.Event {
 }
 
 func TestPublishLookupWatch(t *testing.T) {
-	s := startEtcd(t)
+	s := etcdtest.Start(t)
 	d := open(t, s)
 	ctx := ctxFor(t, time.Minute)
 
@@ -156,14 +157,14 @@ func TestPublishLookupWatch(t *testing.T) {
 // TestLeaseExpiresOnKill: a publishing process killed with SIGKILL is
 // reported Lost within about the TTL.
 func TestLeaseExpiresOnKill(t *testing.T) {
-	s := startEtcd(t)
+	s := etcdtest.Start(t)
 	d := open(t, s)
 	ctx := ctxFor(t, time.Minute)
 	events, err := d.Watch(ctx)
 	require.NoError(t, err)
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+s.client+"|"+s.prefix(t)+"|child-0")
+	child.Env = append(os.Environ(), childEnv+"="+s.Client+"|"+etcdtest.Prefix(t)+"|child-0")
 	child.Stderr = os.Stderr
 	out, err := child.StdoutPipe()
 	require.NoError(t, err)
@@ -190,7 +191,7 @@ func TestLeaseExpiresOnKill(t *testing.T) {
 // TestHostileEntries: values a buggy or hostile writer puts under the
 // prefix are refused with typed errors, and do not hide valid entries.
 func TestHostileEntries(t *testing.T) {
-	s := startEtcd(t)
+	s := etcdtest.Start(t)
 	d := open(t, s)
 	ctx := ctxFor(t, time.Minute)
 	good, err := d.Publish(ctx, fakeEntry("good", 2, nil))
@@ -200,7 +201,7 @@ func TestHostileEntries(t *testing.T) {
 	require.Equal(t, directory.Joined, next(t, events).Kind)
 
 	addr := good.Entry().Addrs[0].String()
-	eng := s.prefix(t) + "/engines/"
+	eng := etcdtest.Prefix(t) + "/engines/"
 	cases := []struct {
 		name, value string
 		want        error
@@ -230,7 +231,7 @@ func TestHostileEntries(t *testing.T) {
 	require.ErrorIs(t, err, directory.ErrInvalid, "and the rejected ones reported")
 
 	// Regions that do not match their engine.
-	reg := s.prefix(t) + "/regions/good/"
+	reg := etcdtest.Prefix(t) + "/regions/good/"
 	other, err := fabric.AddressFromRaw([]byte("someone-else"))
 	require.NoError(t, err)
 	oneNIC := fabric.Descriptor{Base: 1, Length: 64, NICs: []fabric.RemoteKey{{Addr: good.Entry().Addrs[0], Mode: fabric.AddrVirtual}}}
@@ -249,7 +250,7 @@ func TestHostileEntries(t *testing.T) {
 	_, err = d.Region(ctx, "good", "garbled")
 	require.ErrorIs(t, err, directory.ErrInvalid)
 	require.ErrorIs(t, err, fabric.ErrBadEncoding)
-	_, err = d.Client().Delete(ctx, s.prefix(t), clientv3.WithPrefix())
+	_, err = d.Client().Delete(ctx, etcdtest.Prefix(t), clientv3.WithPrefix())
 	require.NoError(t, err)
 }
 
@@ -258,7 +259,7 @@ func TestHostileEntries(t *testing.T) {
 // entry expires, and a's transfers to b fail with a *PeerError whose
 // cause is the expired entry, without a's own liveness checks.
 func TestEngineLosesPeerOnLeave(t *testing.T) {
-	s := startEtcd(t)
+	s := etcdtest.Start(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b, write := memPair(t)
 	da, db := open(t, s), open(t, s)
@@ -294,7 +295,7 @@ func TestEngineLosesPeerOnLeave(t *testing.T) {
 // afterwards the publication is still there (renewed again), a watch
 // started before still reports, and new regions publish.
 func TestEtcdRestart(t *testing.T) {
-	s := startEtcd(t)
+	s := etcdtest.Start(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	a, b, write := memPair(t)
 	da, db := open(t, s), open(t, s)
@@ -310,7 +311,7 @@ func TestEtcdRestart(t *testing.T) {
 	require.Equal(t, directory.Joined, next(t, events).Kind)
 	require.NoError(t, write())
 
-	s.kill()
+	s.Kill()
 	// Down for longer than the TTL: the client's renewal gives up and
 	// the publication asks again until the server is back.
 	downUntil := time.Now().Add(2 * ttl)
@@ -326,7 +327,7 @@ func TestEtcdRestart(t *testing.T) {
 	require.Error(t, err, "a lookup while the server is down fails by its deadline")
 	t.Logf("%d writes while etcd was down", writes)
 
-	s.start()
+	s.Start()
 	require.Eventually(t, func() bool {
 		c, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -360,16 +361,16 @@ func TestEtcdRestart(t *testing.T) {
 // TestEtcdRestartEmpty: the server comes back with no data (a new
 // cluster): publications notice their lease is gone and publish again.
 func TestEtcdRestartEmpty(t *testing.T) {
-	s := startEtcd(t)
+	s := etcdtest.Start(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	d := open(t, s)
 	p, err := d.Publish(ctx, fakeEntry("p", 1, nil))
 	require.NoError(t, err)
 	desc := fabric.Descriptor{Base: 1, Length: 64, NICs: []fabric.RemoteKey{{Addr: p.Entry().Addrs[0], Mode: fabric.AddrVirtual}}}
 	require.NoError(t, p.PublishRegion(ctx, "r", desc, nil))
-	s.kill()
-	require.NoError(t, os.RemoveAll(s.dataDir))
-	s.start()
+	s.Kill()
+	require.NoError(t, os.RemoveAll(s.DataDir))
+	s.Start()
 	probe := open(t, s)
 	require.Eventually(t, func() bool {
 		c, cancel := context.WithTimeout(ctx, time.Second)

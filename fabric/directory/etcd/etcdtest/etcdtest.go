@@ -1,4 +1,8 @@
-package etcd_test
+// Package etcdtest runs a one-member etcd server on loopback for tests:
+// Debian's etcd-server binary (make deps installs it), a temporary data
+// directory and free ports. Tests skip without it, or fail where
+// FERRY_TEST_REQUIRE lists etcd.
+package etcdtest
 
 import (
 	"context"
@@ -16,29 +20,33 @@ import (
 	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
-// server is a one-member etcd cluster on loopback, run from the etcd
-// binary on PATH (Debian's etcd-server: make deps installs it), with its
-// data in a temporary directory and free ports.
-type server struct {
-	t            testing.TB
-	bin, dataDir string
-	client, peer string // URLs
-	cmd          *exec.Cmd
-	exited       chan struct{}
+// Server is a one-member etcd cluster on loopback, run from the etcd
+// binary on PATH, with its data in a temporary directory and free ports.
+type Server struct {
+	// Client is the client URL (http://127.0.0.1:PORT).
+	Client string
+	// DataDir is the server's data directory: remove it between Kill and
+	// Start for a server that lost its data.
+	DataDir string
+	t       testing.TB
+	bin     string
+	peer    string
+	cmd     *exec.Cmd
+	exited  chan struct{}
 }
 
-// startEtcd starts a server for t and stops it when t ends. It skips (or
-// fails, where FERRY_TEST_REQUIRE lists etcd) when there is no etcd.
-func startEtcd(t testing.TB) *server {
+// Start starts a server for t and kills it when t ends. It skips t (or
+// fails it, where FERRY_TEST_REQUIRE lists etcd) when there is no etcd.
+func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		testutil.Skip(t, "etcd", "no etcd binary on PATH (apt-get install etcd-server, or make deps)")
 	}
-	s := &server{t: t, bin: bin, dataDir: filepath.Join(t.TempDir(), "data"),
-		client: "http://" + freeAddr(t), peer: "http://" + freeAddr(t)}
-	s.start()
-	t.Cleanup(s.kill)
+	s := &Server{t: t, bin: bin, DataDir: filepath.Join(t.TempDir(), "data"),
+		Client: "http://" + freeAddr(t), peer: "http://" + freeAddr(t)}
+	s.Start()
+	t.Cleanup(s.Kill)
 	return s
 }
 
@@ -52,20 +60,20 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// start runs etcd on s's data directory and ports and waits until it
-// reports healthy.
-func (s *server) start() {
+// Start runs etcd on s's data directory and ports (again, after Kill)
+// and waits until it reports healthy.
+func (s *Server) Start() {
 	s.t.Helper()
-	logf, err := os.OpenFile(filepath.Join(filepath.Dir(s.dataDir), "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(filepath.Join(filepath.Dir(s.DataDir), "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatalf("etcd log: %v", err)
 	}
 	defer logf.Close()
 	s.cmd = exec.Command(s.bin,
 		"--name", "ferry-test",
-		"--data-dir", s.dataDir,
-		"--listen-client-urls", s.client,
-		"--advertise-client-urls", s.client,
+		"--data-dir", s.DataDir,
+		"--listen-client-urls", s.Client,
+		"--advertise-client-urls", s.Client,
 		"--listen-peer-urls", s.peer,
 		"--initial-advertise-peer-urls", s.peer,
 		"--initial-cluster", "ferry-test="+s.peer,
@@ -97,10 +105,10 @@ func (s *server) start() {
 	}
 }
 
-func (s *server) healthy() bool {
+func (s *Server) healthy() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.client+"/health", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Client+"/health", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return false
@@ -109,8 +117,8 @@ func (s *server) healthy() bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// kill stops the server with SIGKILL and waits for it to exit.
-func (s *server) kill() {
+// Kill stops the server with SIGKILL and waits for it to exit.
+func (s *Server) Kill() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
@@ -119,15 +127,15 @@ func (s *server) kill() {
 	s.cmd = nil
 }
 
-func (s *server) log() string {
-	b, _ := os.ReadFile(filepath.Join(filepath.Dir(s.dataDir), "etcd.log"))
+func (s *Server) log() string {
+	b, _ := os.ReadFile(filepath.Join(filepath.Dir(s.DataDir), "etcd.log"))
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}
 	return strings.TrimSpace(string(b))
 }
 
-// prefix returns a key prefix of its own for test t.
-func (s *server) prefix(t testing.TB) string {
+// Prefix returns a key prefix of its own for test t.
+func Prefix(t testing.TB) string {
 	return fmt.Sprintf("/ferry-test/%s", strings.ReplaceAll(t.Name(), "/", "_"))
 }
