@@ -123,7 +123,10 @@ func (w *watcher) flush() bool {
 
 func (w *watcher) run(rev int64) {
 	for w.flush() {
-		wch := w.d.cli.Watch(clientv3.WithRequireLeader(w.ctx), w.d.prefix+"/engines/",
+		// Its own context, so that a watch given up on (an error
+		// response) is canceled in the client, not left running.
+		wctx, wcancel := context.WithCancel(w.ctx)
+		wch := w.d.cli.Watch(clientv3.WithRequireLeader(wctx), w.d.prefix+"/engines/",
 			clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithPrevKV())
 		for resp := range wch {
 			if resp.Err() != nil {
@@ -149,9 +152,11 @@ func (w *watcher) run(rev int64) {
 			}
 			rev = resp.Header.Revision
 			if !w.flush() {
+				wcancel()
 				return
 			}
 		}
+		wcancel()
 		// The watch ended early: canceled for lack of a leader (the
 		// server restarting) or compacted. List again, after a pause so
 		// an unreachable server is not asked in a loop.
