@@ -138,3 +138,43 @@ func TestMemory(t *testing.T) {
 	_, err = m.Publish(ctx, e)
 	require.ErrorIs(t, err, directory.ErrClosed)
 }
+
+func TestWaitFor(t *testing.T) {
+	testutil.LeakCheck(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := directory.NewMemory()
+	defer m.Close()
+	prefill, err := directory.ParseSelector("role=prefill")
+	require.NoError(t, err)
+	pub := func(name, role string) directory.Publication {
+		p, err := m.Publish(ctx, directory.Entry{Name: name, NICs: 1, Addrs: addrs(name, 1), Labels: map[string]string{"role": role}})
+		require.NoError(t, err)
+		return p
+	}
+	p1 := pub("p1", "prefill")
+	pub("d0", "decode")
+	done := make(chan []directory.Entry, 1)
+	go func() {
+		got, err := directory.WaitFor(ctx, m, prefill, 2)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- got
+	}()
+	// p1 leaves and two others join: the wait ends with those live.
+	require.NoError(t, p1.Close(ctx))
+	pub("p0", "prefill")
+	pub("p2", "prefill")
+	got := <-done
+	require.Len(t, got, 2)
+	require.Equal(t, "p0", got[0].Name)
+	require.Equal(t, "p2", got[1].Name)
+
+	short, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer scancel()
+	_, err = directory.WaitFor(short, m, prefill, 3)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = directory.WaitFor(ctx, m, prefill, 0)
+	require.ErrorIs(t, err, directory.ErrInvalid)
+}
