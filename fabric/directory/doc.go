@@ -15,6 +15,11 @@
 // so transfers to an engine that left fail with a *fabric.PeerError instead
 // of waiting for the engine's own checks.
 //
+// WaitFor waits until enough engines matching a selector are live (a
+// process started late finding its peers); WorldConfig gathers a
+// fixed-size world that way and gives ranks in name order, for
+// fabric/rendezvous to join, instead of a launcher's environment.
+//
 // Everything read back is validated (EntryError, wrapping ErrInvalid,
 // ErrTooLarge or ErrNICMismatch): a directory is shared, and a malformed,
 // oversize or mismatched value a buggy or hostile writer left there is
