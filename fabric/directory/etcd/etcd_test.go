@@ -359,7 +359,8 @@ func TestEtcdRestart(t *testing.T) {
 }
 
 // TestEtcdRestartEmpty: the server comes back with no data (a new
-// cluster): publications notice their lease is gone and publish again.
+// cluster): publications notice their lease is gone and publish again,
+// and watches notice the server is not the one they followed.
 func TestEtcdRestartEmpty(t *testing.T) {
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, 2*time.Minute)
@@ -368,6 +369,10 @@ func TestEtcdRestartEmpty(t *testing.T) {
 	require.NoError(t, err)
 	desc := fabric.Descriptor{Base: 1, Length: 64, NICs: []fabric.RemoteKey{{Addr: p.Entry().Addrs[0], Mode: fabric.AddrVirtual}}}
 	require.NoError(t, p.PublishRegion(ctx, "r", desc, nil))
+	watcher := open(t, s)
+	events, err := watcher.Watch(ctx)
+	require.NoError(t, err)
+	require.Equal(t, directory.Joined, next(t, events).Kind)
 	s.Kill()
 	require.NoError(t, os.RemoveAll(s.DataDir))
 	s.Start()
@@ -381,6 +386,18 @@ func TestEtcdRestartEmpty(t *testing.T) {
 	require.NoError(t, p.Close(ctx))
 	_, err = probe.Lookup(ctx, "p")
 	require.ErrorIs(t, err, directory.ErrNotFound)
+	// The watch begun before follows the new server: it sees the close,
+	// whatever the new server's revisions. It notices the new server
+	// either by its watch being canceled while the server had no leader,
+	// or by the periodic check (lostData); here the first usually wins.
+	for {
+		ev := next(t, events)
+		if ev.Kind == directory.Closed {
+			require.Equal(t, "p", ev.Entry.Name)
+			break
+		}
+		require.Equal(t, directory.Joined, ev.Kind, "only the entry published again before: %v", ev)
+	}
 }
 
 func TestParseURL(t *testing.T) {

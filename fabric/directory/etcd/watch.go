@@ -53,7 +53,12 @@ type watcher struct {
 	out     chan directory.Event
 	seen    map[string]known
 	pending []directory.Event // found by list, sent by run
+	cluster uint64            // the cluster's ID when last listed
 }
+
+// checkEvery is how often a watch asks whether the server lost its data
+// (see run).
+const checkEvery = 3 * time.Second
 
 // list reads the engines and queues the events that bring seen up to
 // date. It returns the revision read.
@@ -77,7 +82,22 @@ func (w *watcher) list() (int64, error) {
 			w.gone(name, false)
 		}
 	}
+	w.cluster = resp.Header.ClusterId
 	return resp.Header.Revision, nil
+}
+
+// lostData reports whether the server is not the one the watch follows: a
+// cluster of another ID, or one whose revision went back (it restarted
+// without its data). The client would resume the watch there from a
+// revision the server has not reached, and miss everything until then.
+func (w *watcher) lostData(rev int64) bool {
+	ctx, cancel := context.WithTimeout(w.ctx, checkEvery)
+	defer cancel()
+	resp, err := w.d.cli.Get(ctx, w.d.prefix+"/engines/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return false // unreachable: the watch resumes when it is back
+	}
+	return resp.Header.ClusterId != w.cluster || resp.Header.Revision < rev
 }
 
 // put records a live or closing entry and queues Joined or Updated.
@@ -128,9 +148,24 @@ func (w *watcher) run(rev int64) {
 		wctx, wcancel := context.WithCancel(w.ctx)
 		wch := w.d.cli.Watch(clientv3.WithRequireLeader(wctx), w.d.prefix+"/engines/",
 			clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithPrevKV())
-		for resp := range wch {
+		tick := time.NewTicker(checkEvery)
+	events:
+		for {
+			var resp clientv3.WatchResponse
+			select {
+			case r, ok := <-wch:
+				if !ok {
+					break events
+				}
+				resp = r
+			case <-tick.C:
+				if w.lostData(rev) {
+					break events
+				}
+				continue
+			}
 			if resp.Err() != nil {
-				break
+				break events
 			}
 			for _, ev := range resp.Events {
 				key := string(ev.Kv.Key)
@@ -152,13 +187,16 @@ func (w *watcher) run(rev int64) {
 			}
 			rev = resp.Header.Revision
 			if !w.flush() {
+				tick.Stop()
 				wcancel()
 				return
 			}
 		}
+		tick.Stop()
 		wcancel()
 		// The watch ended early: canceled for lack of a leader (the
-		// server restarting) or compacted. List again, after a pause so
+		// server restarting), compacted, or following a server that lost
+		// its data. List again, after a pause so
 		// an unreachable server is not asked in a loop.
 		for w.ctx.Err() == nil {
 			select {
