@@ -9,12 +9,14 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/directory"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // TestLoseOnLeave: an engine whose entry is Lost (or Closed) is declared
 // lost in the engine that used it: its writes fail with a *PeerError
 // whose cause says which.
 func TestLoseOnLeave(t *testing.T) {
+	testutil.LeakCheck(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	open := func() *fabric.Engine {

@@ -17,6 +17,7 @@ import (
 	"github.com/ferryrdma/ferry/fabric/directory"
 	"github.com/ferryrdma/ferry/fabric/directory/etcd"
 	"github.com/ferryrdma/ferry/fabric/directory/etcd/etcdtest"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // ttl is the lease of the tests' publications: the least etcd grants by
@@ -95,6 +96,7 @@ func next(t *testing.T, ch <-chan directory.Event) directory.Event {
 }
 
 func TestPublishLookupWatch(t *testing.T) {
+	testutil.LeakCheck(t)
 	s := etcdtest.Start(t)
 	d := open(t, s)
 	ctx := ctxFor(t, time.Minute)
@@ -259,6 +261,7 @@ func TestHostileEntries(t *testing.T) {
 // entry expires, and a's transfers to b fail with a *PeerError whose
 // cause is the expired entry, without a's own liveness checks.
 func TestEngineLosesPeerOnLeave(t *testing.T) {
+	testutil.LeakCheck(t)
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b, write := memPair(t)
@@ -295,6 +298,7 @@ func TestEngineLosesPeerOnLeave(t *testing.T) {
 // afterwards the publication is still there (renewed again), a watch
 // started before still reports, and new regions publish.
 func TestEtcdRestart(t *testing.T) {
+	testutil.LeakCheck(t)
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	a, b, write := memPair(t)
