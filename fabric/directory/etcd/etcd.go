@@ -401,12 +401,14 @@ func (p *publication) Close(ctx context.Context) error {
 		return nil
 	}
 	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	<-p.done
+	// Read after renewal ended: it may have published again under a
+	// new lease meanwhile.
+	p.mu.Lock()
 	lease := p.lease
 	p.mu.Unlock()
-	if p.cancel != nil {
-		p.cancel()
-		<-p.done
-	}
 	if p.d.ctx.Err() != nil {
 		return fmt.Errorf("close %s: %w", p.entry.Name, directory.ErrClosed)
 	}
