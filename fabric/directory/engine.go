@@ -15,7 +15,8 @@ import (
 // it fails with a *fabric.PeerError at once, new work fails fast, and
 // counters bound to it (ImmCounter.Watch) stop waiting, without waiting for
 // eng's own liveness checks. Only peers eng has used are affected; a peer
-// that is in fact alive comes back on its own (see DeclarePeerLost).
+// that is in fact alive comes back on its own (see DeclarePeerLost). eng's
+// own entry, should it lapse, is ignored.
 //
 // The watch runs until ctx ends, d is closed or stop is called; stop waits
 // for it to end. Entries that disappear while d's server is unreachable
@@ -41,6 +42,11 @@ func LoseOnLeave(ctx context.Context, d Directory, eng *fabric.Engine) (stop fun
 			case Closed:
 				cause = fmt.Errorf("engine %s: %w", ev.Entry.Name, ErrEntryClosed)
 			default:
+				continue
+			}
+			if ev.Entry.Main() == eng.MainAddress() {
+				// eng's own entry lapsed (eng was cut off from the
+				// directory): nothing about eng's peers.
 				continue
 			}
 			for _, a := range ev.Entry.Addrs {

@@ -82,6 +82,27 @@ func TestLoseOnLeave(t *testing.T) {
 	require.ErrorIs(t, pe, directory.ErrEntryClosed)
 	require.ErrorIs(t, write(dc), directory.ErrEntryClosed)
 
+	// a's own entry lapsing says nothing of its peers, even where a
+	// writes to itself. z, expired after it, shows the event was handled.
+	z := open()
+	da, dz := descOf(a), descOf(z)
+	require.NoError(t, write(da))
+	require.NoError(t, write(dz))
+	ea, err := directory.EntryOf(a, "a", nil)
+	require.NoError(t, err)
+	ez, err := directory.EntryOf(z, "z", nil)
+	require.NoError(t, err)
+	for _, e := range []directory.Entry{ea, ez} {
+		_, err = m.Publish(ctx, e)
+		require.NoError(t, err)
+	}
+	require.NoError(t, m.Expire("a"))
+	require.NoError(t, m.Expire("z"))
+	pe = <-lost
+	require.Equal(t, ez.Main(), pe.Peer, "only z is declared lost")
+	require.NoError(t, a.PeerStatus(ea.Main()))
+	require.NoError(t, write(da))
+
 	_, err = directory.LoseOnLeave(ctx, nil, a)
 	require.ErrorIs(t, err, directory.ErrInvalid)
 }
