@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/ferryrdma/ferry/fabric/directory/etcd"
 	"github.com/ferryrdma/ferry/fabric/directory/etcd/etcdtest"
 	"github.com/ferryrdma/ferry/internal/testutil"
+	_ "github.com/ferryrdma/ferry/ipc" // the ipc transport
 )
 
 // ttl is the lease of the tests' publications: the least etcd grants by
@@ -36,6 +38,8 @@ func TestMain(m *testing.M) {
 
 // runChild publishes the entry named in spec (endpoint|prefix|name),
 // says "ready" on stdout and waits to be killed.
+// With a fourth field "ipc" it publishes a real ipc engine and a region
+// of it, "buf", instead of a made-up entry.
 func runChild(spec string) int {
 	parts := strings.Split(spec, "|")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -45,7 +49,12 @@ func runChild(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if _, err := d.Publish(ctx, fakeEntry(parts[2], 1, map[string]string{"role": "prefill"})); err != nil {
+	if len(parts) < 4 {
+		if _, err := d.Publish(ctx, fakeEntry(parts[2], 1, map[string]string{"role": "prefill"})); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	} else if err := publishEngine(ctx, d, parts[2]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -418,4 +427,143 @@ func TestParseURL(t *testing.T) {
 	}
 	_, err = etcd.Open(context.Background(), etcd.Config{Endpoints: []string{"http://127.0.0.1:1"}, Prefix: "x"})
 	require.ErrorIs(t, err, directory.ErrInvalid)
+}
+
+// publishEngine opens an ipc engine, registers a buffer and publishes
+// both: the killed target of TestKilledEngineLost.
+func publishEngine(ctx context.Context, d *etcd.Directory, name string) error {
+	eng, err := fabric.Open(ctx, fabric.Config{Transport: "ipc"})
+	if err != nil {
+		return err
+	}
+	buf, err := fabric.AllocHost(1 << 16)
+	if err != nil {
+		return err
+	}
+	r, err := eng.RegisterHost(buf, fabric.AccessRemoteWrite)
+	if err != nil {
+		return err
+	}
+	desc, err := r.Descriptor()
+	if err != nil {
+		return err
+	}
+	e, err := directory.EntryOf(eng, name, map[string]string{"role": "prefill"})
+	if err != nil {
+		return err
+	}
+	pub, err := d.Publish(ctx, e)
+	if err != nil {
+		return err
+	}
+	return pub.PublishRegion(ctx, "buf", desc, nil)
+}
+
+// targetChild starts a child publishing an ipc engine and its region
+// "buf", and returns it with a's write of 4 KiB into that region.
+func targetChild(t *testing.T, ctx context.Context, s *etcdtest.Server, d *etcd.Directory, a *fabric.Engine) (*exec.Cmd, func() error) {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+s.Client+"|"+etcdtest.Prefix(t)+"|target|ipc")
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, "child did not get ready")
+	require.Equal(t, "ready\n", line)
+
+	r, err := d.Region(ctx, "target", "buf")
+	require.NoError(t, err)
+	sbuf, err := fabric.AllocHost(1 << 16)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sbuf.Free() })
+	src, err := a.RegisterHost(sbuf, fabric.AccessLocal)
+	require.NoError(t, err)
+	return child, func() error {
+		tr := fabric.NewTransfer()
+		if err := a.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: r.Desc}, fabric.Notify(tr)); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return tr.Wait(wctx)
+	}
+}
+
+// writeUntilFail writes every 20 ms until a write fails or 30 s pass, and
+// returns the error, the time taken and the writes that succeeded.
+func writeUntilFail(write func() error) (err error, took time.Duration, writes int) {
+	start := time.Now()
+	for time.Since(start) < 30*time.Second {
+		if err = write(); err != nil {
+			break
+		}
+		writes++
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err, time.Since(start), writes
+}
+
+// ipcWriter opens the writing engine: ipc, its own periodic peer checks
+// off, tied to d by LoseOnLeave.
+func ipcWriter(t *testing.T, ctx context.Context, d *etcd.Directory) *fabric.Engine {
+	a, err := fabric.Open(ctx, fabric.Config{Transport: "ipc", LivenessInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close(context.Background())) })
+	stop, err := directory.LoseOnLeave(ctx, d, a)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	return a
+}
+
+// TestKilledEngineLost: an engine in another process, found through the
+// directory and written to over ipc, is SIGKILLed: writes to it fail with
+// ErrPeerLost. ipc sees a dead process itself, at once; the directory's
+// Lost follows within the TTL.
+func TestKilledEngineLost(t *testing.T) {
+	s := etcdtest.Start(t)
+	ctx := ctxFor(t, time.Minute)
+	d := open(t, s)
+	a := ipcWriter(t, ctx, d)
+	child, write := targetChild(t, ctx, s, d, a)
+	require.NoError(t, write())
+	require.NoError(t, child.Process.Kill())
+	err, took, writes := writeUntilFail(write)
+	require.ErrorIs(t, err, fabric.ErrPeerLost)
+	t.Logf("SIGKILL to the first failed write: %v (%d writes before): %v", took.Round(time.Millisecond), writes, err)
+}
+
+// TestStoppedEngineLost: the target process is stopped (SIGSTOP: hung, as
+// far as anyone can tell) rather than killed. ipc writes into its memory
+// go on completing, since nothing of the target takes part in them; once
+// its lease runs out the directory reports it Lost, and the writer's
+// writes fail with a *fabric.PeerError whose cause is the expired entry.
+// Continued, the target publishes again, and writes to it succeed again.
+func TestStoppedEngineLost(t *testing.T) {
+	s := etcdtest.Start(t)
+	ctx := ctxFor(t, time.Minute)
+	d := open(t, s)
+	a := ipcWriter(t, ctx, d)
+	events, err := d.Watch(ctx)
+	require.NoError(t, err)
+	child, write := targetChild(t, ctx, s, d, a)
+	require.Equal(t, directory.Joined, next(t, events).Kind)
+	require.NoError(t, write())
+
+	require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
+	err, took, writes := writeUntilFail(write)
+	var pe *fabric.PeerError
+	require.ErrorAs(t, err, &pe, "writes to a hung engine must fail once its lease ran out")
+	require.ErrorIs(t, err, directory.ErrEntryLost)
+	require.Equal(t, directory.Lost, next(t, events).Kind)
+	t.Logf("SIGSTOP to the first failed write: %v (%d writes completed meanwhile; lease TTL %v)", took.Round(time.Millisecond), writes, ttl)
+
+	require.NoError(t, child.Process.Signal(syscall.SIGCONT))
+	ev := next(t, events)
+	require.Equal(t, directory.Joined, ev.Kind, "the continued target publishes again")
+	require.Equal(t, "target", ev.Entry.Name)
+	require.Eventually(t, func() bool { return write() == nil }, 30*time.Second, 100*time.Millisecond,
+		"writes to it succeed again (one let through as a probe completes)")
 }
