@@ -493,8 +493,8 @@ func targetChild(t *testing.T, ctx context.Context, s *etcdtest.Server, d *etcd.
 }
 
 // writeUntilFail writes every 20 ms until a write fails or 30 s pass, and
-// returns the error, the time taken and the writes that succeeded.
-func writeUntilFail(write func() error) (err error, took time.Duration, writes int) {
+// returns the time taken, the writes that succeeded and the error.
+func writeUntilFail(write func() error) (took time.Duration, writes int, err error) {
 	start := time.Now()
 	for time.Since(start) < 30*time.Second {
 		if err = write(); err != nil {
@@ -503,7 +503,7 @@ func writeUntilFail(write func() error) (err error, took time.Duration, writes i
 		writes++
 		time.Sleep(20 * time.Millisecond)
 	}
-	return err, time.Since(start), writes
+	return time.Since(start), writes, err
 }
 
 // ipcWriter opens the writing engine: ipc, its own periodic peer checks
@@ -530,7 +530,7 @@ func TestKilledEngineLost(t *testing.T) {
 	child, write := targetChild(t, ctx, s, d, a)
 	require.NoError(t, write())
 	require.NoError(t, child.Process.Kill())
-	err, took, writes := writeUntilFail(write)
+	took, writes, err := writeUntilFail(write)
 	require.ErrorIs(t, err, fabric.ErrPeerLost)
 	t.Logf("SIGKILL to the first failed write: %v (%d writes before): %v", took.Round(time.Millisecond), writes, err)
 }
@@ -553,7 +553,7 @@ func TestStoppedEngineLost(t *testing.T) {
 	require.NoError(t, write())
 
 	require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
-	err, took, writes := writeUntilFail(write)
+	took, writes, err := writeUntilFail(write)
 	var pe *fabric.PeerError
 	require.ErrorAs(t, err, &pe, "writes to a hung engine must fail once its lease ran out")
 	require.ErrorIs(t, err, directory.ErrEntryLost)
