@@ -5,6 +5,25 @@ BIN       := bin
 TESTFLAGS ?=
 export PATH := /usr/local/go/bin:$(PATH)
 
+# LIBFABRIC: the libfabric generation every go command here builds and
+# runs against: 1.17 (the system's, by default) or 2.1 (built by make deps
+# into .deps/libfabric-2.1). LIBFABRIC_PREFIX=DIR points at any other
+# install instead, such as the EFA installer's /opt/amazon/efa. The binaries
+# find the chosen library through their rpath: no LD_LIBRARY_PATH needed.
+#   make test-faults LIBFABRIC=2.1
+LIBFABRIC        ?= 1.17
+LIBFABRIC2_DIR   := $(CURDIR)/.deps/libfabric-2.1
+LIBFABRIC_PREFIX ?= $(if $(filter 2.1,$(LIBFABRIC)),$(LIBFABRIC2_DIR))
+ifneq ($(LIBFABRIC_PREFIX),)
+LIBFABRIC_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(LIBFABRIC_PREFIX)/lib64/libfabric.so $(LIBFABRIC_PREFIX)/lib/libfabric.so) $(LIBFABRIC_PREFIX)/lib/.)))
+export PKG_CONFIG_PATH := $(LIBFABRIC_LIBDIR)/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+export CGO_LDFLAGS := -Wl,-rpath,$(LIBFABRIC_LIBDIR) $(or $(CGO_LDFLAGS),-O2 -g)
+endif
+# The tests check that the library loaded is the one asked for.
+ifneq ($(filter 2.1,$(LIBFABRIC)),)
+export FERRY_LIBFABRIC := $(LIBFABRIC)
+endif
+
 .PHONY: all deps build test demo bench lint vet fmt-check examples
 
 all: build
@@ -18,9 +37,10 @@ build: deps
 	$(GO) build -o $(BIN)/ ./bench/...
 
 # test: everything that runs on a machine with no GPU and no RDMA NIC.
-# The kernel compile gate runs first, verbosely, for its register table.
+# The kernel compile gate runs first, verbosely, for its register tables
+# (NVRTC 11.8 and 12.4) and its SASS memory-model check.
 test: deps vet
-	$(GO) test $(TESTFLAGS) -count=1 -v -run '^TestKernelGate$$' ./internal/devicecode
+	$(GO) test $(TESTFLAGS) -count=1 -v -timeout 40m -run '^TestKernelGate$$' ./internal/devicecode
 	$(GO) test $(TESTFLAGS) -count=1 -skip '^TestKernelGate$$' -timeout 20m $(PKGS)
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./ipc ./tests
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m -run TestConformance ./efa
@@ -47,6 +67,26 @@ demo: deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./fabric/...
+
+# test-libfabric2: the libfabric checks of make test again, against the
+# project-built libfabric 2.1 (scripts/test-libfabric2.sh): the shim's
+# generation rules, the efa package's tests (the engine conformance suite
+# over shm and tcp;ofi_rxm among them), two engines in two processes,
+# fabric-debug's verified loopback over both, and the a2a host backend's
+# process tests over both. Skipped loudly when make deps could not build
+# 2.1, a failure under FERRY_TEST_REQUIRE=libfabric2. The whole suite on
+# 2.1: make test LIBFABRIC=2.1.
+.PHONY: test-libfabric2 test-libfabric-subset
+test-libfabric2: deps
+	@scripts/test-libfabric2.sh "$(MAKE)"
+test: test-libfabric2
+test-libfabric-subset:
+	$(GO) test $(TESTFLAGS) -count=1 ./internal/ofi
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m ./efa
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestTwoProcesses' ./tests
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestLoopbackLibfabric' ./bench/fabric-debug
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostProcesses|TestHostOverLibfabric' -short ./a2a/host
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostBackendProcesses' ./tests/a2a
 
 # test-verbs: the verbs provider on a real verbs device, Soft-RoCE (rdma_rxe)
 # in a small VM booting Debian's kernel (tests/vm/run.sh; about 40 s warm,
@@ -76,6 +116,13 @@ gpu-test:
 # outcome, time to error and bytes verified. Needs root (make test runs a
 # 16 MiB subset, and skips it loudly without root).
 .PHONY: test-faults
+# test-large: 4 GiB + 1 B writes (single, paged, scatter) verified over
+# mem, ipc, shm and tcp;ofi_rxm, one at a time (about 4.5 GiB of memory
+# each; make test runs the mem and ipc cases).
+.PHONY: test-large
+test-large: deps
+	FERRY_TEST_LARGE=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestLargeWrites$$' ./tests
+
 test-faults: deps
 	FERRY_FAULTS_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestFaults$$' ./tests/faults
 
@@ -95,14 +142,17 @@ fuzz: deps
 # and of the CUDA backend on the CPU emulator (W in {2,4,8} over shm and
 # tcp, D in {1,2}, S from 1 to W, every combine type), plus a sweep of 60
 # random in-process worlds of the CUDA backend and 20 with random
-# active-rank masks, and the host backend's SIGKILL test over more worlds
-# (a lost replica, single-rank domains, restarts beside active node
-# peers); make test runs a fast subset of each. A few minutes on 2 cores.
+# active-rank masks, 200 seeds of the emulator's chaos mode with aborts
+# and worker failures injected mid-launch (make test runs 24), and the
+# host backend's SIGKILL test over more worlds (a lost replica,
+# single-rank domains, restarts beside active node peers); make test runs
+# a fast subset of each. A few minutes on 2 cores.
 .PHONY: test-a2a-full
 test-a2a-full: deps
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestHostBackendProcesses|TestCUDAEmuBackendProcesses' -v ./tests/a2a/
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestKilledRankProcesses|TestKilledRankRestartsProcesses' -v ./a2a/host/
 	FERRY_A2A_EMU_RANDOM=60 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuRandom|TestEmuMasked' ./a2a/cuda/emu/
+	FERRY_A2A_EMU_CHAOS=200 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuChaosAborts' ./a2a/cuda/emu/
 
 # bindings: libferry, the C ABI, into $(BIN)/: libferry.so.1.y.z with the
 # SONAME libferry.so.1 and its symlinks, beside its header ferry.h. The
@@ -118,3 +168,24 @@ bindings: deps
 	scripts/bindings.sh build $(BIN)
 install: bindings
 	scripts/bindings.sh install $(BIN) $(PREFIX) $(DESTDIR)
+
+# wheel: the Python package with libferry.so.1 inside, built offline from
+# Debian's python3-build/setuptools/wheel into dist/ferry_rdma-<version>-
+# py3-none-linux_x86_64.whl (scripts/wheel.sh; scripts/deps-python.sh
+# installs what it needs). test-python: mypy over the package, then its
+# tests (bindings/python/tests) with the wheel in a fresh venv of
+# /usr/bin/python3: engines in one and two processes (shm, tcp;ofi_rxm,
+# ipc), the README's Python example, the Python examples, AllToAll on the
+# emulator at W 2 and 4 and on the host backend with torch.distributed
+# groups, errors and leaks (a few minutes). test-python-full: the whole
+# AllToAll configuration matrix.
+.PHONY: python-deps wheel test-python test-python-full
+python-deps:
+	@scripts/deps-python.sh
+wheel: bindings python-deps
+	scripts/wheel.sh $(BIN)
+test-python: wheel
+	scripts/test-python.sh $(BIN) fast
+test-python-full: wheel
+	scripts/test-python.sh $(BIN) full
+test: test-python

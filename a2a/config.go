@@ -68,6 +68,13 @@ type Config struct {
 	// sent before the counts are known. 0 means the default
 	// floor(ceil(T*K/E) * 1.2) * L; NoPrivateWindow means none.
 	PrivateTokens int
+	// MaxTokensPerExpert (B), when not 0, selects the batched output
+	// layout: the dispatch output and the expert outputs of combine are
+	// [L, B] rows (local expert i's copies at rows [i*B, i*B+count))
+	// instead of one padded array, and ExpertPadding is not used. A
+	// dispatch that routes more than B copies to one expert fails on every
+	// rank with ErrExpertOverflow (nothing is silently dropped).
+	MaxTokensPerExpert int
 
 	// ImmBase is the first of the NumTags*ImmBanks immediate values the
 	// context uses (see Tag and Layout.Imm); contexts sharing an engine
@@ -129,6 +136,7 @@ func (c Config) check() error {
 		{"ExpertsPerToken", c.ExpertsPerToken, 1, min(c.Experts, MaxExpertsPerTok)},
 		{"ExpertPadding", c.ExpertPadding, 1, MaxExpertPadding},
 		{"PrivateTokens", c.PrivateTokens, NoPrivateWindow, MaxPrivateTokens},
+		{"MaxTokensPerExpert", c.MaxTokensPerExpert, 0, maxRows},
 	} {
 		if err := checkRange(r.field, r.v, r.lo, r.hi); err != nil {
 			return err

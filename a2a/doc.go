@@ -27,13 +27,19 @@
 // owns experts [r*L, (r+1)*L) with L = ceil(E/W) (the last ranks may own
 // fewer, or none). Dispatch output is expert-major: local expert i's rows
 // start at a multiple of ExpertPadding, groups in the receiver's visiting
-// order, then token-major. Combine sums w*y over k in column order in fp32
+// order, then token-major. In the batched layout (Config.MaxTokensPerExpert
+// B > 0) local expert i's rows start at i*B instead, and a dispatch that
+// gives any expert more than B copies fails on every rank with
+// ErrExpertOverflow. Combine sums w*y over k in column order in fp32
 // (each step rounded, no FMA) and rounds once into CombineType.
 //
 // # Data movement
 //
 // Every rank has a send buffer and a receive buffer (Layout.SendBytes,
-// RecvBytes; rows of Layout.Stride bytes) and a count table of G rows of
+// RecvBytes; room for rows of Layout.Stride bytes, the larger phase's row;
+// each phase lays its rows at its own stride, Layout.PhaseStride, so
+// writes carry no padding: backends that count their writes report them
+// as a2a.Traffic) and a count table of G rows of
 // Layout.RowWords uint32 words: each group's per-expert counts followed by
 // the start of every rank's segment in its layout (SendPlan.Row).
 // With h = Group(r), M = Layout.Private, V = Layout.MaxCopiesFrom

@@ -38,6 +38,12 @@ var (
 	// ErrPeerLost is a rank the transport declared lost (its process died,
 	// its connection broke, it stopped answering): see RankError.
 	ErrPeerLost = errdefs.ErrPeerLost
+	// ErrExpertOverflow is a dispatch in the batched layout
+	// (Config.MaxTokensPerExpert) that routed more copies to one expert
+	// than the bound. Every rank sees the whole count table, so every rank
+	// fails that dispatch with it (none waits for a timeout); the context
+	// is then broken, as after any failure of the exchange.
+	ErrExpertOverflow = errors.New("a2a expert over its max tokens")
 )
 
 // RankError names the rank a call failed on: the transport declared it

@@ -12,23 +12,28 @@ type Layout struct {
 	LocalExperts  int // L = ceil(E/W); the last ranks may own fewer (or none)
 	Private       int // M actually used: the default or the request, at most MaxCopiesFrom
 
-	TokenBytes   int // H * size(DispatchType): bytes of one token
-	ScaleBytes   int // Hs * 4
-	DispatchRow  int // stride of a dispatch row in the transport buffers
+	TokenBytes int // H * size(DispatchType): bytes of one token
+	ScaleBytes int // Hs * 4
+	// DispatchRow is the stride of dispatch rows in the transport buffers
+	// (token and scales, each padded to 16 bytes), so a dispatch write of
+	// n rows carries n*DispatchRow bytes.
+	DispatchRow  int
 	CombineBytes int // H * size(CombineType): bytes of one expert output row
-	CombineRow   int // stride of a combine row in the transport buffers
+	// CombineRow is the stride of combine rows, CombineBytes padded to 16.
+	CombineRow int
 	// MaxCopiesFrom is the most copies one group can send one rank,
 	// T*min(K, L), and the size of each group's window in a receive buffer.
 	MaxCopiesFrom int
 
 	// SendRows and RecvRows are the row capacities of the two transport
-	// buffers (each row max(DispatchRow, CombineRow) bytes); SendBytes and
+	// buffers (each row Stride() bytes of room); SendBytes and
 	// RecvBytes are their sizes rounded to 4 KiB.
 	SendRows, RecvRows   int
 	SendBytes, RecvBytes int64
 	// OutputRows is the smallest row count a dispatch output (and the
 	// matching expert output of combine) may have: it holds every padded
-	// local-expert segment in the worst case.
+	// local-expert segment in the worst case, or, in the batched layout
+	// (MaxTokensPerExpert B > 0), exactly L*B rows.
 	OutputRows int
 	// RowWords is the length in uint32 words of one row of the count table
 	// (SendPlan.Row: E counts, then W+1 segment starts); CountTableBytes is
@@ -94,6 +99,10 @@ func (c Config) Layout() (Layout, error) {
 	// expert receives a count that is not a multiple of the padding.
 	out := int64(G)*int64(l.MaxCopiesFrom) + int64(L)*int64(c.ExpertPadding-1)
 	out = int64(roundUp(int(min(out, maxRows)), c.ExpertPadding))
+	if c.MaxTokensPerExpert > 0 {
+		// Batched: a fixed block of B rows per local expert.
+		out = int64(L) * int64(c.MaxTokensPerExpert)
+	}
 	stride := int64(max(l.DispatchRow, l.CombineRow))
 	for _, v := range []struct {
 		field string
@@ -111,8 +120,21 @@ func (c Config) Layout() (Layout, error) {
 	return l, nil
 }
 
-// Stride is the row stride of both transport buffers.
+// Stride is the row capacity of both transport buffers: each holds its row
+// count times Stride bytes, so either phase fits. The rows themselves sit
+// at their own phase's stride (DispatchRow in dispatch, CombineRow in
+// combine), so writes carry no padding up to the other phase's row size.
 func (l *Layout) Stride() int { return max(l.DispatchRow, l.CombineRow) }
+
+// PhaseStride returns the row stride of the transport buffers in the
+// phase that tag t belongs to: CombineRow for TagCombine and
+// TagNodeCombine, DispatchRow otherwise.
+func (l *Layout) PhaseStride(t Tag) int {
+	if t == TagCombine || t == TagNodeCombine {
+		return l.CombineRow
+	}
+	return l.DispatchRow
+}
 
 // Group returns the replica group of rank r (its token source).
 func (l *Layout) Group(r int) int { return r / l.ReplicaSize }

@@ -1,5 +1,7 @@
 package a2a
 
+import "fmt"
+
 // PlanRecv computes the receive runs, the combine transfer list and the
 // immediate counts from the full count table: G rows of
 // Layout.RowWords words, row h being group h's SendPlan.Row. If PlanSend
@@ -48,6 +50,11 @@ func (p *Planner) PlanRecv(table []uint32) error {
 		total += mine
 	}
 
+	if l.MaxTokensPerExpert > 0 {
+		if err := p.checkBatched(table); err != nil {
+			return err
+		}
+	}
 	rp := &p.recv
 	pad := int32(l.ExpertPadding)
 	var off int32
@@ -62,7 +69,11 @@ func (p *Planner) PlanRecv(table []uint32) error {
 		}
 		rp.TokensPerExpert[i] = n
 		rp.ExpertOffsets[i] = off
-		off += (n + pad - 1) / pad * pad
+		if b := int32(l.MaxTokensPerExpert); b > 0 {
+			off += b
+		} else {
+			off += (n + pad - 1) / pad * pad
+		}
 		p.running[i] = 0
 	}
 	rp.ExpertOffsets[L] = off
@@ -160,5 +171,33 @@ func (p *Planner) PlanRecv(table []uint32) error {
 	rp.Imm[TagNodeDispatch] = Count{Sent: len(mb.Node), Expected: len(mb.Node)}
 	rp.Imm[TagNodeCombine] = Count{Sent: len(mb.Node), Expected: len(mb.Node)}
 	rp.Imm[TagJoin] = Count{Sent: others, Expected: others}
+	return nil
+}
+
+// checkBatched fails the iteration with ErrExpertOverflow when any expert
+// of an active rank gets more copies than the batched layout's bound. It
+// checks every expert of the world, not only this rank's: each rank holds
+// the whole count table, so all of them fail the same iteration at the
+// same step, and none waits for a rank that gave up.
+func (p *Planner) checkBatched(table []uint32) error {
+	l := &p.l
+	G, E, RW := l.Groups, l.Experts, l.RowWords
+	b := uint64(l.MaxTokensPerExpert)
+	src, active := p.members.Sources, p.members.Active
+	for e := 0; e < E; e++ {
+		if !active[l.Owner(e)] {
+			continue
+		}
+		var n uint64
+		for h := 0; h < G; h++ {
+			if src[h] >= 0 {
+				n += uint64(table[h*RW+e])
+			}
+		}
+		if n > b {
+			return fmt.Errorf("a2a plan recv: expert %d (rank %d) got %d copies, max tokens per expert %d: %w",
+				e, l.Owner(e), n, b, ErrExpertOverflow)
+		}
+	}
 	return nil
 }

@@ -480,3 +480,62 @@ func FuzzPlanRecv(f *testing.F) {
 		}
 	})
 }
+
+// TestPlanRecvBatched: in the batched layout every rank fails the same
+// table when any active rank's expert is over the bound (not only the
+// expert's owner), experts of inactive ranks are not counted, and within
+// the bound each local expert's segment starts at i*B.
+func TestPlanRecvBatched(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16,
+		CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 2, MaxTokensPerExpert: 5}
+	l, err := cfg.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.OutputRows != l.LocalExperts*5 {
+		t.Fatalf("output rows %d, want L*B = %d", l.OutputRows, l.LocalExperts*5)
+	}
+	// Every token of every group goes to experts 6 and 7 (rank 3's): 4
+	// groups of up to 4 tokens.
+	table := func(m int) []uint32 {
+		t := make([]uint32, l.Groups*l.RowWords)
+		for h := 0; h < l.Groups; h++ {
+			row := t[h*l.RowWords : (h+1)*l.RowWords]
+			row[6], row[7] = uint32(m), uint32(m)
+			seg := row[l.Experts:]
+			seg[4] = uint32(2 * m) // segments: empty for ranks 0-2, 2m copies for rank 3
+		}
+		return t
+	}
+	for r := 0; r < cfg.WorldSize; r++ {
+		c := cfg
+		c.Rank = r
+		p, err := a2a.NewPlanner(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.PlanRecv(table(1)); err != nil { // 4 copies each: within the bound
+			t.Fatalf("rank %d within the bound: %v", r, err)
+		}
+		if r == 3 {
+			if got := p.Recv().ExpertOffsets; got[0] != 0 || got[1] != 5 || got[2] != 10 {
+				t.Fatalf("rank 3 offsets %v, want [0 5 10]", got)
+			}
+			if got := p.Recv().TokensPerExpert; got[0] != 4 || got[1] != 4 {
+				t.Fatalf("rank 3 counts %v", got)
+			}
+		}
+		if err := p.PlanRecv(table(2)); !errors.Is(err, a2a.ErrExpertOverflow) { // 8 copies each
+			t.Fatalf("rank %d over the bound: %v, want ErrExpertOverflow", r, err)
+		}
+		if r != 3 {
+			// Rank 3 masked out: its experts' counts no longer matter.
+			if err := p.SetActive([]bool{true, true, true, false}); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.PlanRecv(table(2)); err != nil {
+				t.Fatalf("rank %d, owner inactive: %v", r, err)
+			}
+		}
+	}
+}

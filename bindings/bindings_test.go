@@ -385,3 +385,108 @@ func TestCOverhead(t *testing.T) {
 		t.Fatalf("unexpected output:\n%s", out)
 	}
 }
+
+// TestCA2A runs examples/a2a.c: dispatch and combine through the C ABI,
+// two ranks as threads, on the host backend and on the CUDA kernels'
+// CPU emulator, every output checked against rows the program computes
+// itself, plus bad arguments, calls out of order, the batched layout's
+// overflow and a revival with ferry_a2a_set_active.
+func TestCA2A(t *testing.T) {
+	bin := compileExample(t, "a2a")
+	for _, backend := range []string{"host", "cuda-emu"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "cuda-emu" {
+				requireCXX(t)
+			}
+			out, _ := run(t, bin, backend)
+			if !strings.Contains(out, "a2a "+backend+": ok") {
+				t.Fatalf("no ok line:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestCGPU runs examples/gpu.c twice: with no CUDA driver (every GPU
+// call fails with FERRY_E_NOT_SUPPORTED naming the driver) and against
+// the fake libcuda the cuda package's tests build from
+// cuda/testdata/fakecuda.c (GPU groups, registration through dma-buf and
+// by address, bad input), so the GPU memory ABI runs without a GPU.
+func TestCGPU(t *testing.T) {
+	bin := compileExample(t, "gpu")
+	fake := fakeCUDA(t)
+	for _, tc := range []struct{ mode, driver string }{
+		{"nodriver", filepath.Join(t.TempDir(), "no-libcuda.so.1")},
+		{"fake", fake},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Setenv("FERRY_CUDA_DRIVER", tc.driver)
+			out, _ := run(t, bin, tc.mode)
+			if !strings.Contains(out, "gpu "+tc.mode+": ok") {
+				t.Fatalf("no ok line:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestCA2AProcesses runs examples/a2a.c as two processes of one job over
+// ferry's ipc transport: the world comes from the bootstrap group, and
+// the NVLink domain of two ranks shares memory between the processes.
+func TestCA2AProcesses(t *testing.T) {
+	bin := compileExample(t, "a2a")
+	for _, backend := range []string{"host", "cuda-emu"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "cuda-emu" {
+				requireCXX(t)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			w := &lockedBuffer{b: &out}
+			err := rendezvous.Spawn(ctx, 2, []string{bin, backend, "ipc"}, nil, rendezvous.SpawnOptions{Stdout: w, Stderr: w})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			t.Logf("%s", strings.TrimSpace(out.String()))
+			for r := 0; r < 2; r++ {
+				if !strings.Contains(out.String(), fmt.Sprintf("a2a %s rank %d over ipc: ok", backend, r)) {
+					t.Fatalf("rank %d did not report ok:\n%s", r, out.String())
+				}
+			}
+		})
+	}
+}
+
+// requireCXX skips without the C++20 compiler the cuda-emu backend builds
+// its kernels with.
+func requireCXX(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("g++"); err != nil && os.Getenv("FERRY_EMU_CXX") == "" {
+		testutil.Skip(t, "g++", "the cuda-emu backend compiles its kernels with a C++20 compiler: none here")
+	}
+}
+
+// fakeCUDA builds the fake libcuda of the cuda package's tests
+// (cuda/testdata/fakecuda.c): any address is device memory of GPU 0,
+// copies are memcpy, dma-bufs of page-aligned ranges are exported.
+func fakeCUDA(t *testing.T) string {
+	t.Helper()
+	cc := requireCC(t)
+	fake := filepath.Join(t.TempDir(), "libcuda.so.1")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", fake, "../cuda/testdata/fakecuda.c").CombinedOutput(); err != nil {
+		t.Fatalf("build the fake driver: %v\n%s", err, out)
+	}
+	return fake
+}
+
+// TestCA2ACUDAMemory runs examples/a2a.c with every tensor passed as CUDA
+// memory, against the fake libcuda: the library stages each through host
+// memory with the driver's copies (in before the call, outputs back after
+// it), and every result still matches.
+func TestCA2ACUDAMemory(t *testing.T) {
+	bin := compileExample(t, "a2a")
+	t.Setenv("FERRY_CUDA_DRIVER", fakeCUDA(t))
+	out, _ := run(t, bin, "host", "--cuda-memory")
+	if !strings.Contains(out, "a2a host cuda-memory: ok") {
+		t.Fatalf("no ok line:\n%s", out)
+	}
+}

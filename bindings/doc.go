@@ -4,7 +4,7 @@
 //		-o libferry.so ./bindings
 //
 // (make bindings does this and copies ferry.h beside the library), it lets
-// C, C++, Python (examples/loopback.py, over ctypes), Rust and any other
+// C, C++, Python (package ferry in bindings/python, over ctypes), Rust and any other
 // language with a C foreign-function interface drive fabric's
 // TransferEngine. ferry.h, hand-written, is the contract: it documents
 // every function, its thread-safety and who owns what. The version script
@@ -39,6 +39,14 @@
 // library's //export functions can only live in a cgo main package. It
 // keeps to the same spirit: no policy in C, only the boundary.
 //
+// The all-to-all (a2a.go, tensor.go) wraps an a2a.Context per ferry_a2a_t.
+// Arrays arrive as ferry_tensor views of caller memory; tensor.go checks
+// each (dtype, shape, strides, the bytes they reach against nbytes,
+// alignment) before it becomes a Go slice over that memory, so a wrong
+// shape is an error naming the argument and never a read past the
+// caller's buffer. Explicit-rank worlds meet in memory by world_name
+// (localWorld: an all-gather and the node memory of each domain).
+//
 // ferry.h is a single file although it is larger than the style guide's
 // 15 KB: users of a C library look for one header, and its comments are
 // the ABI's documentation.
@@ -49,6 +57,8 @@
 // counter kind in one process; badinput.c: every refusal; ranks.c: two
 // processes bootstrapped through ferry_group_*; cycles.c: repeated
 // open/close leaks nothing; closerace.c: close while threads submit;
-// overhead.c: the ABI's cost), check that the library exports exactly ferry.h's functions, and
+// overhead.c: the ABI's cost; a2a.c: dispatch and combine on the host and
+// cuda-emu backends, as threads and as processes; gpu.c: GPU memory with
+// no driver and with the cuda tests' fake driver), check that the library exports exactly ferry.h's functions, and
 // run the Python example.
 package main

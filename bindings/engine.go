@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/gpu"
 )
 
 // engineObj is what an engine handle names: the engine plus the handles
@@ -137,6 +138,30 @@ func ferry_engine_open(in *C.ferry_config, timeoutMS C.int64_t, out *C.ferry_eng
 		Logger:           log,
 		LogLevel:         level,
 	}
+	if cfg.gpu_count < 0 || cfg.gpu_count > 64 || (cfg.gpu_count > 0 && cfg.gpus == nil) {
+		return fail(errInvalid("engine open", "gpus: %d entries", int32(cfg.gpu_count)))
+	}
+	for _, g := range unsafe.Slice((*int32)(unsafe.Pointer(cfg.gpus)), int(cfg.gpu_count)) {
+		if g < 0 {
+			return fail(errInvalid("engine open", "gpus: ordinal %d", g))
+		}
+		fc.GPUs = append(fc.GPUs, int(g))
+	}
+	if len(fc.GPUs) > 0 {
+		switch cfg.gpu_placement {
+		case C.FERRY_GPU_PLACE_TOPOLOGY:
+			if fc.Topology, err = gpu.Topology(); err != nil {
+				return fail(fmt.Errorf("engine open: gpus: %w", err))
+			}
+		case C.FERRY_GPU_PLACE_FIRST_NICS:
+			if fc.Groups, err = firstNICGroups(fc.GPUs, max(fc.NICs, 1)); err != nil {
+				return fail(err)
+			}
+			fc.GPUs = nil
+		default:
+			return fail(errInvalid("engine open", "gpu_placement %d", int32(cfg.gpu_placement)))
+		}
+	}
 	ctx, cancel, err := timeoutCtx("engine open", timeoutMS)
 	if err != nil {
 		return fail(err)
@@ -144,6 +169,11 @@ func ferry_engine_open(in *C.ferry_config, timeoutMS C.int64_t, out *C.ferry_eng
 	defer cancel()
 	e, err := fabric.Open(ctx, fc)
 	if err != nil {
+		if fc.Topology != nil && codeOf(err) == codeInternal {
+			// The machine's topology could not place the GPUs (no NIC
+			// near them, a GPU missing from the PCI tree).
+			err = fmt.Errorf("%w (gpu_placement FERRY_GPU_PLACE_FIRST_NICS skips the topology): %w", err, fabric.ErrNotSupported)
+		}
 		return fail(err)
 	}
 	o := &engineObj{e: e, children: map[uint64]struct{}{}, owner: map[uint32]uint64{}}

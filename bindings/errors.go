@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
@@ -33,6 +34,9 @@ const (
 	codeQueueFull      = -19
 	codeAbandoned      = -20
 	codeNoMemory       = -21
+	codeCallOrder      = -22
+	codeBroken         = -23
+	codeExpertOverflow = -24
 	codeInternal       = -99
 )
 
@@ -54,6 +58,12 @@ var codes = []struct {
 	err  error
 	code int
 }{
+	// a2a's own kinds first: a broken context wraps its cause (often a
+	// timeout or a lost peer), and the caller must learn that the
+	// context needs ferry_a2a_set_active, not that the cause recurred.
+	{a2a.ErrBroken, codeBroken},
+	{a2a.ErrExpertOverflow, codeExpertOverflow},
+	{a2a.ErrCallOrder, codeCallOrder},
 	{fabric.ErrClosed, codeClosed},
 	{fabric.ErrInvalidArgument, codeInvalid},
 	{fabric.ErrUnknownRegion, codeUnknownRegion},

@@ -38,6 +38,7 @@ func TestCodesMatchHeader(t *testing.T) {
 		"FERRY_E_RENDEZVOUS": codeRendezvous, "FERRY_E_PEER_LOST": codePeerLost,
 		"FERRY_E_QUEUE_FULL": codeQueueFull, "FERRY_E_ABANDONED": codeAbandoned,
 		"FERRY_E_NO_MEMORY": codeNoMemory, "FERRY_E_INTERNAL": codeInternal,
+		"FERRY_E_CALL_ORDER": codeCallOrder, "FERRY_E_BROKEN": codeBroken, "FERRY_E_EXPERT_OVERFLOW": codeExpertOverflow,
 	}
 	require.Equal(t, want, got)
 }

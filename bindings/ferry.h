@@ -77,7 +77,7 @@ extern "C" {
  * version only adds functions and appends fields to structs that carry a
  * struct_size. */
 #define FERRY_VERSION_MAJOR 1
-#define FERRY_VERSION_MINOR 1
+#define FERRY_VERSION_MINOR 2
 #define FERRY_VERSION_PATCH 0
 #define FERRY_VERSION                                                          \
 	((FERRY_VERSION_MAJOR << 16) | (FERRY_VERSION_MINOR << 8) |            \
@@ -107,6 +107,10 @@ extern "C" {
 #define FERRY_E_QUEUE_FULL (-19)      /* back-pressure: the worker's queue stayed full until the deadline */
 #define FERRY_E_ABANDONED (-20)       /* close gave up on a stuck worker: do not free its memory */
 #define FERRY_E_NO_MEMORY (-21)       /* the system refused memory (mmap, memfd, a limit) */
+/* All-to-all (1.2): */
+#define FERRY_E_CALL_ORDER (-22)      /* a2a call out of its cycle; nothing changed */
+#define FERRY_E_BROKEN (-23)          /* a2a context broken by an earlier failure: set_active or close */
+#define FERRY_E_EXPERT_OVERFLOW (-24) /* batched layout: an expert got more tokens than max_tokens_per_expert */
 #define FERRY_E_INTERNAL (-99)        /* anything else (a bug): see the message */
 
 #ifndef FERRY_NO_PROTOTYPES
@@ -195,7 +199,27 @@ typedef struct ferry_config {
 	                                 negative: only provider-reported errors) */
 	int64_t stuck_timeout_ms;     /* a worker stuck this long in one provider call
 	                                 is abandoned (default 10000; negative: never) */
+	/* GPU groups (appended in 1.2): */
+	const int32_t *gpus;          /* CUDA ordinals (the driver's): one group per
+	                                 GPU with nics NICs (0 with TOPOLOGY: all
+	                                 its nearest), so ferry_register_gpu can
+	                                 register that GPU's memory; NULL: the host
+	                                 group only. Copied. Needs the CUDA driver. */
+	int32_t gpu_count;            /* entries of gpus */
+	int32_t reserved0;            /* zero */
+	int32_t gpu_placement;        /* FERRY_GPU_PLACE_*: how GPU groups get NICs */
+	int32_t reserved1;            /* zero */
 } ferry_config;
+
+/* ferry_config.gpu_placement. TOPOLOGY reads the machine (PCI tree, the
+ * CUDA driver's GPU list): each GPU's group takes its nearest NICs and
+ * pins its worker to a core near it, and the engine has only GPU groups
+ * (host memory registers with the first one). FIRST_NICS skips the
+ * topology: a host group of nics NICs, then one group per GPU with the
+ * transport's first nics NICs (machines whose PCI topology is hidden,
+ * such as some VMs, and tests). */
+#define FERRY_GPU_PLACE_TOPOLOGY 0
+#define FERRY_GPU_PLACE_FIRST_NICS 1
 
 #ifndef FERRY_NO_PROTOTYPES
 /* Zeroes the size bytes at cfg and sets struct_size to size (never more
@@ -289,6 +313,9 @@ int ferry_host_free(void *ptr);
 #define FERRY_ACCESS_LOCAL 0        /* sources of writes, receive buffers */
 #define FERRY_ACCESS_REMOTE_WRITE 1 /* also writable by peers: has a descriptor */
 
+#define FERRY_GPU_PATH_DMABUF 1       /* ferry_register_gpu: through a dma-buf fd */
+#define FERRY_GPU_PATH_PEER_MEMORY 2  /* ferry_register_gpu: by device address */
+
 #ifndef FERRY_NO_PROTOTYPES
 /* Registers [addr, addr+len) of host memory with every NIC of the engine's
  * host group. The memory must stay valid until the region is unregistered
@@ -297,6 +324,25 @@ int ferry_host_free(void *ptr);
  * other memory gives FERRY_E_NOT_SUPPORTED. */
 int ferry_register(ferry_engine_t e, void *addr, uint64_t len, int32_t access,
                    ferry_region_t *out);
+
+/* (1.2) Registers [dev_ptr, dev_ptr+len) of CUDA device memory with the
+ * NICs of the engine group of its GPU (open the engine with that ordinal
+ * in ferry_config.gpus). Through a dma-buf of the range when the kernel
+ * (Linux >= 5.12), the driver and the NIC stack allow it, else by address
+ * (the provider's own CUDA support: libfabric FI_HMEM, nvidia-peermem).
+ * *path (may be NULL) receives FERRY_GPU_PATH_DMABUF or
+ * FERRY_GPU_PATH_PEER_MEMORY. Errors: FERRY_E_INVALID (0 or wrapping
+ * range, memory the CUDA driver does not know as device memory of one
+ * GPU), FERRY_E_NOT_SUPPORTED (no CUDA driver, no group for that GPU, a
+ * provider without GPU memory support; the message says which). Release it
+ * with ferry_unregister. */
+int ferry_register_gpu(ferry_engine_t e, uint64_t dev_ptr, uint64_t len,
+                       int32_t access, ferry_region_t *out, int32_t *path);
+
+/* (1.2) FERRY_OK when memory of CUDA device ordinal can be registered
+ * through dma-buf here, else FERRY_E_NOT_SUPPORTED with what is missing
+ * (kernel, driver, device) in ferry_last_error. */
+int ferry_gpu_dmabuf_supported(int32_t ordinal);
 
 /* Unregisters a region and releases its handle. Operations already
  * submitted with it finish first. A second call returns
@@ -616,6 +662,13 @@ int ferry_recv_bouncing(ferry_engine_t e, int32_t count, int32_t size,
  * missing ranks in its message. */
 int ferry_group_join(int64_t timeout_ms, ferry_group_t *out);
 
+/* (1.2) ferry_group_join with the settings given as count "NAME=value"
+ * strings (the names above) instead of the process environment, which is
+ * then not read at all: for callers bridging another launcher, and for
+ * languages whose changes to the environment the library cannot see. */
+int ferry_group_join_env(const char *const *vars, size_t count,
+                         int64_t timeout_ms, ferry_group_t *out);
+
 /* This process's rank and the world size (either may be NULL). */
 int ferry_group_rank(ferry_group_t g, int32_t *rank, int32_t *world_size);
 
@@ -639,6 +692,239 @@ int ferry_group_barrier(ferry_group_t g, int64_t timeout_ms);
  * ferry_group_barrier first when other ranks may still need rank 0's
  * store. */
 int ferry_group_close(ferry_group_t g);
+#endif
+
+/* ------------------------------------------------------- all-to-all (1.2) */
+
+/* Mixture-of-Experts dispatch and combine for expert parallelism (Go
+ * package a2a): every rank sends each of its tokens to the ranks owning
+ * the token's K experts (dispatch), the experts run, and their outputs
+ * travel back and are summed with the gate weights (combine). Rank r owns
+ * experts [r*L, (r+1)*L), L = ceil(num_experts / world_size).
+ *
+ * Every rank of the world creates one context with the same config (apart
+ * from its rank), then runs iterations of dispatch and combine. Each of
+ * the two may run as one call (do_send and do_recv both 1) or as a send
+ * half and a receive half, with other work between them; the cycle is
+ * always dispatch send, dispatch recv, combine send, combine recv. A call
+ * out of that order is FERRY_E_CALL_ORDER and changes nothing; a bad
+ * argument is FERRY_E_INVALID naming the argument and changes nothing; a
+ * failure of the exchange itself (a lost rank, a timeout) breaks the
+ * context (later calls: FERRY_E_BROKEN) until ferry_a2a_set_active or
+ * ferry_a2a_close. One thread at a time per context (FERRY_E_BUSY).
+ *
+ * Arrays are passed as ferry_tensor: a pointer with the size in bytes of
+ * the memory behind it, a dtype, a shape and element strides, as torch,
+ * numpy and DLPack describe them, and every one is checked against the
+ * context's shapes before anything moves. */
+
+typedef uint64_t ferry_a2a_t; /* an all-to-all context */
+
+/* Element types of ferry_tensor and of the a2a config. FP8 is one opaque
+ * byte (e4m3 or e5m2: the exchange never looks inside); a UINT8 tensor is
+ * accepted wherever FP8 is expected (frameworks without a float8 type pass
+ * fp8 data as a uint8 view). */
+#define FERRY_DTYPE_FP8 1
+#define FERRY_DTYPE_BF16 2
+#define FERRY_DTYPE_FP16 3
+#define FERRY_DTYPE_FP32 4
+#define FERRY_DTYPE_INT32 5
+#define FERRY_DTYPE_UINT32 6
+#define FERRY_DTYPE_UINT8 7
+
+#define FERRY_MEMORY_HOST 0 /* CPU memory */
+#define FERRY_MEMORY_CUDA 1 /* CUDA device memory: staged through host memory */
+
+#define FERRY_TENSOR_MAX_DIMS 4
+
+/* A view of caller memory. data points at element [0, 0, ...]; nbytes is
+ * how many bytes from data on the caller owns (every element the shape
+ * and strides reach must lie inside, else FERRY_E_INVALID). strides are in
+ * elements, one per dimension, none negative; all zero means packed
+ * (row-major). Unused shape and stride entries are ignored. */
+typedef struct ferry_tensor {
+	void *data;
+	uint64_t nbytes;
+	int32_t dtype;  /* FERRY_DTYPE_* */
+	int32_t ndim;   /* 0 (a scalar) to FERRY_TENSOR_MAX_DIMS */
+	int64_t shape[FERRY_TENSOR_MAX_DIMS];
+	int64_t strides[FERRY_TENSOR_MAX_DIMS];
+	int32_t memory; /* FERRY_MEMORY_* */
+	int32_t device; /* CUDA ordinal for FERRY_MEMORY_CUDA, else 0 */
+} ferry_tensor;
+
+#define FERRY_A2A_BACKEND_HOST 0     /* Go loops over host memory ("host") */
+#define FERRY_A2A_BACKEND_CUDA 1     /* ferry's CUDA kernels on this rank's GPU ("cuda") */
+#define FERRY_A2A_BACKEND_CUDA_EMU 2 /* the same kernels compiled with a C++20
+                                        compiler at run time and run on the CPU
+                                        ("cuda-emu"; needs g++ or $CXX) */
+
+#define FERRY_A2A_NO_PRIVATE_WINDOW (-1) /* max_private_tokens: no window at all */
+
+/* Context settings. Initialise with ferry_a2a_config_init, then set
+ * fields; zero means the default where one is named. Every rank passes the
+ * same values apart from rank. */
+typedef struct ferry_a2a_config {
+	uint32_t struct_size;  /* set by ferry_a2a_config_init */
+	int32_t backend;       /* FERRY_A2A_BACKEND_* */
+	/* The world: a bootstrap group (its ranks, in order, are the world;
+	 * the context all-gathers its descriptors over it, so every rank of
+	 * the group creates its context at the same time) ... */
+	ferry_group_t group;
+	/* ... or, with group 0, explicit ranks of one process: world_size
+	 * contexts created by threads of this process with the same
+	 * world_name meet in memory (tests, single-host emulation). With a
+	 * group, rank and world_size must be 0 or equal the group's. */
+	int32_t rank;
+	int32_t world_size;
+	const char *world_name; /* copied */
+	/* The engine moving bytes between domains. 0: the context opens its
+	 * own (with transport, node and nics_per_rank) and closes it. An
+	 * engine passed in stays the caller's and must outlive the context;
+	 * contexts sharing one need disjoint imm_base ranges. */
+	ferry_engine_t engine;
+	const char *transport;  /* own engine: as ferry_config.transport (NULL: "auto") */
+	const char *node;       /* own engine: as ferry_config.node */
+
+	int32_t nvlink_size;    /* S: consecutive ranks sharing memory, divides world_size (0: 1) */
+	int32_t replica_size;   /* D: consecutive ranks holding the same tokens
+	                           (pplx dp_size), divides nvlink_size (0: 1) */
+	int32_t nics_per_rank;  /* NICs each rank aggregates, 1 to 4 (0: 1) */
+
+	int32_t max_tokens;         /* T: most tokens per rank per dispatch */
+	int32_t hidden;             /* H: elements per token */
+	int32_t hidden_scales;      /* Hs: float32 scales per token (0: none) */
+	int32_t num_experts;        /* E */
+	int32_t experts_per_token;  /* K (top-k); a token's K experts must differ */
+	int32_t dispatch_dtype;     /* FP8, BF16, FP16 or FP32: dispatched tokens */
+	int32_t combine_dtype;      /* BF16, FP16 or FP32: expert outputs and results */
+	int32_t expert_padding;     /* flat layout: each expert's rows start at a
+	                               multiple of this (0: 1) */
+	int32_t max_private_tokens; /* M: rows per (source group, receiver) sent
+	                               before the counts are known (0: default,
+	                               FERRY_A2A_NO_PRIVATE_WINDOW: none) */
+	int32_t max_tokens_per_expert; /* 0: flat layout (expert outputs [rows, H]);
+	                                  B > 0: batched layout [L, B, H], and a
+	                                  count above B fails the dispatch with
+	                                  FERRY_E_EXPERT_OVERFLOW on every rank */
+	uint32_t imm_base;          /* first immediate value used (0: 0x80000000) */
+	int32_t cuda_device;        /* backend cuda: the GPU ordinal (-1: the group's
+	                               local rank, or rank, modulo the GPU count) */
+	int64_t timeout_ms;         /* bound on every wait for other ranks, inside
+	                               the calls and in the workers (0: 30000) */
+} ferry_a2a_config;
+
+/* Sizes derived from a config (ferry_a2a_info). */
+typedef struct ferry_a2a_info {
+	uint32_t struct_size;      /* the caller's sizeof(ferry_a2a_info), set before the call */
+	int32_t rank;
+	int32_t world_size;
+	int32_t local_experts;     /* L */
+	int32_t output_rows;       /* rows of out_expert_x / expert_y (flat: the
+	                              smallest legal count; batched: L * B) */
+	int32_t max_tokens_per_expert; /* B, 0 in the flat layout */
+	int32_t token_bytes;       /* H * size(dispatch_dtype) */
+	int32_t combine_bytes;     /* H * size(combine_dtype) */
+	int32_t private_tokens;    /* M in use */
+	int32_t backend;           /* FERRY_A2A_BACKEND_* */
+	uint32_t generation;       /* membership generation (ferry_a2a_set_active) */
+	int32_t reserved0;
+} ferry_a2a_info;
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Zeroes size bytes at cfg and sets struct_size (the same rules as
+ * ferry_config_init_size); use the macro. */
+void ferry_a2a_config_init_size(ferry_a2a_config *cfg, size_t size);
+#define ferry_a2a_config_init(cfg) ferry_a2a_config_init_size((cfg), sizeof *(cfg))
+
+/* Creates this rank's context: validates the config (FERRY_E_INVALID
+ * naming the field), opens the engine if none is given, allocates and
+ * registers the buffers, shares memory with the ranks of its NVLink
+ * domain and all-gathers descriptors with the world. Collective: every
+ * rank calls it, within timeout_ms of each other. Errors also:
+ * FERRY_E_NOT_SUPPORTED (backend cuda without a GPU, cuda-emu without a
+ * C++20 compiler: the message names what is missing), FERRY_E_TIMEOUT. */
+int ferry_a2a_create(const ferry_a2a_config *cfg, int64_t timeout_ms,
+                     ferry_a2a_t *out);
+
+/* The context's derived sizes. info->struct_size must be set. */
+int ferry_a2a_get_info(ferry_a2a_t a, ferry_a2a_info *info);
+
+/* Dispatch, the arguments of pplx-garden's dispatch (m_max = dp_x.shape[0]
+ * <= max_tokens; m = *bound_m when bound_m is not NULL, else m_max):
+ *   out_expert_num_tokens int32 [L]: copies received per local expert
+ *   out_expert_x   dispatch dtype, flat [R, H] with R >= output_rows, or
+ *                  batched [L, B, H]; unit inner stride
+ *   out_expert_x_scale float32 [R, Hs] / [L, B, Hs], any strides; NULL
+ *                  iff hidden_scales is 0
+ *   dp_x           dispatch dtype [m_max, H], unit inner stride
+ *   dp_x_scale     float32 [m_max, Hs], any strides; NULL iff Hs is 0
+ *   indices        int32 or uint32 [m_max, K], packed; ids in [0, E)
+ *   weights        float32 [m_max, K] (checked, not used; may be NULL)
+ *   bound_m        int32 scalar ([] or [1]) holding m, or NULL
+ * Flat layout: local expert i's rows start at a multiple of
+ * expert_padding, experts in order; batched: at row i*B of [L*B] rows.
+ * do_send runs the send half (reads dp_x, dp_x_scale, indices, bound_m),
+ * do_recv the receive half (waits, writes the outputs); at least one.
+ * The tensors a half does not use may be NULL. Every backend works on
+ * host memory: a FERRY_MEMORY_CUDA tensor (any backend; device = its CUDA
+ * ordinal) is copied to host memory before the call and, when the call
+ * writes it, back after the call succeeded (the CUDA driver's copies:
+ * correct, not fast; without a driver FERRY_E_NOT_SUPPORTED names it).
+ * The copies are ordered after work on the legacy default stream only:
+ * synchronize any other stream that writes the inputs first, and read
+ * the outputs after the call returns.
+ * stream must be 0: the calls return when their half is done (launches
+ * on a caller's stream, CUDA graphs and a device-side bound_m are in the
+ * Go API, package a2a/cuda, not in this version). */
+int ferry_a2a_dispatch(ferry_a2a_t a, const ferry_tensor *out_expert_num_tokens,
+                       const ferry_tensor *out_expert_x,
+                       const ferry_tensor *out_expert_x_scale,
+                       const ferry_tensor *dp_x, const ferry_tensor *dp_x_scale,
+                       const ferry_tensor *indices, const ferry_tensor *weights,
+                       const ferry_tensor *bound_m, int32_t do_send,
+                       int32_t do_recv, uint64_t stream, int64_t timeout_ms);
+
+/* Combine, the arguments of pplx-garden's combine:
+ *   out_tokens  combine dtype [m, H] (m as in the dispatch), unit inner stride
+ *   indices     as passed to the dispatch (shape checked; the dispatch's
+ *               copy is what is used)
+ *   weights     float32 [m, K], packed: the gate weights applied
+ *   expert_y    combine dtype, the row layout of the dispatch's
+ *               out_expert_x ([R, H] or [L, B, H])
+ *   bound_m     as in the dispatch (checked against its m), or NULL
+ * out_tokens[t] = (accumulate ? out_tokens[t] : 0) + sum_k weights[t,k] *
+ * y(t,k), summed in fp32, rounded once. do_send sends expert_y back;
+ * do_recv waits and reduces into out_tokens. */
+int ferry_a2a_combine(ferry_a2a_t a, const ferry_tensor *out_tokens,
+                      const ferry_tensor *indices, const ferry_tensor *weights,
+                      const ferry_tensor *expert_y, const ferry_tensor *bound_m,
+                      int32_t do_send, int32_t do_recv, int32_t accumulate,
+                      uint64_t stream, int64_t timeout_ms);
+
+/* What the last dispatch dropped: copies of this rank's tokens routed to
+ * the experts of inactive ranks (ferry_a2a_set_active) and so not sent.
+ * *dropped (may be NULL) gets the total; per_expert (n entries, may be
+ * NULL with n 0) gets num_experts counts (n must be at least that). */
+int ferry_a2a_dropped(ferry_a2a_t a, int64_t *dropped, int32_t *per_expert,
+                      size_t n);
+
+/* Changes the ranks taking part from the next iteration on (the
+ * active-rank mask). Collective among the active ranks, each passing the
+ * same generation (larger than the context's, and different modulo 64)
+ * and active[world_size] (nonzero: active; this rank must be). Allowed
+ * between iterations and on a broken context, which it revives: copies
+ * routed to the experts of inactive ranks are dropped (ferry_a2a_dropped)
+ * and combine sums as if their weights were zero. A rank restarted as a
+ * new process cannot join through this version's C API. */
+int ferry_a2a_set_active(ferry_a2a_t a, uint32_t generation,
+                         const uint8_t *active, size_t n, int64_t timeout_ms);
+
+/* Releases the context (its buffers, registrations, workers and, when it
+ * opened it, its engine) and its handle; later calls on it are
+ * FERRY_E_BAD_HANDLE. Not collective, but peers still iterating with this
+ * rank then fail. */
+int ferry_a2a_close(ferry_a2a_t a);
 #endif
 
 #ifdef __cplusplus

@@ -23,21 +23,7 @@ func ferry_group_join(timeoutMS C.int64_t, out *C.ferry_group_t) (rc C.int) {
 	if out == nil {
 		return fail(errInvalid("group join", "nil output"))
 	}
-	cfg, err := rendezvous.ConfigFromEnv(os.LookupEnv)
-	if err != nil {
-		return fail(err)
-	}
-	ctx, cancel, err := timeoutCtx("group join", timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	g, err := rendezvous.Join(ctx, cfg)
-	if err != nil {
-		return fail(err)
-	}
-	*out = C.ferry_group_t(handles.add(g))
-	return C.int(codeOK)
+	return joinGroup(os.LookupEnv, timeoutMS, out)
 }
 
 func groupOf(h C.ferry_group_t) (*rendezvous.Group, error) {

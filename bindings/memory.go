@@ -108,14 +108,9 @@ func ferry_register(h C.ferry_engine_t, addr unsafe.Pointer, n C.uint64_t, acces
 	if out == nil {
 		return fail(errInvalid("register", "nil output"))
 	}
-	var acc fabric.Access
-	switch access {
-	case C.FERRY_ACCESS_LOCAL:
-		acc = fabric.AccessLocal
-	case C.FERRY_ACCESS_REMOTE_WRITE:
-		acc = fabric.AccessRemoteWrite
-	default:
-		return fail(errInvalid("register", "access %d", int32(access)))
+	acc, err := accessOf("register", access)
+	if err != nil {
+		return fail(err)
 	}
 	span := fabric.MemorySpan{Addr: uintptr(addr), Len: uint64(n), Device: fabric.HostDevice, DmabufFD: -1}
 	r, err := o.e.Register(span, acc)
@@ -159,4 +154,15 @@ func ferry_region_descriptor(h C.ferry_region_t, out *C.ferry_descriptor_t) (rc 
 	}
 	*out = C.ferry_descriptor_t(handles.add(&d))
 	return C.int(codeOK)
+}
+
+// accessOf maps a FERRY_ACCESS_* value.
+func accessOf(op string, access C.int32_t) (fabric.Access, error) {
+	switch access {
+	case C.FERRY_ACCESS_LOCAL:
+		return fabric.AccessLocal, nil
+	case C.FERRY_ACCESS_REMOTE_WRITE:
+		return fabric.AccessRemoteWrite, nil
+	}
+	return 0, errInvalid(op, "access %d", int32(access))
 }

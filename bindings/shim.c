@@ -60,6 +60,9 @@ const char *ferry_strerror(int code) {
 	case FERRY_E_QUEUE_FULL: return "FERRY_E_QUEUE_FULL";
 	case FERRY_E_ABANDONED: return "FERRY_E_ABANDONED";
 	case FERRY_E_NO_MEMORY: return "FERRY_E_NO_MEMORY";
+	case FERRY_E_CALL_ORDER: return "FERRY_E_CALL_ORDER";
+	case FERRY_E_BROKEN: return "FERRY_E_BROKEN";
+	case FERRY_E_EXPERT_OVERFLOW: return "FERRY_E_EXPERT_OVERFLOW";
 	case FERRY_E_INTERNAL: return "FERRY_E_INTERNAL";
 	}
 	return "FERRY_E_UNKNOWN_CODE";
@@ -74,14 +77,20 @@ const char *ferry_version_string(void) {
 	return STR(FERRY_VERSION_MAJOR) "." STR(FERRY_VERSION_MINOR) "." STR(FERRY_VERSION_PATCH);
 }
 
-void ferry_config_init_size(ferry_config *cfg, size_t size) {
-	if (cfg == NULL || size < sizeof cfg->struct_size)
+/* init_sized zeroes the first size bytes of a struct whose full size is
+ * full and whose first field is its uint32_t struct_size, never writing
+ * past either bound. */
+static void init_sized(void *p, size_t size, size_t full) {
+	if (p == NULL || size < sizeof(uint32_t))
 		return;
-	if (size > sizeof *cfg)
-		size = sizeof *cfg;
-	memset(cfg, 0, size);
-	cfg->struct_size = (uint32_t)size;
+	if (size > full)
+		size = full;
+	memset(p, 0, size);
+	uint32_t n = (uint32_t)size;
+	memcpy(p, &n, sizeof n);
 }
+
+void ferry_config_init_size(ferry_config *cfg, size_t size) { init_sized(cfg, size, sizeof *cfg); }
 
 /* The 1.0 ABI's entry point: programs built against the 1.0 header pass a
  * 1.0-sized ferry_config, so it must not write past the 1.0 fields. */
@@ -89,6 +98,8 @@ void ferry_config_init_size(ferry_config *cfg, size_t size) {
 void ferry_config_init(ferry_config *cfg) {
 	ferry_config_init_size(cfg, offsetof(ferry_config, max_pending));
 }
+
+void ferry_a2a_config_init_size(ferry_a2a_config *cfg, size_t size) { init_sized(cfg, size, sizeof *cfg); }
 
 int ferryp_call_expect(ferry_expect_fn fn, uintptr_t ud, uint32_t imm) {
 	return fn((void *)ud, imm);

@@ -112,3 +112,19 @@ func (c *Context) Close() error {
 	c.closed.Store(true)
 	return c.s.check("cuDevicePrimaryCtxRelease", c.s.d.DevicePrimaryCtxRelease(c.dev.h))
 }
+
+// FlushGPUDirectRDMAWrites makes the GPUDirect RDMA writes into this
+// context's memory that completed before the call visible to its kernels
+// (cuFlushGPUDirectRDMAWrites, target the context, scope its owner): a
+// CPU that saw a NIC's completion flushes before it raises the flag a
+// kernel polls, where Device.NeedsRDMAFlush says the NIC's writes may
+// otherwise land after the flag. It fails with an error wrapping
+// ErrNotSupported where the driver lacks the call (before CUDA 11.3).
+func (c *Context) FlushGPUDirectRDMAWrites() error {
+	s, err := c.use("cuFlushGPUDirectRDMAWrites")
+	if err != nil {
+		return err
+	}
+	const targetCurrentCtx, toOwner = 0, 100
+	return s.check("cuFlushGPUDirectRDMAWrites", s.d.FlushGPUDirectRDMAWrites(c.h, targetCurrentCtx, toOwner))
+}

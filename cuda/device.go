@@ -211,3 +211,31 @@ func ArchFor(major, minor int) string {
 	}
 	return arch
 }
+
+// NeedsRDMAFlush reports whether a NIC's writes into this device's memory
+// may become visible to kernels after a flag the CPU raises on the NIC's
+// completion, so that the CPU must flush them first
+// (Context.FlushGPUDirectRDMAWrites). The rule is the one NCCL follows:
+// GPUs below compute capability 9.0 (PCIe write ordering into GPU memory
+// is not guaranteed there), and GPUs on a coherent C2C link to the CPU
+// (host native atomics, Grace Hopper) whatever their generation; only
+// where the device offers the host-side flush (its flush options
+// attribute, bit 0).
+func (d Device) NeedsRDMAFlush() (bool, error) {
+	major, _, err := d.ComputeCapability()
+	if err != nil {
+		return false, err
+	}
+	c2c, err := d.Attribute(Attribute(cudadrv.AttrHostNativeAtomicSupported))
+	if err != nil {
+		return false, err
+	}
+	if major >= 9 && c2c == 0 {
+		return false, nil
+	}
+	opts, err := d.Attribute(Attribute(cudadrv.AttrGPUDirectRDMAFlushWritesOptions))
+	if err != nil {
+		return false, err
+	}
+	return opts&1 != 0, nil
+}

@@ -72,6 +72,7 @@ const (
 	statVMMHandles
 	statVMMMappings
 	statVMMRanges
+	statRDMAFlushes
 )
 
 func fakeDriverChecks(t *testing.T) {
@@ -91,6 +92,17 @@ func fakeDriverChecks(t *testing.T) {
 	}
 	c := try(d0.PrimaryContext()).must(t)
 	c1 := try(d1.PrimaryContext()).must(t)
+
+	// GPUDirect RDMA flush: device 0 is C2C-attached (host native
+	// atomics) and needs it although it is sm_90; device 1 does not.
+	if !try(d0.NeedsRDMAFlush()).must(t) || try(d1.NeedsRDMAFlush()).must(t) {
+		t.Fatalf("needs flush: device 0 %v, device 1 %v", try(d0.NeedsRDMAFlush()).must(t), try(d1.NeedsRDMAFlush()).must(t))
+	}
+	check(t, c.FlushGPUDirectRDMAWrites())
+	check(t, c.FlushGPUDirectRDMAWrites())
+	if n := stat(t, d0, statRDMAFlushes); n != 2 {
+		t.Fatalf("%d flushes reached the driver, want 2", n)
+	}
 
 	// Memory and copies, from many fresh OS threads: each call must make
 	// the context current itself.
@@ -210,8 +222,11 @@ func fakeDriverChecks(t *testing.T) {
 	coop := LaunchConfig{Grid: Dim3{X: 8}, Block: Dim3{X: 32}, Cooperative: true}
 	check(t, add.Launch(coop, ctr.Ptr(), uint32(1)))
 	coop.Grid.X = 9
-	if err := add.Launch(coop, ctr.Ptr(), uint32(1)); err == nil {
-		t.Fatal("oversized cooperative grid accepted")
+	// Refused before the driver (which would answer 720), naming the size
+	// that fits: 2 blocks per SM x 4 SMs.
+	if err := add.Launch(coop, ctr.Ptr(), uint32(1)); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "launch at most 8 blocks") {
+		t.Fatalf("oversized cooperative grid: %v, want ErrInvalidArgument naming 8 blocks", err)
 	}
 	if n := try(add.MaxActiveBlocksPerSM(128, 0)).must(t); n != 2 {
 		t.Fatalf("occupancy %d", n)
@@ -287,6 +302,22 @@ func fakeDriverChecks(t *testing.T) {
 	}
 	if uint64(gf.Flag(0).DevicePtr())%gpuPage != 0 {
 		t.Fatal("gdr flags not on a GPU page boundary")
+	}
+	// Words: any 4-byte offset, through the BAR mapping like a flag.
+	for _, off := range []int{4, 64, 68, 600*FlagBytes - 4} {
+		w := gf.Word(off)
+		w.Set(uint32(7000 + off))
+		word := make([]byte, 4)
+		check(t, c.CopyDtoH(word, w.DevicePtr()))
+		if uint64(w.DevicePtr())-uint64(gf.Flag(0).DevicePtr()) != uint64(off) ||
+			binary.LittleEndian.Uint32(word) != uint32(7000+off) || w.Load() != uint32(7000+off) {
+			t.Fatalf("gdr word at %d: device sees %d, CPU reads %d", off, binary.LittleEndian.Uint32(word), w.Load())
+		}
+	}
+	for _, off := range []int{-4, 2, 600 * FlagBytes} {
+		if !gf.Word(off).IsZero() {
+			t.Fatalf("word at %d of %d bytes given", off, 600*FlagBytes)
+		}
 	}
 	check(t, gf.Close())
 	auto := try(c.NewFlags(1, FlagAuto)).must(t)

@@ -184,6 +184,25 @@ func (f *Flags) Flag(i int) Flag {
 	return fl
 }
 
+// Word returns the 32-bit word at byte offset off of the flags' memory
+// (a multiple of 4 below Len()*128), as a Flag: for callers that lay out
+// their own words in it, several to a cache line (a2a's control block).
+// It returns the zero Flag for an offset out of range.
+func (f *Flags) Word(off int) Flag {
+	if f == nil || off < 0 || off%4 != 0 || off >= f.n*flagStride {
+		return Flag{}
+	}
+	fl := Flag{p: unsafe.Add(f.host, off), dev: f.dev + DevicePtr(off)}
+	if f.kind == FlagGDR {
+		fl.mmio = f.gdr
+	}
+	return fl
+}
+
+// FlagBytes is the memory of n flags: NewFlags(n, ...) holds
+// n*FlagBytes bytes that Word addresses.
+const FlagBytes = flagStride
+
 // Close frees the flags. Closing twice is a no-op.
 func (f *Flags) Close() error {
 	if f == nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/internal/cudadrv"
@@ -88,6 +89,16 @@ type Function struct {
 	mod  *Module
 	h    cudadrv.Function
 	name string
+	coop atomic.Pointer[coopLimit] // the last block shape's cooperative grid limit
+}
+
+// coopLimit is how many blocks of one shape (threads, dynamic shared
+// memory) a cooperative launch of the function may have.
+type coopLimit struct {
+	threads uint64
+	smem    uint32
+	perSM   int
+	sms     int
 }
 
 // Name returns the kernel's name.
@@ -108,7 +119,9 @@ type LaunchConfig struct {
 	Stream      *Stream // nil: the legacy default stream
 	// Cooperative launches with cuLaunchCooperativeKernel: all blocks are
 	// resident at once, so grid-wide barriers are allowed. The grid must
-	// fit (see MaxActiveBlocksPerSM).
+	// fit (see MaxActiveBlocksPerSM): a larger one is refused before the
+	// driver sees it, with ErrInvalidArgument and the largest grid that
+	// fits (the driver's answer would be error 720).
 	Cooperative bool
 }
 
@@ -151,8 +164,39 @@ func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
 	op := "cuLaunchKernel(" + f.name + ")"
 	if cfg.Cooperative {
 		op = "cuLaunchCooperativeKernel(" + f.name + ")"
+		if err := f.checkCooperative(op, cfg); err != nil {
+			return err
+		}
 	}
 	return s.check(op, s.d.LaunchKernel(c.h, &p))
+}
+
+// checkCooperative refuses a cooperative grid larger than the device holds
+// at once (occupancy per SM times SMs), naming the size to use. The limit
+// of the last block shape is kept, so repeated launches ask the driver
+// nothing.
+func (f *Function) checkCooperative(op string, cfg LaunchConfig) error {
+	b, g := cfg.Block.raw(), cfg.Grid.raw()
+	threads := uint64(b.X) * uint64(b.Y) * uint64(b.Z)
+	lim := f.coop.Load()
+	if lim == nil || lim.threads != threads || lim.smem != cfg.SharedMem {
+		perSM, err := f.MaxActiveBlocksPerSM(int(threads), uint64(cfg.SharedMem))
+		if err != nil {
+			return err
+		}
+		sms, err := f.mod.ctx.dev.SMCount()
+		if err != nil {
+			return err
+		}
+		lim = &coopLimit{threads: threads, smem: cfg.SharedMem, perSM: perSM, sms: sms}
+		f.coop.Store(lim)
+	}
+	blocks := uint64(g.X) * uint64(g.Y) * uint64(g.Z)
+	if max := uint64(lim.perSM) * uint64(lim.sms); blocks > max {
+		return invalid(op, "cooperative grid of %d blocks of %d threads: at most %d are resident at once on this device "+
+			"(%d per SM x %d SMs); launch at most %d blocks", blocks, threads, max, lim.perSM, lim.sms, max)
+	}
+	return nil
 }
 
 func (f *Function) nameOr() string {

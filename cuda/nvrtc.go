@@ -64,6 +64,21 @@ func Compile(src Source, arch string, options ...string) ([]byte, error) {
 // used (see CompileResult.Arch) and NVRTC's log. ferry_device.h is always
 // included before the source.
 func CompileSource(src Source, arch string, options ...string) (CompileResult, error) {
+	return compileSource(src, deviceHeader, arch, options)
+}
+
+// CompileSourceWithHeader is CompileSource with header in place of
+// ferry_device.h's text (same name, same position): for checks of what
+// the compiler makes of a changed header, such as the compile gate's
+// proof that a weakened memory-order primitive is caught in the SASS.
+func CompileSourceWithHeader(src Source, header, arch string, options ...string) (CompileResult, error) {
+	if header == "" {
+		return CompileResult{Arch: arch}, invalid("compile", "empty header")
+	}
+	return compileSource(src, header, arch, options)
+}
+
+func compileSource(src Source, header, arch string, options []string) (CompileResult, error) {
 	res := CompileResult{Arch: arch}
 	if src.Code == "" || arch == "" {
 		return res, invalid("compile", "empty source or arch")
@@ -73,7 +88,7 @@ func CompileSource(src Source, arch string, options ...string) (CompileResult, e
 		return res, err
 	}
 	code := withDeviceHeader(src)
-	headers := []cudadrv.NVRTCHeader{{Name: DeviceHeaderName, Code: deviceHeader}}
+	headers := []cudadrv.NVRTCHeader{{Name: DeviceHeaderName, Code: header}}
 	cubin, log, r := n.Compile(code, src.Name, headers, compileOptions(arch, options))
 	if r == cudadrv.NVRTCInvalidOption && strings.HasSuffix(arch, "a") {
 		// An older NVRTC lacks the architecture-specific target (sm_90a

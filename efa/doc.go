@@ -42,6 +42,53 @@
 // *fabric.ProviderError for it that also wraps fabric.ErrTimeout, and later
 // refused ops to that peer fail at once until one of them is accepted.
 //
+// # libfabric generations
+//
+// ferry builds and runs against libfabric 1.17 (Debian 12's) and 2.x (2.1
+// is tested: Debian 13's, which make deps builds into .deps/, and the line
+// current EFA installers ship). A binary built against 1.17 also runs on
+// 2.x, which keeps the 1.x symbols. It asks fi_getinfo for the oldest of
+// the API version of its headers, that of the library loaded and 2.1, the
+// newest it was checked against (APIVersion; fabric-debug info and the
+// ferry_library_info metric print both versions). Whatever differs
+// between the generations is decided in one place, internal/ofi's
+// generation rules, from the library loaded:
+//
+//   - libfabric 2.x's shm reports the target side of a write carrying an
+//     immediate with FI_REMOTE_CQ_DATA alone (1.17: with FI_RMA and
+//     FI_REMOTE_WRITE too), whatever API version or FI_RMA_EVENT is asked
+//     for: from 2.0 on such an entry is an immediate.
+//   - The hints carry no mode bits: 2.x's efa provider also offers an
+//     "efa-direct" fabric that requires FI_CONTEXT2, which ferry's integer
+//     op contexts cannot honour, so fi_getinfo returns only the RDM "efa"
+//     fabric, as on 1.x.
+//
+// The 1.17 hazards, re-checked on 2.1:
+//
+//   - tcp;ofi_rxm can crash inside fi_close of an endpoint that writes
+//     are still streaming into, or that has writes in flight on a
+//     connection that stopped moving: 2.1 still does (a NULL dereference
+//     in rxm_handle_comp_error under rxm_ep_close; with Abandon closing
+//     them, the fault suite's "link down for good" crashed the target in
+//     3 runs of 3 on 2.1). Abandon keeps tcp endpoints open on every
+//     version.
+//   - 1.17's shm takes the peer's region lock in every post, so a peer
+//     killed while holding it leaves the poster spinning in libfabric
+//     (the engine's watchdog then gives the worker up, ErrAbandoned). 2.1
+//     posts through a lock-free command queue and takes that lock only in
+//     its SAR protocol (large writes without cross-memory attach); the
+//     watchdog and the shm liveness checks stay on every version, as
+//     shm reports a dead peer no better on 2.1.
+//   - Closing one of two shm endpoints of one process right after traffic
+//     can crash the other's next fi_cq_read: 2.1 still does (1 run in 5,
+//     1.17 2 in 5), so the conformance suite's close-under-traffic case
+//     still runs shm across processes only (tests/).
+//   - One 4 GiB + 1 B write over shm between untouched regions: on 1.17
+//     one provider call runs past the watchdog's 10 s and the worker is
+//     given up (ErrAbandoned); 2.1 completes it (about 22 s here, under
+//     load) with no call that long. No libfabric workaround is involved:
+//     the watchdog is the engine's, for every provider.
+//
 // # Errors
 //
 // Bad input wraps fabric.ErrInvalidArgument, unknown registrations

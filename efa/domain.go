@@ -105,6 +105,9 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 	if err != nil {
 		return nil, callError(info.Transport, "open", err)
 	}
+	// What the chosen entry says, not the listing's: the engine splits
+	// longer writes and fences their immediates by these.
+	info.MaxWrite, info.OrderedWrites = chosen.MaxMsgSize(), chosen.WritesOrdered()
 	d := &Domain{
 		info:      info,
 		transport: info.Transport,
@@ -263,7 +266,8 @@ func (d *Domain) Close() error {
 	if d.shmName != "" {
 		// libfabric 1.17's shm leaves the region file of an endpoint that
 		// closes while a peer of the same process still maps it; the name
-		// is ours alone, so remove it.
+		// is ours alone, so remove it (on every version: removing a file
+		// that is already gone costs nothing).
 		_ = os.Remove("/dev/shm/" + d.shmName)
 	}
 	clear(d.peers)
@@ -272,16 +276,17 @@ func (d *Domain) Close() error {
 
 var _ fabric.Abandoner = (*Domain)(nil)
 
-// Abandon is Close, except on tcp providers: libfabric 1.17's
-// tcp;ofi_rxm can crash inside fi_close of an endpoint that still has
-// operations in flight on a connection that stopped moving (seen with a
-// link that went down for good), so its endpoint is left open, unused
-// (progress is manual: nothing touches it again), and the error says so.
+// Abandon is Close, except on tcp providers of the libfabric versions
+// whose tcp;ofi_rxm can crash inside fi_close of an endpoint that still
+// has operations in flight on a connection that stopped moving (seen with
+// a link that went down for good, and under a write flood; 1.17 and 2.1,
+// see ofi.Generation): their endpoint is left open, unused (progress is
+// manual: nothing touches it again), and the error says so.
 func (d *Domain) Abandon() error {
 	if d.ep == nil {
 		return nil
 	}
-	if !strings.HasPrefix(d.provName, "tcp") {
+	if !strings.HasPrefix(d.provName, "tcp") || !ofi.Current().TCPCloseUnderFloodCrashes {
 		return d.Close()
 	}
 	d.unlockShmRegion()

@@ -39,6 +39,18 @@ func (provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.
 // Version returns the version of the libfabric library in use, such as "1.17".
 func Version() string { return ofi.Version() }
 
+// APIVersion returns the libfabric API version ferry asks fi_getinfo for
+// (FI_VERSION): the oldest of the library's, the headers ferry was built
+// with and the newest ferry was checked against, such as "2.1".
+func APIVersion() string { return ofi.APIVersion() }
+
+var _ fabric.LibraryReporter = provider{}
+
+// Library names the libfabric in use and the API version asked for.
+func (provider) Library() fabric.LibraryInfo {
+	return fabric.LibraryInfo{Name: "libfabric", Version: ofi.Version(), API: ofi.APIVersion()}
+}
+
 // Transports lists the libfabric provider names usable on this machine for
 // FI_EP_RDM with messages and RMA, sorted; utility providers that only wrap
 // others (ofi_rxm on its own) are listed as libfabric names them
@@ -137,6 +149,10 @@ func domainInfo(transport string, in ofi.Info) fabric.DomainInfo {
 		PCIAddress: pci,
 		NUMANode:   numaNode(pci),
 		LinkSpeed:  in.LinkSpeed(),
+		// Longer writes are posted in pieces by the engine; the order
+		// says whether their immediate may follow at once.
+		MaxWrite:      in.MaxMsgSize(),
+		OrderedWrites: in.WritesOrdered(),
 	}
 }
 

@@ -40,6 +40,9 @@ func Open(fabric.DomainInfo, fabric.DomainOptions) (*Domain, error) { return nil
 // Version is empty: built without cgo.
 func Version() string { return "" }
 
+// APIVersion is empty: built without cgo.
+func APIVersion() string { return "" }
+
 // Transports fails: built without cgo.
 func Transports() ([]string, error) { return nil, errNoCgo }
 

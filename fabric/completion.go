@@ -122,12 +122,45 @@ type TransferCounter struct {
 	done   atomic.Int64
 	errors atomic.Int64
 	first  atomic.Pointer[error]
+	// A Wait that spun and yielded in vain sleeps until a completion
+	// wakes it: sleepers counts such waits, so a completion with nobody
+	// asleep pays one atomic load. The first sleeper waits on wake (made
+	// once, one slot: a completion's token is never lost, a stale one
+	// only costs a look); further concurrent sleepers back off with
+	// sleeps, as every wait did before.
+	sleepers atomic.Int32
+	wake     atomic.Pointer[chan struct{}]
 }
 
 // noteErr records err; only the error path pays for the heap copy.
 func (c *TransferCounter) noteErr(err error) {
 	c.first.CompareAndSwap(nil, &err)
 	c.errors.Add(1)
+}
+
+// arrived wakes the sleeping wait after Done moved.
+func (c *TransferCounter) arrived() {
+	if c.sleepers.Load() == 0 {
+		return
+	}
+	if ch := c.wake.Load(); ch != nil {
+		select {
+		case *ch <- struct{}{}:
+		default: // a token is already waiting
+		}
+	}
+}
+
+// wakeChan returns the channel completions wake the first sleeper on.
+func (c *TransferCounter) wakeChan() chan struct{} {
+	if ch := c.wake.Load(); ch != nil {
+		return *ch
+	}
+	ch := make(chan struct{}, 1)
+	if !c.wake.CompareAndSwap(nil, &ch) {
+		return *c.wake.Load()
+	}
+	return ch
 }
 
 // Err returns the first error counted, or nil.
@@ -144,14 +177,42 @@ func (c *TransferCounter) Done() int64 { return c.done.Load() }
 // Errors returns the number of failed transfers.
 func (c *TransferCounter) Errors() int64 { return c.errors.Load() }
 
-// Wait waits until Done reaches n or ctx ends, spinning briefly and then
-// backing off. It returns ErrProvider-wrapping information only through
-// Errors; its own error is only the context's.
+// Wait waits until Done reaches n or ctx ends: it spins and yields
+// briefly, then sleeps until a completion wakes it (no sleep ladder for
+// one waiter at a time; concurrent waiters beyond the first sleep in
+// growing steps). It allocates nothing after the counter's first sleep.
+// It returns ErrProvider-wrapping information only through Errors; its
+// own error is only the context's.
 func (c *TransferCounter) Wait(ctx context.Context, n int64) error {
 	var b backoff
-	for c.done.Load() < n {
-		if err := b.wait(ctx); err != nil {
-			return err
+	for i := 1; c.done.Load() < n; i++ {
+		if i < backoffSpins+backoffYields { // b spins, then yields: never its sleeps
+			if err := b.wait(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		ch := c.wakeChan()
+		if c.sleepers.Add(1) > 1 {
+			// Another wait owns the channel: the sleep ladder.
+			c.sleepers.Add(-1)
+			if err := b.wait(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		// A completion after this load sees sleepers and leaves a token.
+		if c.done.Load() >= n {
+			c.sleepers.Add(-1)
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		c.sleepers.Add(-1)
+		if ctx.Err() != nil && c.done.Load() < n {
+			return ctxErr(ctx)
 		}
 	}
 	return nil
@@ -181,6 +242,7 @@ func (c Completion) finishDirect(err error) {
 			c.counter.noteErr(err)
 		}
 		c.counter.done.Add(1)
+		c.counter.arrived()
 	}
 	if c.t != nil {
 		c.t.finish(err)

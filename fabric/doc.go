@@ -76,10 +76,13 @@
 // with ErrClosed, wakes every wait, unregisters memory and closes the
 // domains, by its context's deadline even when a worker is stuck in a
 // provider call (it then says what it abandoned: ErrAbandoned). A worker
-// that stays inside one provider call for Config.StuckTimeout (or for a
-// second while one of its peers is gone) is given up on without waiting
-// for Close: its transfers fail with ErrAbandoned and the rest of the
-// engine goes on. Memory
+// that stays inside one provider call for Config.StuckTimeout without the
+// provider showing progress (ProgressReporter), or for a second while one
+// of its peers is gone, is given up on without waiting for Close: its
+// transfers fail with ErrAbandoned and the rest of the engine goes on.
+// Writes of any length are posted in pieces of at most the provider's
+// largest write (DomainInfo.MaxWrite), capped at 16 MiB, one piece per
+// provider call, so a long transfer is a series of short calls. Memory
 // handed to a NIC is never Go heap memory: use AllocHost, C memory or GPU
 // memory.
 //

@@ -17,6 +17,17 @@ type DomainInfo struct {
 	// Index distinguishes domains that share a name (several endpoints on
 	// one loopback interface emulating several NICs).
 	Index int
+	// MaxWrite is the longest write the provider takes in one op, as it
+	// reports it (libfabric's max_msg_size, a verbs port's max_msg_sz);
+	// 0 means no limit. The engine posts longer writes in pieces.
+	MaxWrite uint64
+	// OrderedWrites says that writes to one peer are carried out in the
+	// order they were posted, so an immediate never lands before the
+	// bytes of an earlier write to that peer (libfabric FI_ORDER_WAW, a
+	// verbs RC queue pair, the in-process providers). Without it the
+	// engine posts the last piece of a split write, which carries the
+	// immediate, only once the earlier pieces completed.
+	OrderedWrites bool
 }
 
 // DomainOptions are what Open needs besides the DomainInfo.
@@ -231,6 +242,20 @@ type Provider interface {
 	Open(info DomainInfo, opts DomainOptions) (RdmaDomain, error)
 }
 
+// LibraryReporter is implemented by providers that run on a native
+// library whose version matters to their users (libfabric): Engine.Info
+// and the metrics report it.
+type LibraryReporter interface {
+	Library() LibraryInfo
+}
+
+// LibraryInfo names the native library a provider runs on.
+type LibraryInfo struct {
+	Name    string // "libfabric"
+	Version string // the library loaded, "2.1"
+	API     string // the API version the provider asks it for, "2.1"
+}
+
 // PeerChecker is implemented by domains that can tell cheaply, without
 // posting anything, that a peer is gone for good (shm: the process behind
 // the peer's endpoint has exited). The worker calls it for the peers it
@@ -255,6 +280,17 @@ type PeerProber interface {
 	// ProbeOp returns the heartbeat write to p (Length 0, no WriteHasImm;
 	// the engine sets Context), or false when there is none.
 	ProbeOp(p PeerID) (WriteOp, bool)
+}
+
+// ProgressReporter is implemented by domains whose calls can do long
+// work themselves, copying bytes (mem, ipc): Progress is a counter of the
+// bytes they moved, which grows during such a call, read by the watchdog
+// from its own goroutine (it must be safe for that). A worker inside one
+// call for longer than Config.StuckTimeout is given up on only when this
+// counter did not move for that long either: a slow copy is progress, a
+// call that moves nothing is stuck.
+type ProgressReporter interface {
+	Progress() uint64
 }
 
 // Abandoner is implemented by domains that cannot safely be closed while

@@ -93,6 +93,16 @@ type ProviderError struct {
 	// PeerLost says the error is the peer's: its connection was reset or
 	// refused, or it stopped answering.
 	PeerLost bool
+	// PeerClosed (with PeerLost) says the peer ended in order: it closed
+	// its endpoint (its engine) and said so first. Its operations fail as
+	// a lost peer's do, but the engine reports it at debug level: that is
+	// how every run ends, not a fault.
+	PeerClosed bool
+	// RegionGone says the target has no region with the write's key (it
+	// was unregistered, or never was): the error then also matches
+	// ErrUnknownRegion, and the engine fails later writes to that region
+	// at once.
+	RegionGone bool
 }
 
 func (e *ProviderError) Error() string {
@@ -106,7 +116,8 @@ func (e *ProviderError) Error() string {
 // Is makes errors.Is(err, ErrProvider) and, when they apply, ErrTimeout and
 // ErrPeerLost hold.
 func (e *ProviderError) Is(target error) bool {
-	return target == ErrProvider || (e.Timeout && target == ErrTimeout) || (e.PeerLost && target == ErrPeerLost)
+	return target == ErrProvider || (e.Timeout && target == ErrTimeout) || (e.PeerLost && target == ErrPeerLost) ||
+		(e.RegionGone && target == ErrUnknownRegion)
 }
 
 // RequestError describes why a request was refused. It wraps one sentinel.

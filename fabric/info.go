@@ -11,6 +11,9 @@ type Info struct {
 	Main      Address
 	LinkSpeed uint64 // sum over all domains, bits per second
 	Groups    []GroupInfo
+	// Library is the native library the provider runs on, when it names
+	// one (LibraryReporter); zero otherwise.
+	Library LibraryInfo
 }
 
 // GroupInfo describes one worker.
@@ -34,6 +37,9 @@ func (e *Engine) Info() Info {
 	}
 	in := Info{Provider: e.choice.Provider.Name(), Transport: e.choice.Transport, Reason: e.choice.Reason,
 		Poll: e.cfg.Poll, Main: e.MainAddress()}
+	if lr, ok := e.choice.Provider.(LibraryReporter); ok {
+		in.Library = lr.Library()
+	}
 	for _, w := range e.workers {
 		g := GroupInfo{Device: w.dev, Pinned: w.spec.Pin, CPU: w.spec.CPU}
 		for _, ds := range w.doms {

@@ -127,13 +127,25 @@ func (w *worker) declareLost(ds *domState, ps *peerState, cause error, gone bool
 	ps.lost, ps.gone = pe, gone
 	if first {
 		ps.losses++
-		w.e.log.Warn("ferry peer lost", "nic", ds.info.Name, "peer", ps.addr.String(), "gone", gone, "err", cause)
+		if peerClosed(cause) {
+			w.e.log.Debug("ferry peer closed", "nic", ds.info.Name, "peer", ps.addr.String(), "err", cause)
+		} else {
+			w.e.log.Warn("ferry peer lost", "nic", ds.info.Name, "peer", ps.addr.String(), "gone", gone, "err", cause)
+		}
 		w.e.peersLost.Add(1)
 		if w.e.notePeerLost(pe) {
 			w.pending = append(w.pending, dispEvent{kind: dispPeerLost, perr: pe})
 		}
 	}
 	return true
+}
+
+// peerClosed reports whether err says the peer closed its endpoint in
+// order (ProviderError.PeerClosed, or an endpoint of this process that
+// was closed).
+func peerClosed(err error) bool {
+	var pe *ProviderError
+	return errors.Is(err, errLocalClosed) || errors.As(err, &pe) && pe.PeerClosed
 }
 
 // sweepGone asks the provider of each domain that can check its peers
@@ -254,6 +266,9 @@ func (w *worker) opPeer(ds *domState, c *opCtx, op int) *peerState {
 	}
 	if op >= ctxOpMask {
 		return nil
+	}
+	if c.pp > 1 {
+		op /= c.pp // the pieces of one write share its target
 	}
 	var a Address
 	switch c.kind {

@@ -6,7 +6,11 @@ import (
 	"time"
 )
 
-// The watchdog. A provider call can block for ever: libfabric 1.17's shm
+// The watchdog. It judges progress, not the wall time of one call: writes
+// are posted in bounded pieces (split.go), so calls end while a transfer
+// of any length runs, and a provider that copies inside its calls (mem,
+// ipc) shows the bytes it moved (ProgressReporter), so a slow copy is not
+// taken for a stuck call. A provider call can block for ever: libfabric 1.17's shm
 // spins on the region lock of a peer that was SIGKILLed while holding it,
 // inside the post call of the worker that writes to that peer. No deadline
 // can fire then, since deadlines are the worker's own work. So every
@@ -36,6 +40,23 @@ const (
 	callClaimed = -1 // the watchdog is looking at the worker's state
 	callTaken   = -2 // the worker was given up on: its state is not its own
 )
+
+// moved reports when the bytes the worker's domains moved inside their
+// calls (ProgressReporter) last changed, as seen at the watchdog's ticks;
+// 0 when none can tell.
+func (w *worker) moved(now int64) int64 {
+	if len(w.reporters) == 0 {
+		return 0
+	}
+	var sum uint64
+	for _, r := range w.reporters {
+		sum += r.Progress()
+	}
+	if sum != w.progSeen {
+		w.progSeen, w.progAt = sum, now
+	}
+	return w.progAt
+}
 
 // quickStuck is how long a call must last before the watchdog checks the
 // worker's peers for a gone one.
@@ -99,8 +120,12 @@ func (e *Engine) runWatchdog() {
 		}
 		now := nanotime()
 		for _, w := range e.workers {
+			// A call that keeps moving bytes is not stuck, however long
+			// it lasts: what counts is the time since the later of its
+			// start and its last progress.
+			moved := w.moved(now)
 			switch s := w.callStart.Load(); {
-			case s > 0 && now-s > int64(stuck):
+			case s > 0 && now-max(s, moved) > int64(stuck):
 				w.giveUp(now-int64(stuck), fmt.Sprintf("stuck in a provider call for more than %v", stuck))
 			case s > 0 && now-s > quickStuck:
 				w.lookForGonePeer(s)

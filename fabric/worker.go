@@ -32,6 +32,19 @@ type worker struct {
 	reqs chan request
 	ctl  chan func(*worker)
 
+	// reporters are the domains that show progress inside a call, set at
+	// open, before the watchdog starts, and only read after; progSeen and
+	// progAt are the watchdog's: the sum of their counters and when it
+	// last changed.
+	// goneRegions are remote regions a write found unregistered
+	// (ErrUnknownRegion): later writes to them fail at accept, without a
+	// post. Worker-owned; nil until the first.
+	goneRegions map[regionRef]struct{}
+
+	reporters []ProgressReporter
+	progSeen  uint64
+	progAt    int64
+
 	initDone chan error
 	exited   chan struct{}
 	// abandon is closed by a Close that gave up on this worker (see
@@ -84,6 +97,7 @@ type worker struct {
 	immSrc  *MemoryRegion // local side of immediate-only writes (main worker)
 
 	sleeping atomic.Bool
+	soleP    bool // GOMAXPROCS was 1 when the worker started (see yield)
 	wake     waker
 	sleepers []Sleeper // domains whose peers can wake the worker
 	busyPoll bool      // an empty poll looked like provider progress work
@@ -112,6 +126,7 @@ type domState struct {
 	probes   int   // heartbeats in flight, counted in posted
 	idlePoll int64 // running mean of an empty poll's duration, ns
 	depth    int
+	piece    uint64 // the largest write posted here (split.go)
 	stats    DomainStats
 }
 
@@ -149,6 +164,7 @@ func (w *worker) run(opts DomainOptions) {
 		}
 	}()
 	runtime.LockOSThread()
+	w.soleP = runtime.GOMAXPROCS(0) == 1
 	defer runtime.UnlockOSThread()
 	w.wake.tune()
 	if err := w.open(opts); err != nil {
@@ -191,7 +207,11 @@ func (w *worker) open(opts DomainOptions) error {
 			depth:  opts.QueueDepth,
 		}
 		ds.info.Index = info.Index
+		ds.piece = pieceSize(ds.info)
 		ds.stats.Name = ds.info.Name
+		if r, ok := d.(ProgressReporter); ok {
+			w.reporters = append(w.reporters, r)
+		}
 		if s, ok := d.(Sleeper); ok {
 			w.sleepers = append(w.sleepers, s)
 			w.wake.watch(s.WakeFD())
@@ -218,7 +238,12 @@ func (w *worker) closeDomains() error {
 			if ds.stalled {
 				why += " and a peer that stopped answering"
 			}
-			errs = append(errs, fmt.Errorf("domain %s, with %s: %w", ds.info.Name, why, a.Abandon()))
+			// Abandon returns nil when it could close the domain after
+			// all (the ops it held are dropped, which the close drain has
+			// reported already): nothing more to say then.
+			if aerr := a.Abandon(); aerr != nil {
+				errs = append(errs, fmt.Errorf("domain %s, with %s: %w", ds.info.Name, why, aerr))
+			}
 			continue
 		}
 		if err := ds.d.Close(); err != nil {
@@ -298,7 +323,7 @@ func (w *worker) idle(n int) {
 	case n < idleSpins:
 		return
 	case n < idleSleepFrom:
-		runtime.Gosched()
+		w.yield()
 		return
 	}
 	d := 10 * time.Microsecond
@@ -313,6 +338,21 @@ func (w *worker) idle(n int) {
 		}
 	}
 	w.sleeping.Store(false)
+}
+
+// yield gives the worker's core away once. The worker is locked to its
+// thread, and runtime.Gosched from a locked goroutine hands its P to
+// another thread and later wakes this one back (two futex calls and two
+// thread switches per yield, most of the engine's system time in an a2a
+// step); sched_yield lets the OS run someone else and keeps the P. With a
+// single P that would keep every other goroutine of the process off the
+// CPU for the whole yield phase, so there Gosched stays.
+func (w *worker) yield() {
+	if w.soleP {
+		runtime.Gosched()
+		return
+	}
+	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }
 
 // prepareSleep arms the domains peers can wake (see Sleeper); false means

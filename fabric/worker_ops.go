@@ -65,6 +65,7 @@ type opCtx struct {
 
 	targets []ScatterTarget
 	dsts    []Descriptor
+	pp      int // pieces per write of a split context (split.go), else 0
 	slice   int // byte slice index (ShardBytes)
 	nslices int
 	group   *peerGroupState
@@ -237,6 +238,11 @@ func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	if err := w.usable(p); err != nil {
 		return err
 	}
+	if len(w.goneRegions) > 0 && c.kind != reqImm {
+		if err := w.checkRegion(c.kind.String(), p, rk.Key); err != nil {
+			return err
+		}
+	}
 	if p.local {
 		if err := w.checkLocal(ds, p, c.kind.String(), rk, dst); err != nil {
 			return err
@@ -346,6 +352,7 @@ func (w *worker) accept(r *request) {
 			} else {
 				c.srcOff, c.dstOff, c.length = r.srcOff+off, r.dstOff+off, size
 			}
+			w.splitUnits(c, 1, c.length)
 			if err := w.target(c, &r.dst, d); err != nil {
 				fail(ci, err)
 			}
@@ -364,6 +371,7 @@ func (w *worker) accept(r *request) {
 			c.srcPages, c.dstPages = r.srcPages[lo:hi], r.dstPages[lo:hi]
 			c.srcStride, c.dstStride = r.srcStride, r.dstStride
 			c.srcOff, c.dstOff, c.length = r.srcOff, r.dstOff, r.length
+			w.splitUnits(c, hi-lo, r.length)
 			if err := w.target(c, &r.dst, d); err != nil {
 				fail(ci, err)
 			}
@@ -410,6 +418,7 @@ func (w *worker) acceptScatter(xi uint32, r *request) {
 		w.source(c, r.src)
 		c.targets, c.first, c.group = r.targets[lo:hi], lo, g
 		c.slice, c.nslices = slice, nslices
+		w.splitScatter(c)
 		w.enqueueCtx(ci)
 	}
 	t := len(r.targets)
@@ -431,6 +440,14 @@ func (w *worker) acceptScatter(xi uint32, r *request) {
 // fill writes c's next ops (from c.next) into out and returns how many.
 // A peer that cannot be resolved marks c bad and stops it.
 func (w *worker) fill(c *opCtx, out []WriteOp) int {
+	if c.pp > 1 {
+		return w.fillSplit(c, out)
+	}
+	return w.fillWhole(c, out)
+}
+
+// fillWhole is fill for a context whose ops are whole writes.
+func (w *worker) fillWhole(c *opCtx, out []WriteOp) int {
 	k := min(c.total-c.next, len(out))
 	i0 := c.next
 	switch c.kind {
@@ -489,6 +506,9 @@ func (w *worker) fill(c *opCtx, out []WriteOp) int {
 			}
 			if err == nil {
 				err = w.usable(p)
+			}
+			if err == nil && len(w.goneRegions) > 0 {
+				err = w.checkRegion("scatter", p, rk.Key)
 			}
 			if err == nil && p.local {
 				err = w.checkLocal(ds, p, "scatter", rk, &t.Dst)

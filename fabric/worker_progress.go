@@ -1,6 +1,9 @@
 package fabric
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // progress posts queued work and reaps completions on every domain. It
 // reports whether anything happened.
@@ -243,10 +246,20 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 		ds.stats.Errors.Add(1)
 		c.bad = true
 		err := ds.d.DescribeError(*ev)
+		ps := w.opPeer(ds, c, int(ev.Context>>ctxOpShift&ctxOpMask))
+		if ps != nil && errors.Is(err, ErrPeerLost) {
+			// The transfer fails as every other one to that peer does:
+			// with the PeerError naming it, not the provider's error
+			// alone (it is the cause).
+			err = &PeerError{Peer: ps.addr, Cause: err}
+		}
+		if ps != nil && errors.Is(err, ErrUnknownRegion) {
+			w.regionGone(ps, c, int(ev.Context>>ctxOpShift&ctxOpMask))
+		}
 		w.failXfer(c.xfer, err)
 		// The peer is declared lost before the transfer's failure is
 		// reported (which that may do already).
-		w.noteOpError(ds, w.opPeer(ds, c, int(ev.Context>>ctxOpShift&ctxOpMask)), err)
+		w.noteOpError(ds, ps, err)
 		if w.ctxs[ci].live {
 			w.maybeRetire(ci)
 		}

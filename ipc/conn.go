@@ -51,7 +51,10 @@ type outPeer struct {
 	// ended is set, before the state turns dead, when the process at the
 	// other end was found exiting (processEnded): a connection still being
 	// set up then never turns ready.
-	ended  atomic.Bool
+	ended atomic.Bool
+	// bye is set, before the state turns dead, when the target said it
+	// closes its domain: an orderly end, not a loss.
+	bye    atomic.Bool
 	page   *connPage // set by the reader before state becomes peerReady
 	wakeFD int       // the target's wake eventfd, set with page; the worker closes it
 	news   atomic.Bool
@@ -71,10 +74,24 @@ type outPeer struct {
 	pageGone bool
 }
 
+// deadErrno is the error of ops to a dead peer: it closed its domain in
+// order, or it is gone.
+func (p *outPeer) deadErrno() int32 {
+	if p.bye.Load() {
+		return errnoPeerClosed
+	}
+	return errnoPeerGone
+}
+
 // processGone marks the peer dead because its process is exiting, from
 // the reader of another connection to that process; this one's own
 // reader retires the mappings when it sees its connection end.
 func (p *outPeer) processGone() {
+	if p.c.peekBye() {
+		// The process closed this domain in order before it exited; this
+		// connection's reader has not got to the bye yet.
+		p.bye.Store(true)
+	}
 	p.ended.Store(true)
 	if p.state.CompareAndSwap(peerReady, peerDead) {
 		p.news.Store(true)
@@ -244,7 +261,7 @@ func (d *Domain) serveMap(c *inConn, m ctlMsg) bool {
 	defer d.mu.Unlock()
 	r := d.regions[m.key]
 	if r == nil {
-		return c.c.send(ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, status: errnoAccess}) == nil
+		return c.c.send(ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, status: errnoNoKey}) == nil
 	}
 	start := pageDown(r.file.Offset)
 	end := pageUp(r.file.Offset + r.length)
@@ -306,6 +323,9 @@ func (d *Domain) runOutgoing(p *outPeer) {
 				fd = fds[0]
 			}
 			p.mapped(m, fd)
+		case m.kind == ctlBye && len(fds) == 0:
+			p.bye.Store(true)
+			ok = false // the connection ends here, in order
 		case m.kind == ctlRevoke && len(fds) == 0:
 			p.revoke(m.key)
 			ok = p.c.send(ctlMsg{kind: ctlRevokeAck, seq: m.seq, key: m.key}) == nil

@@ -27,6 +27,10 @@ type copyJob struct {
 	active atomic.Int32 // helpers inside the job
 	next   atomic.Uint64
 	done   atomic.Uint64
+	// moved counts the bytes of large copies as their chunks finish: the
+	// engine's watchdog reads it (Domain.Progress) to tell a long copy
+	// from a stuck call.
+	moved  atomic.Uint64
 	calls  chan<- copyCall // the helpers, nil when there are none
 	dst    uintptr
 	src    uintptr
@@ -105,6 +109,7 @@ func (j *copyJob) work() {
 		off := k * copyChunk
 		n := min(copyChunk, j.n-off)
 		copyBytes(j.dst+uintptr(off), j.src+uintptr(off), n, j.stream)
+		j.moved.Add(n)
 		j.done.Add(1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 //	                              <-   mapAck{seq, key, status, file offset, lengths} + region memfd
 //	                              <-   revoke{seq, key}          (the target unregistered key)
 //	revokeAck{seq}                ->   (the mapping is unmapped and no copy into it runs)
+//	                              <-   bye                       (the target closes its domain)
 //
 // When either process exits, the kernel closes its end and the other side
 // reads EOF: that is how a dead peer is detected, at once, without
@@ -35,15 +37,22 @@ const (
 	ctlMapAck
 	ctlRevoke
 	ctlRevokeAck
+	ctlBye
 )
 
 const (
 	ctlLen     = 56
 	ctlVersion = 2
-	// ctlTimeout bounds a blocking control write and the wait for revoke
-	// acknowledgements from a live but unresponsive peer.
-	ctlTimeout = 5 * time.Second
 )
+
+// ctlTimeoutNs bounds a blocking control write and the wait for revoke
+// acknowledgements from a live but unresponsive peer: 5 s (atomic so tests
+// can shorten it while control goroutines run).
+var ctlTimeoutNs atomic.Int64
+
+func init() { ctlTimeoutNs.Store(int64(5 * time.Second)) }
+
+func ctlTimeout() time.Duration { return time.Duration(ctlTimeoutNs.Load()) }
 
 type ctlMsg struct {
 	kind   uint32
@@ -108,7 +117,7 @@ func (c *ctlConn) checkPeer() (pid int, err error) {
 	return int(cred.Pid), nil
 }
 
-// send writes m with the files fds, waiting at most ctlTimeout.
+// send writes m with the files fds, waiting at most ctlTimeout().
 func (c *ctlConn) send(m ctlMsg, fds ...int) error {
 	var b [ctlLen]byte
 	m.encode(&b)
@@ -116,7 +125,7 @@ func (c *ctlConn) send(m ctlMsg, fds ...int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	_ = c.uc.SetWriteDeadline(time.Now().Add(ctlTimeout))
+	_ = c.uc.SetWriteDeadline(time.Now().Add(ctlTimeout()))
 	_, _, err := c.uc.WriteMsgUnix(b[:], oob, nil)
 	return err
 }
@@ -127,9 +136,13 @@ func (c *ctlConn) trySend(m ctlMsg) (sent bool, err error) {
 	var b [ctlLen]byte
 	m.encode(&b)
 	var serr error
-	if err := c.raw.Write(func(fd uintptr) bool {
+	// Control, not Write: Write would first check the write deadline that
+	// send leaves on the connection, and fail with a timeout once it has
+	// passed, long after that send (a healthy connection then closed, its
+	// peer reported gone with both ends alive). A non-blocking send needs
+	// no deadline.
+	if err := c.raw.Control(func(fd uintptr) {
 		serr = unix.Sendmsg(int(fd), b[:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		return true
 	}); err != nil {
 		return false, err
 	}
@@ -158,6 +171,22 @@ func (c *ctlConn) recv() (ctlMsg, []int, error) {
 	var m ctlMsg
 	m.decode(c.rb[:])
 	return m, fds, nil
+}
+
+// peekBye reports whether the next message waiting on the connection is
+// a bye, without taking it (the reader does).
+func (c *ctlConn) peekBye() bool {
+	var b [ctlLen]byte
+	n := 0
+	_ = c.raw.Control(func(fd uintptr) {
+		n, _, _ = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	if n != ctlLen {
+		return false
+	}
+	var m ctlMsg
+	m.decode(b[:])
+	return m.kind == ctlBye
 }
 
 func (c *ctlConn) close() { _ = c.uc.Close() }

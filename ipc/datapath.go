@@ -72,7 +72,7 @@ func (d *Domain) exec(p *outPeer, op *fabric.WriteOp) bool {
 	case peerConnecting:
 		return false
 	case peerDead:
-		d.complete(op, errnoPeerGone)
+		d.complete(op, p.deadErrno())
 		return true
 	}
 	if p.prod.pg == nil {
@@ -124,12 +124,12 @@ func (d *Domain) exec(p *outPeer, op *fabric.WriteOp) bool {
 }
 
 // revokedErrno tells why a mapping was revoked: the target unregistered
-// the region, or it is gone.
+// the region (ENOKEY), or it is gone.
 func revokedErrno(p *outPeer) int32 {
 	if p.state.Load() == peerDead {
-		return errnoPeerGone
+		return p.deadErrno()
 	}
-	return errnoAccess
+	return errnoNoKey
 }
 
 // requestMap asks the target for a region's file, once; the answer comes
@@ -188,7 +188,7 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 			case peerConnecting:
 				return i, nil
 			case peerDead:
-				ev.Errno = errnoPeerGone
+				ev.Errno = p.deadErrno()
 			default:
 				if p.prod.pg == nil {
 					p.prod.pg, p.prod.wake = p.page, p.wakeFD
@@ -375,7 +375,7 @@ func (d *Domain) applyPeer(p *outPeer) {
 	}
 	if p.state.Load() == peerDead {
 		for ; p.heldHead < len(p.heldOps); p.heldHead++ {
-			d.complete(&p.heldOps[p.heldHead], errnoPeerGone)
+			d.complete(&p.heldOps[p.heldHead], p.deadErrno())
 		}
 		clear(p.maps)
 		p.last = nil

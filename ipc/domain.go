@@ -66,6 +66,7 @@ var liveRegs atomic.Int64
 func LiveRegistrations() int64 { return liveRegs.Load() }
 
 func open(info fabric.DomainInfo) (*Domain, error) {
+	info.OrderedWrites = true // see domainInfo
 	d := &Domain{info: info, ea: newEndpointAddr(), regions: map[uint64]*region{},
 		incoming: map[*inConn]struct{}{}, peerOf: map[string]fabric.PeerID{}}
 	var err error
@@ -137,6 +138,12 @@ func randomKey() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
+// Progress counts the bytes of this domain's large copies (see
+// fabric.ProgressReporter): a copy of many MiB shows it moves.
+func (d *Domain) Progress() uint64 { return d.job.moved.Load() }
+
+var _ fabric.ProgressReporter = (*Domain)(nil)
+
 // UnregisterMemory releases a registration. For a shared region it
 // revokes every initiator's mapping and waits (up to ctlTimeout per
 // unresponsive peer) until each acknowledged that no copy into it runs
@@ -179,7 +186,7 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 		}
 	}
 	var slow []int
-	deadline := time.Now().Add(ctlTimeout)
+	deadline := time.Now().Add(ctlTimeout())
 	for _, c := range conns {
 		pause := time.Microsecond
 		for !c.dead.Load() && c.acked.Load() < seq {
@@ -193,7 +200,7 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 	}
 	if len(slow) > 0 {
 		return &fabric.ProviderError{Provider: TransportName, Op: "unregister", Errno: int(unix.ETIMEDOUT), Timeout: true,
-			Msg: fmt.Sprintf("peer processes %v did not acknowledge the revocation within %v", slow, ctlTimeout)}
+			Msg: fmt.Sprintf("peer processes %v did not acknowledge the revocation within %v", slow, ctlTimeout())}
 	}
 	return nil
 }
@@ -266,6 +273,13 @@ func (d *Domain) Close() error {
 	}
 	d.mu.Unlock()
 	_ = d.ln.Close()
+	// Initiators hear that this is an orderly end before their connections
+	// close (and before this domain's own outgoing connections do, which a
+	// peer might otherwise take for this process exiting). Best effort: a
+	// full socket means a stuck initiator, which then sees a plain end.
+	for _, c := range in {
+		_, _ = c.c.trySend(ctlMsg{kind: ctlBye})
+	}
 	for _, c := range in {
 		c.c.close()
 	}

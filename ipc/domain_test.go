@@ -48,7 +48,7 @@ func TestWrites(t *testing.T) {
 	b.imms = nil
 	a.post(bad...)
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == len(ops)+len(bad) && len(b.imms) == 1 }, a, b)
-	for ctx, errno := range map[uint64]int32{20: 13, 21: 13, 22: 13, 23: 22, 24: 0} {
+	for ctx, errno := range map[uint64]int32{20: 13, 21: 13, 22: 126, 23: 22, 24: 0} {
 		ev := a.byCtx[ctx]
 		require.Equal(t, errno, ev.Errno, "context %d", ctx)
 		if errno != 0 {
@@ -108,7 +108,8 @@ func TestUnregisterRevokes(t *testing.T) {
 	w.Context = 2
 	a.post(w)
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 }, a, b)
-	require.EqualValues(t, 13, a.byCtx[2].Errno, "a write after unregistration fails")
+	require.EqualValues(t, 126, a.byCtx[2].Errno, "a write after unregistration fails")
+	require.ErrorIs(t, a.d.DescribeError(a.byCtx[2]), fabric.ErrUnknownRegion)
 	require.ErrorIs(t, b.d.UnregisterMemory(k2), fabric.ErrUnknownRegion)
 }
 
@@ -303,4 +304,59 @@ func TestWriteToSelf(t *testing.T) {
 	require.Zero(t, a.byCtx[2].Errno)
 	require.Equal(t, a.buf.Bytes()[:4096], a.buf.Bytes()[8192:8192+4096])
 	require.ElementsMatch(t, []uint32{99, 100}, a.imms)
+}
+
+// TestWriteAfterControlTimeout: a connection set up longer ago than the
+// control timeout still carries writes. The deadline of the blocking
+// hello write used to stay on the connection, so the worker's first map
+// request after it failed and closed the connection: the target was
+// reported gone (errno 104) with both ends alive, as with a large buffer
+// that took seconds to prepare before the first write.
+func TestWriteAfterControlTimeout(t *testing.T) {
+	defer ipc.SetCtlTimeout(200 * time.Millisecond)()
+	a, b := openSide(t, 1<<20), openSide(t, 1<<20)
+	fill(a.buf.Bytes(), 9)
+	peer := a.resolve(b)
+	a.post(fabric.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: fabric.WriteHasImm}) // connects, maps nothing
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 && len(b.imms) == 1 }, a, b)
+	time.Sleep(400 * time.Millisecond)       // past the hello's deadline
+	a.post(a.write(peer, b, 0, 1<<20, 2, 6)) // the first map request
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 && len(b.imms) == 2 }, a, b)
+	require.Zero(t, a.byCtx[2].Errno, "write after the control timeout: %v", a.d.DescribeError(a.byCtx[2]))
+	require.NoError(t, a.d.CheckPeer(peer))
+	require.True(t, bytes.Equal(a.buf.Bytes(), b.buf.Bytes()), "bytes differ")
+}
+
+// TestPeerClosedInOrder: a target that closes its domain says so first:
+// its initiator reports it closed (fabric.ProviderError.PeerClosed, still
+// fabric.ErrPeerLost, so its operations fail), not gone with errno 104.
+func TestPeerClosedInOrder(t *testing.T) {
+	a := openSide(t, 1<<20)
+	d, err := ipc.Open()
+	require.NoError(t, err)
+	peer, err := a.d.ResolvePeer(d.Address())
+	require.NoError(t, err)
+	a.post(fabric.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: fabric.WriteHasImm})
+	events := make([]fabric.Event, 8)
+	pump(t, 10*time.Second, func() bool {
+		_, err := d.Poll(events)
+		require.NoError(t, err)
+		return len(a.byCtx) == 1
+	}, a)
+	require.Zero(t, a.byCtx[1].Errno)
+	require.NoError(t, d.Close())
+	pump(t, 10*time.Second, func() bool { return a.d.CheckPeer(peer) != nil }, a)
+	err = a.d.CheckPeer(peer)
+	var pe *fabric.ProviderError
+	require.ErrorAs(t, err, &pe)
+	require.True(t, pe.PeerClosed, "%v", err)
+	require.ErrorIs(t, err, fabric.ErrPeerLost)
+	require.Contains(t, err.Error(), "closed its domain")
+
+	a.post(fabric.WriteOp{Peer: peer, Context: 2, Imm: 6, Flags: fabric.WriteHasImm})
+	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 }, a)
+	werr := a.d.DescribeError(a.byCtx[2])
+	require.ErrorAs(t, werr, &pe)
+	require.True(t, pe.PeerClosed, "%v", werr)
+	require.ErrorIs(t, werr, fabric.ErrPeerLost)
 }

@@ -9,9 +9,11 @@ import (
 // Error numbers the domain puts in failed completions (Linux values).
 const (
 	errnoInvalid    = 22  // EINVAL: an operation naming a peer that was never resolved
-	errnoAccess     = 13  // EACCES: unknown or revoked key, range outside the region
+	errnoAccess     = 13  // EACCES: a range outside the region
+	errnoNoKey      = 126 // ENOKEY: the target has no region with the key (unregistered, or never was)
 	errnoMsgSize    = 90  // EMSGSIZE: a message larger than the receive buffer or ring
-	errnoPeerGone   = 104 // ECONNRESET: the peer process is gone or closed its domain
+	errnoPeerGone   = 104 // ECONNRESET: the peer process is gone, or its connection broke
+	errnoPeerClosed = 108 // ESHUTDOWN: the peer closed its domain, and said so first
 	errnoProtocol   = 71  // EPROTO: the peer broke the protocol
 	errnoNotSharing = 95  // EOPNOTSUPP: the peer's memory cannot be mapped here
 )
@@ -21,11 +23,15 @@ func errnoText(errno int32) string {
 	case errnoInvalid:
 		return "unknown peer"
 	case errnoAccess:
-		return "remote access error: key unknown or revoked, or range outside the region"
+		return "remote access error: range outside the region"
+	case errnoNoKey:
+		return "remote region unknown: its key was revoked (unregistered) or never registered"
 	case errnoMsgSize:
 		return "message larger than the receive buffer or the peer's message ring"
 	case errnoPeerGone:
-		return "peer process gone or its domain closed"
+		return "peer process gone or its connection broken"
+	case errnoPeerClosed:
+		return "peer closed its domain"
 	case errnoProtocol:
 		return "peer broke the ipc protocol"
 	case errnoNotSharing:
@@ -39,7 +45,8 @@ func errnoText(errno int32) string {
 // engine declares that peer lost.
 func describe(ev fabric.Event) error {
 	return &fabric.ProviderError{Provider: TransportName, Op: ev.Kind.String() + " completion",
-		Errno: int(ev.Errno), Msg: errnoText(ev.Errno), PeerLost: ev.Errno == errnoPeerGone}
+		Errno: int(ev.Errno), Msg: errnoText(ev.Errno), PeerLost: ev.Errno == errnoPeerGone || ev.Errno == errnoPeerClosed,
+		PeerClosed: ev.Errno == errnoPeerClosed, RegionGone: ev.Errno == errnoNoKey}
 }
 
 // errClosed is returned by calls on a closed domain.

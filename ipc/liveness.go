@@ -29,8 +29,12 @@ func (d *Domain) CheckPeer(p fabric.PeerID) error {
 		if pr.ended.Load() {
 			why = "its process exited"
 		}
-		return &fabric.ProviderError{Provider: TransportName, Op: "peer check", Errno: errnoPeerGone,
-			Msg: fmt.Sprintf("%s: %s", pr.ea, why), PeerLost: true}
+		errno := pr.deadErrno()
+		if errno == errnoPeerClosed {
+			why = "it closed its domain"
+		}
+		return &fabric.ProviderError{Provider: TransportName, Op: "peer check", Errno: int(errno),
+			Msg: fmt.Sprintf("%s: %s", pr.ea, why), PeerLost: true, PeerClosed: errno == errnoPeerClosed}
 	}
 	return nil
 }

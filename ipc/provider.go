@@ -28,7 +28,7 @@ func (provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.D
 		return nil, err
 	}
 	// No link speed: there is no link, only this host's memory.
-	return []fabric.DomainInfo{{Provider: TransportName, Transport: TransportName, Name: "ipc", NUMANode: -1}}, nil
+	return []fabric.DomainInfo{domainInfo()}, nil
 }
 
 func (provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
@@ -43,7 +43,15 @@ func Open() (*Domain, error) {
 	if err := Probe(); err != nil {
 		return nil, err
 	}
-	return open(fabric.DomainInfo{Provider: TransportName, Transport: TransportName, Name: "ipc", NUMANode: -1})
+	return open(domainInfo())
+}
+
+// domainInfo describes the one ipc domain. Writes to one peer are carried
+// out in order (copied by the initiator's worker as they are posted, or
+// held in order), and any length a mapping holds is taken in one op.
+func domainInfo() fabric.DomainInfo {
+	return fabric.DomainInfo{Provider: TransportName, Transport: TransportName, Name: "ipc", NUMANode: -1,
+		OrderedWrites: true}
 }
 
 // Probe reports whether ipc can run here: nil, or an error wrapping

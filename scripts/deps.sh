@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Installs the C libraries ferry links against when pkg-config cannot find
 # them. Debian/Ubuntu with apt-get; anything else gets instructions.
-# NVRTC, for the kernel compile gate, is deps-nvrtc.sh's business (it never
-# fails the build).
+# NVRTC, for the kernel compile gate, is deps-nvrtc.sh's and
+# deps-cudatools.sh's business (they never fail the build). libfabric 2.1,
+# built into .deps/ beside the system's 1.17 so both generations are
+# tested, is deps-libfabric2.sh's (it never fails the build either); it
+# runs last, once the tools it needs are here.
 set -euo pipefail
 
 "$(dirname "$0")/deps-nvrtc.sh"
+# NVRTC 12.4 and nvdisasm 11.8/12.4 for the gate's second compiler
+# generation and its SASS check, into .deps/ (never fails the build).
+"$(dirname "$0")/deps-cudatools.sh"
+libfabric2() { "$(dirname "$0")/deps-libfabric2.sh"; }
 
 need_pkgs=()
 command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
@@ -17,12 +24,16 @@ else
 fi
 command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc libc6-dev)
 command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++) # the CPU emulator of the kernels
+# Open MPI: bench-a2a --backend host times MPI_Alltoallv beside each case.
+command -v mpirun >/dev/null 2>&1 || need_pkgs+=(openmpi-bin)
+command -v mpicc >/dev/null 2>&1 || need_pkgs+=(libopenmpi-dev)
 # fabric/directory/etcd tests run a real etcd server on loopback.
 command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
 for extra in ${FERRY_EXTRA_PKGS:-}; do need_pkgs+=("$extra"); done
 
 if [ ${#need_pkgs[@]} -eq 0 ]; then
 	echo "deps: libfabric $(pkg-config --modversion libfabric), libibverbs $(pkg-config --modversion libibverbs)"
+	libfabric2
 	exit 0
 fi
 
@@ -46,3 +57,4 @@ $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/nul
 	exit 1
 }
 echo "deps: libfabric $(pkg-config --modversion libfabric), libibverbs $(pkg-config --modversion libibverbs)"
+libfabric2

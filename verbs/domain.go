@@ -135,8 +135,11 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		sgidIndex: uint8(gid.Index)}
 	d.hs = newHandshaker(d, hsTimeout)
 	d.judgeW = d.judgeWrite
+	// An RC queue pair carries out a peer's writes in order; longer
+	// writes than the port takes are posted in pieces by the engine.
 	d.info = fabric.DomainInfo{Provider: provName, Transport: provName, Name: info.Name,
-		PCIAddress: info.PCIAddress, NUMANode: info.NUMANode, LinkSpeed: info.LinkSpeed, Index: port}
+		PCIAddress: info.PCIAddress, NUMANode: info.NUMANode, LinkSpeed: info.LinkSpeed, Index: port,
+		MaxWrite: pa.MaxMsgSize, OrderedWrites: true}
 	if d.info.PCIAddress == "" && d.info.LinkSpeed == 0 {
 		if ds, err := Devices(); err == nil {
 			for _, di := range ds {

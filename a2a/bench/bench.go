@@ -31,6 +31,9 @@ type Spec struct {
 	Grid, Block int
 	// Spin makes the CUDA backends' workers poll without sleeping.
 	Spin bool
+	// ReduceThreads splits the host backend's combine reduction over
+	// this many goroutines per rank (host.Options.ReduceThreads).
+	ReduceThreads int
 	// Transport is the fabric transport ("auto", "efa", "verbs",
 	// "tcp;ofi_rxm", "shm", "ipc", or "mem" for ranks in one process).
 	Transport string
@@ -46,7 +49,11 @@ type Spec struct {
 	// at the case's token count, on every rank.
 	Check      bool
 	CheckIters int
-	Seed       uint64
+	// Floor times, after each case's iterations, copies of each phase's
+	// nominal bytes on every rank at once (Case.FloorDispatch,
+	// FloorCombine): the memory's speed for the bytes the case moves.
+	Floor bool
+	Seed  uint64
 	// Timeout bounds each phase of each iteration (default 30 s); in a
 	// one-device run, every wait of every kernel (the watchdog).
 	Timeout time.Duration
@@ -76,13 +83,17 @@ type Options struct {
 	OnEngine func(*fabric.Engine)
 	// OnStart, when set, sees the description of the run before its first
 	// case; OnCase sees each case as soon as every rank has shared its
-	// samples and check (on every rank).
+	// samples and check (on every rank that set it), and the next case
+	// starts once every rank is past its OnCase (within 5 minutes).
 	OnStart func(*Report)
 	OnCase  func(Case)
 	// OnDeviceCase sees each row of a one-device run (RunDevice) as soon
 	// as it is measured and checked.
 	OnDeviceCase func(DeviceCase)
 }
+
+// onCaseTimeout bounds the wait of every rank for the others' OnCase.
+const onCaseTimeout = 5 * time.Minute
 
 // Errors Run returns besides those of the pieces it drives.
 var (
@@ -159,8 +170,15 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
+		// On a GPU the engine spins too (latency first, as the CUDA
+		// backend's worker does there): its adaptive sleeps of up to a
+		// millisecond would dwarf a decode step.
+		poll := fabric.PollAdaptive
+		if spec.Backend == BackendCUDA {
+			poll = fabric.PollSpin
+		}
 		eng, err = fabric.Open(ctx, fabric.Config{Transport: spec.Transport, NICs: l.NICsPerGPU, Node: spec.Node,
-			Logger: logger, LogLevel: opt.LogLevel})
+			Logger: logger, LogLevel: opt.LogLevel, Poll: poll})
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +214,8 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 	}
 	failed := 0
 	for i, tokens := range spec.cases() {
-		cs, err := runCase(ctx, spec, cfg, &l, c, g, tokens, rep.CheckIters, uint64(i))
+		tc, _ := b.(a2a.TrafficCounter)
+		cs, err := runCase(ctx, spec, cfg, &l, c, tc, g, tokens, rep.CheckIters, uint64(i))
 		if err != nil {
 			return rep, fmt.Errorf("bench: case of %d tokens: %w", tokens, err)
 		}
@@ -206,6 +225,16 @@ func Run(ctx context.Context, spec Spec, g Group, opt Options) (_ *Report, err e
 		rep.Cases = append(rep.Cases, cs)
 		if opt.OnCase != nil {
 			opt.OnCase(cs)
+		}
+		// A slow OnCase on one rank (bench-a2a's rank 0 times Open MPI
+		// there) must not run out the others' next barrier, which is
+		// bounded by spec.Timeout: every rank (with an OnCase or not)
+		// waits here until all are done with the case.
+		bctx, cancel := context.WithTimeout(ctx, onCaseTimeout)
+		err = g.Barrier(bctx)
+		cancel()
+		if err != nil {
+			return rep, fmt.Errorf("bench: after the case of %d tokens: %w", tokens, err)
 		}
 	}
 	if failed > 0 {

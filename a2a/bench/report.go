@@ -63,6 +63,17 @@ type Case struct {
 	Samples       []Sample `json:"samples"`
 	DispatchBytes int64    `json:"dispatch_bytes"`
 	CombineBytes  int64    `json:"combine_bytes"`
+	// Wire is, per rank, what its fabric writes carried per timed
+	// iteration (empty when the backend does not count them).
+	Wire []RankWire `json:"wire,omitempty"`
+	// Pairs[r][q] is the rows rank r dispatched to rank q per timed
+	// iteration (their mean, rounded down), itself included: in combine
+	// the same rows travel back, q to r.
+	Pairs [][]uint64 `json:"pairs,omitempty"`
+	// FloorDispatch and FloorCombine are every rank's timed copies of the
+	// phase's nominal bytes per rank (Spec.Floor; empty without it).
+	FloorDispatch []time.Duration `json:"floor_dispatch,omitempty"`
+	FloorCombine  []time.Duration `json:"floor_combine,omitempty"`
 	// Checked says the case was compared with the oracle; CheckError is
 	// the first mismatch any rank found ("" when none).
 	Checked    bool   `json:"checked"`
@@ -84,10 +95,50 @@ func (c Case) Halves(phase string) (send, recv []time.Duration) {
 	return send, recv
 }
 
+// Floor returns the timed memcpy samples of phase's nominal bytes.
+func (c Case) Floor(phase string) []time.Duration {
+	if phase == Dispatch {
+		return c.FloorDispatch
+	}
+	return c.FloorCombine
+}
+
 // NominalBytes returns the nominal bytes of phase per rank.
 func (c Case) NominalBytes(phase string) int64 {
 	if phase == Dispatch {
 		return c.DispatchBytes
 	}
 	return c.CombineBytes
+}
+
+// RankWire is what one rank's fabric writes carried per timed iteration,
+// counted where the backend posted them (a2a.TrafficCounter): the count
+// exchange, dispatch and combine. Copies inside a node domain are not on
+// the wire and not counted.
+type RankWire struct {
+	Rank     int       `json:"rank"`
+	Route    PhaseWire `json:"route"`
+	Dispatch PhaseWire `json:"dispatch"`
+	Combine  PhaseWire `json:"combine"`
+}
+
+// PhaseWire is one phase's writes per iteration: Bytes posted, Rows they
+// carried, NominalBytes those rows hold (token and scales in dispatch,
+// the expert output row in combine, one count row per count exchange
+// write) and Ratio,
+// Bytes over NominalBytes over all timed iterations (0 when no row was
+// sent).
+type PhaseWire struct {
+	Bytes        uint64  `json:"bytes"`
+	Rows         uint64  `json:"rows"`
+	NominalBytes uint64  `json:"nominal_bytes"`
+	Ratio        float64 `json:"ratio"`
+}
+
+// Phase returns w's figures for Dispatch or Combine.
+func (w RankWire) Phase(phase string) PhaseWire {
+	if phase == Dispatch {
+		return w.Dispatch
+	}
+	return w.Combine
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -40,12 +40,24 @@ type Options struct {
 	// engine declares the rank lost: the worker fails, and the kernels'
 	// waits give up when it does.
 	Timeout time.Duration
-	// Spin makes the CPU worker poll the kernels' flags without ever
-	// sleeping (it still yields): the lowest latency, for hosts with a core
-	// to spare per rank. By default it backs off to sleeps of up to half a
-	// millisecond while nothing happens, which machines with few cores (and
-	// the emulator, whose kernels need those cores) want.
+	// Polling is how the CPU worker waits for the kernels' flags. The
+	// default (PollAuto) is latency first on a GPU: the worker spins (it
+	// still yields), a core per rank, because each of its sleeps would add
+	// up to half a millisecond to a decode step whose kernels take tens of
+	// microseconds. On the emulator, whose kernels need the cores the
+	// worker would burn, it backs off to sleeps of up to half a
+	// millisecond. For the engine's own workers, open the engine with
+	// fabric.PollSpin on a GPU too (its adaptive default sleeps up to a
+	// millisecond when idle).
+	Polling Polling
+	// Spin is Polling: PollSpin (kept for callers that set it).
 	Spin bool
+	// Overcommit leaves this backend's grid out of the rule for
+	// concurrent contexts (ResidentDevice): the caller guarantees that its
+	// launches never wait for another context's kernels resident on the
+	// same device, e.g. by running the contexts' launches in lock step
+	// (a2a/internal/onedevice does). The grid must still fit the device.
+	Overcommit bool
 	// Join builds the backend of a restarted rank joining a running world:
 	// New builds, allocates and registers everything but exchanges nothing
 	// (Exchange may be nil); its Context's first call is then
@@ -54,6 +66,32 @@ type Options struct {
 	// at New, so a restarted rank comes back only when no rank of its
 	// domain stayed active (unlike the host backend's, which reshares).
 	Join bool
+}
+
+// Polling is the CPU worker's waiting policy (Options.Polling).
+type Polling uint8
+
+const (
+	// PollAuto spins on a GPU (DriverDevice) and backs off elsewhere.
+	PollAuto Polling = iota
+	// PollSpin never sleeps: the lowest latency, a core per rank.
+	PollSpin
+	// PollBackoff spins briefly, yields, then sleeps 1 us doubling to
+	// 512 us while no flag moves: little CPU, up to ~0.5 ms more latency
+	// per wait.
+	PollBackoff
+)
+
+// spins reports whether the worker of a backend on dev spins.
+func (p Polling) spins(dev Device) bool {
+	switch p {
+	case PollSpin:
+		return true
+	case PollBackoff:
+		return false
+	}
+	_, gpu := dev.(*DriverDevice)
+	return gpu
 }
 
 // DefaultTimeout is Options.Timeout's default.
@@ -78,7 +116,8 @@ type Backend struct {
 
 	send, recv []uint64 // node ranks' transport buffers
 	mems       []Memory
-	ctrl       Memory
+	ctrl       Control
+	ctrlWords  []ControlWord // every word of ctrl, made once (no allocation per use)
 	table      Memory
 	meta       Memory
 	params     Memory
@@ -93,6 +132,9 @@ type Backend struct {
 	w       *worker
 	joining bool
 	closed  bool
+
+	residentKey string // the device whose blocks this backend reserved (ResidentDevice)
+	overcommit  bool   // Options.Overcommit
 }
 
 var _ a2a.MembershipBackend = (*Backend)(nil)
@@ -117,7 +159,8 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if 8*l.NVLinkSize > syncBytes {
 		return nil, fmt.Errorf("a2a cuda backend: NVLinkSize %d above %d: %w", l.NVLinkSize, syncBytes/8, a2a.ErrInvalidConfig)
 	}
-	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout, spin: opt.Spin,
+	b := &Backend{l: l, dev: opt.Device, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout,
+		spin: opt.Spin || opt.Polling.spins(opt.Device), overcommit: opt.Overcommit,
 		joining: opt.Join,
 		ml:      newMetaLayout(&l)}
 	if b.timeout <= 0 {
@@ -140,6 +183,9 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 		return nil, err
 	}
 	if err := b.build(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.reserveGrid(); err != nil {
 		return nil, err
 	}
 	if err := b.allocate(ctx); err != nil {
@@ -210,7 +256,9 @@ func (b *Backend) probe(ctx context.Context, k Kernel) error {
 	if err := b.st.Launch(k, 1, 32, out.Addr()); err != nil {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, b.timeout)
+	// Options.Timeout bounds the waits inside the a2a kernels; the probe
+	// waits for nothing, and a short Timeout must not fail it.
+	sctx, cancel := context.WithTimeout(ctx, max(b.timeout, probeWait))
 	defer cancel()
 	if err := b.st.Sync(sctx); err != nil {
 		return err
@@ -231,6 +279,9 @@ func (b *Backend) probe(ctx context.Context, k Kernel) error {
 	}
 	return nil
 }
+
+// probeWait is the least time the probe kernel is given.
+const probeWait = 10 * time.Second
 
 func (b *Backend) alloc(n int, mapped bool) (Memory, error) {
 	n = max(n, 16)
@@ -254,9 +305,34 @@ func words(m Memory) []uint32 {
 }
 
 // ctrlWord is word w of control slot s.
-func (b *Backend) ctrlWord(s, w int) *atomic.Uint32 {
-	return (*atomic.Uint32)(unsafe.Pointer(&words(b.ctrl)[s*slotWords+w]))
+func (b *Backend) ctrlWord(s, w int) ControlWord { return b.ctrlWords[s*slotWords+w] }
+
+// allocControl makes the control block: the device's choice
+// (ControlDevice), or mapped memory.
+func (b *Backend) allocControl() error {
+	if cd, ok := b.dev.(ControlDevice); ok {
+		c, err := cd.AllocControl(ctrlBytes)
+		if err != nil {
+			return fmt.Errorf("a2a cuda backend: allocate the control block: %w", err)
+		}
+		b.ctrl = c
+	} else {
+		m, err := b.dev.AllocMapped(ctrlBytes)
+		if err != nil {
+			return fmt.Errorf("a2a cuda backend: allocate the control block: %w", err)
+		}
+		b.ctrl = hostControl{m}
+	}
+	b.ctrlWords = make([]ControlWord, ctrlBytes/4)
+	for i := range b.ctrlWords {
+		b.ctrlWords[i] = b.ctrl.Word(4 * i)
+	}
+	return nil
 }
+
+// ControlKind says where the control block lives: "gdrcopy" (device
+// memory written through a GDRCopy mapping) or "host-mapped".
+func (b *Backend) ControlKind() string { return b.ctrl.Kind() }
 
 // allocate shares the transport buffers and allocates everything else.
 func (b *Backend) allocate(ctx context.Context) error {
@@ -270,7 +346,7 @@ func (b *Backend) allocate(ctx context.Context) error {
 	if len(b.send) != S || len(b.recv) != S {
 		return fmt.Errorf("a2a cuda backend: node memory returned %d buffers for %d ranks: %w", len(b.recv), S, a2a.ErrInvalidArgument)
 	}
-	if b.ctrl, err = b.alloc(ctrlBytes, true); err != nil {
+	if err := b.allocControl(); err != nil {
 		return err
 	}
 	if b.table, err = b.alloc(l.CountTableBytes, true); err != nil {
@@ -363,8 +439,8 @@ func (b *Backend) connect(ctx context.Context, ex Exchanger) error {
 		return err
 	}
 	flags := map[a2a.Tag]fabric.Flag{
-		a2a.TagDispatch: epochFlag{b.ctrlWord(slotDispatchRDMA, 0)},
-		a2a.TagCombine:  epochFlag{b.ctrlWord(slotCombineRDMA, 0)},
+		a2a.TagDispatch: b.rdmaFlag(slotDispatchRDMA),
+		a2a.TagCombine:  b.rdmaFlag(slotCombineRDMA),
 	}
 	b.wire, err = wire.New(ctx, l, wire.Options{Engine: b.eng, Exchange: ex, Send: sendReg, Recv: recvReg,
 		Table: tableReg, Device: b.dev.EngineDevice(), Flags: flags, Join: b.joining})
@@ -381,10 +457,37 @@ func (b *Backend) registerHost(m []byte, access fabric.Access) (*fabric.MemoryRe
 }
 
 // epochFlag is a fabric.Flag in the control block: each Set publishes the
-// next epoch, which a kernel waits for (it never clears the flag).
-type epochFlag struct{ w *atomic.Uint32 }
+// next epoch, which a kernel waits for (it never clears the flag). With a
+// flush (RDMAFlusher), Set first makes the NIC's writes that completed
+// visible to the kernels; a failed flush raises nothing and fails the
+// worker, so the kernels give up instead of reading unflushed rows.
+type epochFlag struct {
+	w      ControlWord
+	flush  func() error
+	failed func(error)
+}
 
-func (f epochFlag) Set() { f.w.Add(1) }
+func (f epochFlag) Set() {
+	if f.flush != nil {
+		if err := f.flush(); err != nil {
+			f.failed(fmt.Errorf("flush gpudirect rdma writes: %w", err))
+			return
+		}
+	}
+	// The slot's one writer (the engine's counter for the phase, or the
+	// worker when it expects no immediate): no read-modify-write needed.
+	f.w.Store(f.w.Load() + 1)
+}
+
+// rdmaFlag is the flag the engine raises in slot s once every immediate
+// of a phase arrived: after the device's flush, where it has one.
+func (b *Backend) rdmaFlag(s int) epochFlag {
+	f := epochFlag{w: b.ctrlWord(s, 0)}
+	if fl, ok := b.dev.(RDMAFlusher); ok {
+		f.flush, f.failed = fl.FlushRDMA, b.failWorker
+	}
+	return f
+}
 
 // closeWait bounds how long Close waits for kernels still running.
 const closeWait = 10 * time.Second
@@ -397,6 +500,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.stopWorker()
+	defer b.releaseGrid()
 	var errs []error
 	if b.st != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
@@ -418,6 +522,9 @@ func (b *Backend) Close() error {
 	for _, m := range b.mems {
 		errs = append(errs, m.Free())
 	}
+	if b.ctrl != nil {
+		errs = append(errs, b.ctrl.Free())
+	}
 	if b.io != nil {
 		errs = append(errs, b.io.free())
 	}
@@ -426,3 +533,69 @@ func (b *Backend) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// resident counts the blocks of the live backends' grids per device
+// (ResidentDevice.Key): the rule for concurrent contexts.
+var resident struct {
+	sync.Mutex
+	used map[string]int
+}
+
+// reserveGrid checks the grid against the device (ResidentDevice) and
+// reserves its blocks beside those of the other live backends there.
+func (b *Backend) reserveGrid() error {
+	rd, ok := b.dev.(ResidentDevice)
+	if !ok {
+		return nil
+	}
+	limit := -1
+	for i, k := range b.k {
+		n, err := rd.MaxResidentBlocks(k, b.block)
+		if err != nil {
+			return fmt.Errorf("a2a cuda backend: occupancy of %s: %w", kernelNames[i], err)
+		}
+		if limit < 0 || n < limit {
+			limit = n
+		}
+	}
+	if b.grid > limit {
+		return fmt.Errorf("a2a cuda backend: grid of %d blocks of %d threads: %s holds at most %d at once; use Options.Grid <= %d: %w",
+			b.grid, b.block, b.dev.Name(), limit, limit, a2a.ErrInvalidConfig)
+	}
+	if b.overcommit {
+		return nil
+	}
+	resident.Lock()
+	defer resident.Unlock()
+	key := rd.Key()
+	if used := resident.used[key]; used+b.grid > limit {
+		return fmt.Errorf("a2a cuda backend: grid of %d blocks does not fit beside the %d blocks of the a2a contexts "+
+			"live on %s (it holds %d blocks of %d threads at once); use Options.Grid <= %d or close a context: %w",
+			b.grid, used, b.dev.Name(), limit, b.block, max(limit-used, 0), a2a.ErrInvalidConfig)
+	}
+	if resident.used == nil {
+		resident.used = map[string]int{}
+	}
+	resident.used[key] += b.grid
+	b.residentKey = key
+	return nil
+}
+
+// releaseGrid gives the reserved blocks back.
+func (b *Backend) releaseGrid() {
+	if b.residentKey == "" {
+		return
+	}
+	resident.Lock()
+	defer resident.Unlock()
+	if resident.used[b.residentKey] -= b.grid; resident.used[b.residentKey] <= 0 {
+		delete(resident.used, b.residentKey)
+	}
+	b.residentKey = ""
+}
+
+// Traffic returns what tag's fabric writes (posted by the worker) carried
+// since New: a2a.TrafficCounter.
+func (b *Backend) Traffic(t a2a.Tag) a2a.Traffic { return b.wire.Traffic(t) }
+
+var _ a2a.TrafficCounter = (*Backend)(nil)

@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"context"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -40,6 +42,82 @@ type Device interface {
 	// when Options leave them 0.
 	DefaultLaunch() (grid, block int)
 }
+
+// RDMAFlusher is a Device whose NIC writes may reach kernels after a flag
+// the CPU raises on their completion. The backend calls FlushRDMA after
+// the engine counted every immediate of a phase and before it raises the
+// flag the kernels poll (DriverDevice: cuFlushGPUDirectRDMAWrites where
+// cuda.Device.NeedsRDMAFlush says so, below sm_90 and on C2C platforms).
+type RDMAFlusher interface {
+	FlushRDMA() error
+}
+
+// ResidentDevice is a Device that holds a bounded number of blocks at
+// once. Every a2a kernel is a cooperative launch whose blocks spin on
+// flags, so a kernel whose blocks cannot all be resident never ends, and
+// neither do the kernels of the other ranks waiting for it. The backend
+// therefore checks, at New:
+//   - its own grid: at most MaxResidentBlocks of every kernel (an error
+//     naming the grid to use, instead of the driver's refusal at the first
+//     launch);
+//   - the rule for concurrent contexts (two micro-batches on two streams,
+//     or two models): the grids of all live backends on one device (same
+//     Key) must fit on it together, so every kernel of every context can
+//     be resident whatever the other streams run. A backend that would
+//     overcommit the device is refused, naming the blocks left; Close
+//     gives its blocks back. Options.Overcommit opts a backend out, for
+//     callers that keep the contexts' kernels apart themselves (lock step).
+//
+// Kernels of other libraries that occupy SMs for long (a persistent GEMM)
+// are outside this count: leave room for them with Options.Grid.
+type ResidentDevice interface {
+	// MaxResidentBlocks is how many blocks of block threads of k the whole
+	// device holds at once (occupancy per SM times SMs).
+	MaxResidentBlocks(k Kernel, block int) (int, error)
+	// Key names the physical device: Devices with the same Key share it.
+	Key() string
+}
+
+// ControlDevice is a Device that places the control block (the words the
+// CPU worker and the kernels signal each other through) in memory of its
+// choosing: DriverDevice puts it in device memory the CPU reaches through
+// a GDRCopy mapping where GDRCopy and its gdrdrv module are present (the
+// kernels then spin on local memory instead of polling across PCIe), and
+// in pinned host memory mapped into the device otherwise. Other devices'
+// control blocks are AllocMapped memory.
+type ControlDevice interface {
+	AllocControl(n int) (Control, error)
+}
+
+// Control is a control block of n bytes (zeroed).
+type Control interface {
+	// Addr is the address kernels use.
+	Addr() uint64
+	// Word is the 32-bit word at byte offset off, as the CPU reads and
+	// writes it.
+	Word(off int) ControlWord
+	// Kind says where the words live ("gdrcopy", "host-mapped").
+	Kind() string
+	Free() error
+}
+
+// ControlWord is one word of a control block: loads acquire, stores
+// release. No read-modify-write: a GDRCopy mapping is write-combined,
+// where locked instructions are not allowed.
+type ControlWord interface {
+	Load() uint32
+	Store(v uint32)
+}
+
+// hostControl is a control block in memory the CPU addresses directly.
+type hostControl struct{ m Memory }
+
+func (c hostControl) Addr() uint64 { return c.m.Addr() }
+func (c hostControl) Word(off int) ControlWord {
+	return (*atomic.Uint32)(unsafe.Pointer(&c.m.Bytes()[off]))
+}
+func (c hostControl) Kind() string { return "host-mapped" }
+func (c hostControl) Free() error  { return c.m.Free() }
 
 // Source is one kernel source file.
 type Source struct {

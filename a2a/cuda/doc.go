@@ -72,8 +72,10 @@
 //
 // # Flags and epochs
 //
-// Kernels and the worker meet in a control block of host-mapped words:
-// each flag holds an epoch (the iteration, counted from 1) and only
+// Kernels and the worker meet in a control block (ControlDevice): device
+// memory the CPU writes through a GDRCopy mapping where GDRCopy is present
+// (the kernels spin on local memory), host-mapped words otherwise. Each
+// flag holds an epoch (the iteration, counted from 1) and only
 // grows, so no one ever clears a flag, and kernels keep their own epoch
 // in device memory. The engine's flag counters for the dispatch and
 // combine immediates publish epochs the same way. Node ranks publish
@@ -82,11 +84,36 @@
 // Nothing in a step needs the host: the four launches of an iteration
 // replay from a CUDA graph.
 //
+// The NIC's writes into GPU memory are not ordered before a flag the CPU
+// raises on their completion on GPUs below sm_90 and on C2C platforms:
+// there the engine's counters flush them (cuFlushGPUDirectRDMAWrites,
+// RDMAFlusher) before raising the dispatch and combine flags. Rows peers
+// and the NIC write during a launch are read with ordinary loads, or the
+// non-coherent path in sm_90 builds only (ArchDefines).
+//
+// The worker spins on the kernels' flags by default on a GPU and backs
+// off on the emulator (Options.Polling; BenchmarkWorkerWake measures the
+// latency a backing-off worker adds, about 0.9 ms a wait).
+//
+// # Co-residency
+//
+// Every kernel is a cooperative launch whose blocks spin on flags: its
+// grid must be resident at once, and so must those of every other context
+// on the device, or a kernel may wait for one that cannot start. New
+// checks the grid against the device's occupancy and refuses a backend
+// whose grid does not fit beside the live ones on the same device
+// (ResidentDevice; Options.Overcommit for callers that keep them apart
+// themselves). The kernels' grid barriers are bounded by the launch's
+// timeout all the same: a grid that never gathers ends in a KernelError
+// (AwaitGrid), not a hang.
+//
 // Every wait in a kernel has a deadline (Options.Timeout, or shortly
 // before the call's context ends if that is sooner). A wait that passes
 // it ends the launch cleanly: the kernel skips the rest of its work, and
 // the call returns a *KernelError wrapping a2a.ErrTimeout that names what
-// was awaited (and the worker's error, if the worker failed first). When
+// was awaited (and the worker's error, if the worker failed first). The
+// decision to skip is taken block-uniformly (a block barrier's or of the
+// abort word), so no block splits between barriers on the way out. When
 // the worker fails (the engine declared an active rank lost, say), it
 // raises a control word that makes every kernel wait give up at once, and
 // the KernelError wraps its error (an *a2a.RankError naming the rank).

@@ -16,9 +16,24 @@ import (
 // into the device for the flags, the receive plan and the count table.
 // Caller slices are staged through device copies.
 type DriverDevice struct {
-	ctx  *cu.Context
-	sms  int
-	name string
+	ctx          *cu.Context
+	sms          int
+	name         string
+	major, minor int  // compute capability
+	flush        bool // NIC writes need a flush before the CPU's flag (cu.Device.NeedsRDMAFlush)
+}
+
+var _ RDMAFlusher = (*DriverDevice)(nil)
+
+// FlushRDMA flushes the NIC's writes into the device's memory where the
+// device needs it (cu.Device.NeedsRDMAFlush), and does nothing elsewhere.
+// A driver without cuFlushGPUDirectRDMAWrites (before CUDA 11.3) fails
+// New on such a device rather than run unordered.
+func (d *DriverDevice) FlushRDMA() error {
+	if !d.flush {
+		return nil
+	}
+	return d.ctx.FlushGPUDirectRDMAWrites()
 }
 
 var _ ExportingDevice = (*DriverDevice)(nil)
@@ -37,7 +52,31 @@ func NewDriverDevice(ctx *cu.Context) (*DriverDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DriverDevice{ctx: ctx, sms: sms, name: name}, nil
+	major, minor, err := ctx.Device().ComputeCapability()
+	if err != nil {
+		return nil, err
+	}
+	flush, err := ctx.Device().NeedsRDMAFlush()
+	if err != nil {
+		return nil, err
+	}
+	d := &DriverDevice{ctx: ctx, sms: sms, name: name, major: major, minor: minor, flush: flush}
+	if err := d.FlushRDMA(); err != nil {
+		return nil, fmt.Errorf("a2a cuda: %s needs GPUDirect RDMA writes flushed: %w", name, err)
+	}
+	return d, nil
+}
+
+// ArchDefines are the defines a build for compute capability major.minor
+// adds to a kernel source's own: A2A_NC_PEER_LOADS (transport rows that
+// peers and the NIC write during a launch read through the non-coherent
+// path) on 9.0 only, where it is known to hold; every other architecture
+// reads them with ordinary loads.
+func ArchDefines(major, minor int) []string {
+	if major == 9 && minor == 0 {
+		return []string{"-DA2A_NC_PEER_LOADS=1"}
+	}
+	return nil
 }
 
 // Context is the CUDA context the device runs in.
@@ -46,6 +85,7 @@ func (d *DriverDevice) Context() *cu.Context { return d.ctx }
 func (d *DriverDevice) Name() string { return fmt.Sprintf("cuda %s (%d SMs)", d.name, d.sms) }
 
 func (d *DriverDevice) Build(ctx context.Context, src Source, defines []string) (Module, error) {
+	defines = append(append([]string(nil), defines...), ArchDefines(d.major, d.minor)...)
 	m, _, err := d.ctx.CompileModule(cu.Source{Name: src.Name, Code: src.Code}, cu.CompileOptions{Options: defines})
 	if err != nil {
 		return nil, err
@@ -144,6 +184,52 @@ func (d *DriverDevice) Register(e *fabric.Engine, addr uint64, n int, access fab
 }
 
 func (d *DriverDevice) EngineDevice() fabric.Device { return gpu.DeviceOf(d.ctx.Device()) }
+
+var _ ResidentDevice = (*DriverDevice)(nil)
+var _ ControlDevice = (*DriverDevice)(nil)
+
+// AllocControl places the control block in GDRCopy-mapped device memory
+// where GDRCopy is present, in host-mapped memory otherwise
+// (cuda.FlagAuto).
+func (d *DriverDevice) AllocControl(n int) (Control, error) {
+	f, err := d.ctx.NewFlags((n+cu.FlagBytes-1)/cu.FlagBytes, cu.FlagAuto)
+	if err != nil {
+		return nil, err
+	}
+	return flagControl{f}, nil
+}
+
+// flagControl is a control block of cuda.Flags.
+type flagControl struct{ f *cu.Flags }
+
+func (c flagControl) Addr() uint64             { return uint64(c.f.Flag(0).DevicePtr()) }
+func (c flagControl) Word(off int) ControlWord { return flagWord{c.f.Word(off)} }
+func (c flagControl) Kind() string             { return c.f.Kind().String() }
+func (c flagControl) Free() error              { return c.f.Close() }
+
+type flagWord struct{ f cu.Flag }
+
+func (w flagWord) Load() uint32   { return w.f.Load() }
+func (w flagWord) Store(v uint32) { w.f.Set(v) }
+
+// MaxResidentBlocks is the kernel's occupancy per SM times the SMs.
+func (d *DriverDevice) MaxResidentBlocks(k Kernel, block int) (int, error) {
+	f, ok := k.(*cu.Function)
+	if !ok {
+		return 0, fmt.Errorf("a2a cuda: occupancy of a kernel from another device: %w", cu.ErrInvalidArgument)
+	}
+	n, err := f.MaxActiveBlocksPerSM(block, 0)
+	return n * d.sms, err
+}
+
+// Key is the device's PCI address.
+func (d *DriverDevice) Key() string {
+	id, err := d.ctx.Device().PCIBusID()
+	if err != nil {
+		return d.name
+	}
+	return id
+}
 
 // DefaultLaunch is one block of GPUThreads per SM.
 func (d *DriverDevice) DefaultLaunch() (grid, block int) { return d.sms, GPUThreads }

@@ -37,6 +37,11 @@ const (
 	AwaitNodeCombine
 	// AwaitRDMACombine: the combine writes from other domains.
 	AwaitRDMACombine
+	// AwaitGrid: the other blocks of the launch at a grid barrier. They
+	// never gathered: not all resident at once (a grid above what the
+	// device holds beside the kernels already running), or one of them
+	// stuck. Peer is the block that gave up.
+	AwaitGrid
 )
 
 func (a Awaited) String() string {
@@ -55,6 +60,8 @@ func (a Awaited) String() string {
 		return "a node rank's combine rows"
 	case AwaitRDMACombine:
 		return "the RDMA combine writes"
+	case AwaitGrid:
+		return "the other blocks at a grid barrier"
 	}
 	return fmt.Sprintf("Awaited(%d)", uint32(a))
 }
@@ -93,6 +100,9 @@ func (e *KernelError) Error() string {
 		s = fmt.Sprintf("a2a cuda rank %d %s: %s %v", e.Rank, e.Phase, verb, e.Awaited)
 		if e.Awaited == AwaitNodeDispatch || e.Awaited == AwaitNodeCombine {
 			s += fmt.Sprintf(" (node rank %d)", e.Peer)
+		}
+		if e.Awaited == AwaitGrid {
+			s += fmt.Sprintf(" (block %d gave up)", e.Peer)
 		}
 	case statusBadIndex:
 		s = fmt.Sprintf("a2a cuda rank %d %s: an expert id is out of range or repeated in a token", e.Rank, e.Phase)

@@ -66,6 +66,7 @@ const (
 	fakeVMMHandles  = 9
 	fakeVMMMappings = 10
 	fakeVMMRanges   = 11
+	fakeFlushes     = 12
 )
 
 func fakeDriverNode(t *testing.T) {
@@ -95,6 +96,27 @@ func fakeDriverNode(t *testing.T) {
 	}
 	if err := m.Free(); err != nil {
 		t.Fatal(err)
+	}
+	// The control block: no gdrdrv here, so host-mapped memory; its words
+	// are the mapped memory's (the device pointer sees what the CPU
+	// stored). The fake device 0 is C2C-attached: the device flushes.
+	ctl, err := dev.AllocControl(ctrlBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl.Word(64 * 6).Store(42)
+	got := make([]byte, 4)
+	if err := c.CopyDtoH(got, cu.DevicePtr(ctl.Addr()+64*6)); err != nil {
+		t.Fatal(err)
+	}
+	if ctl.Kind() != "host-mapped" || got[0] != 42 || ctl.Word(64*6).Load() != 42 {
+		t.Fatalf("control block %s: device reads %v", ctl.Kind(), got)
+	}
+	if err := ctl.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.FlushRDMA(); err != nil || fakeStat(t, d0, fakeFlushes) != 2 {
+		t.Fatalf("flush: %v, %d flushes reached the driver (New's check and this one)", err, fakeStat(t, d0, fakeFlushes))
 	}
 	fds, maps := resources(t)
 	cfg := a2a.Config{WorldSize: 3, NVLinkSize: 3, MaxTokens: 4, Hidden: 8, DispatchType: a2a.BF16,

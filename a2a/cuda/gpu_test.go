@@ -90,6 +90,30 @@ func TestGPUEightRanksOneGPU(t *testing.T) {
 	})
 }
 
+// TestGPUConcurrentContexts: two worlds (two contexts per rank, as two
+// micro-batches) on the one GPU at the same time, every rank of both on
+// its own stream, with grids sized by the rule of a2a/cuda.ResidentDevice
+// (all four contexts' grids fit the device together): both complete and
+// equal the oracle, so co-resident cooperative kernels of different
+// contexts do not starve each other.
+func TestGPUConcurrentContexts(t *testing.T) {
+	d := requireDevice(t)
+	grid, _ := d.DefaultLaunch()
+	cfg := a2a.Config{WorldSize: 2, NVLinkSize: 2, MaxTokens: 64, Hidden: 7168, Scales: 56, DispatchType: a2a.FP8,
+		CombineType: a2a.BF16, Experts: 16, ExpertsPerToken: 8}
+	opt := onedevice.Options{Device: d, Backend: a2acuda.Options{Grid: max(grid/4, 1)}, Watchdog: 20 * time.Second}
+	worlds := []*onedevice.World{newWorld(t, cfg, opt), newWorld(t, cfg, opt)}
+	errs := make(chan error, len(worlds))
+	for i, w := range worlds {
+		go func() { errs <- w.Iterate(context.Background(), onedevice.Concurrent, uint64(10+i), 8) }()
+	}
+	for range worlds {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestGPUGraphReplay: one captured graph of a whole step of 8 ranks,
 // replayed 1000 times with new data and token counts (in device memory)
 // between replays, every replay equal to the oracle.

@@ -161,7 +161,12 @@ func KernelBuilds() []cu.KernelBuild {
 			}
 		}
 		launches = append(launches, cu.KernelLaunch{Kernel: probeKernel, MaxBlock: 32})
-		for _, d := range Variants(src.Name) {
+		variants := Variants(src.Name)
+		// The decode shape's build as sm_90 GPUs get it (ArchDefines): the
+		// gate compiles it for every architecture like the others.
+		variants = append(variants, append(append([]string(nil), Defines(src.Name, GPUThreads, Shapes()[0], true)...),
+			ArchDefines(9, 0)...))
+		for _, d := range variants {
 			name := strings.TrimSuffix(strings.TrimPrefix(src.Name, "a2a/"), ".cu")
 			for _, def := range d[1:] {
 				name += " " + strings.TrimPrefix(def, "-DA2A_")

@@ -70,13 +70,19 @@ func (b *Backend) SetActive(ctx context.Context, p *a2a.Planner, m *a2a.Membersh
 	return nil
 }
 
-// resetEpochs starts the kernels' epochs again: the kernels' iteration
-// count, every control word (flags and statuses), and this rank's sync
-// slots, which node peers write their epochs into.
+// resetEpochs starts the kernels' epochs again: the kernels' state (the
+// iteration count; the abort word, which holds the id of the last launch
+// that gave up and is never cleared by the kernels, since ids repeat once
+// the count starts again; the block counters and the grid barrier, which
+// an aborted launch may have left mid-way), every control word (flags and
+// statuses), and this rank's sync slots, which node peers write their
+// epochs into. No kernel of this rank runs now.
 func (b *Backend) resetEpochs() error {
-	clear(b.ctrl.Bytes())
+	for _, w := range b.ctrlWords {
+		w.Store(0)
+	}
 	b.epoch = 0
-	if err := b.dev.Upload(b.state.Addr(), make([]byte, 4)); err != nil { // a2a_state.iter
+	if err := b.dev.Upload(b.state.Addr(), make([]byte, stateSize)); err != nil {
 		return err
 	}
 	me := b.l.Rank - b.l.Node(b.l.Rank)*b.l.NVLinkSize

@@ -11,7 +11,7 @@ import (
 // disagrees with these.
 const (
 	paramsAddrs  = 16 // 64-bit fields of struct a2a_params
-	paramsWords  = 28 // 32-bit fields after them
+	paramsWords  = 30 // 32-bit fields after them
 	paramsSize   = paramsAddrs*8 + paramsWords*4
 	stateBarrier = 256  // offset of the grid barrier in struct a2a_state
 	stateSize    = 1024 // bytes reserved for struct a2a_state
@@ -84,9 +84,10 @@ func encodeParams(l *a2a.Layout, a addrs, ml metaLayout, chunks, threads int) []
 	for _, v := range []int{
 		r, l.WorldSize, l.NVLinkSize, l.ReplicaSize, l.Groups, l.Nodes,
 		l.LocalExperts, l.Experts, l.ExpertsPerToken, l.MaxTokens, chunks, l.Hidden,
-		l.Private, l.MaxCopiesFrom, l.TokenBytes, l.Scales, l.Stride(), l.CombineBytes,
+		l.Private, l.MaxCopiesFrom, l.TokenBytes, l.Scales, l.CombineBytes,
+		l.DispatchRow, l.CombineRow,
 		int(l.CombineType), l.RowWords, r - base, base, l.Group(r), l.Replica(r),
-		ml.maxRuns, ml.runs, ml.starts, threads,
+		ml.maxRuns, ml.runs, ml.starts, 0, threads,
 	} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/internal/rows"
 	"github.com/ferryrdma/ferry/a2a/internal/wire"
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -43,6 +44,11 @@ type Options struct {
 	// call, so it may come back while they stayed active; otherwise its
 	// whole domain must restart with it (Share meets every member).
 	Join bool
+	// ReduceThreads is how many goroutines combine's weighted sum splits
+	// a call's tokens over, the caller's included; 0 or 1: the caller's
+	// alone. More pays where the machine has cores that no rank or engine
+	// worker keeps busy (each rank's process splits its own tokens).
+	ReduceThreads int
 }
 
 // DefaultTimeout is Options.Timeout's default.
@@ -69,7 +75,7 @@ type Backend struct {
 	regs       []*fabric.MemoryRegion
 	wire       *wire.Wiring
 
-	acc     []float32
+	reduce  *rows.Reducer
 	w       *worker
 	timeout time.Duration
 	joining bool
@@ -93,7 +99,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if n := opt.Engine.NICs(); n != l.NICsPerGPU {
 		return nil, fmt.Errorf("a2a host backend: engine has %d nics, config %d: %w", n, l.NICsPerGPU, a2a.ErrInvalidArgument)
 	}
-	b := &Backend{l: l, eng: opt.Engine, node: opt.Node, acc: make([]float32, l.Hidden), timeout: opt.Timeout,
+	b := &Backend{l: l, eng: opt.Engine, node: opt.Node, timeout: opt.Timeout,
 		joining: opt.Join}
 	if b.timeout <= 0 {
 		b.timeout = DefaultTimeout
@@ -103,6 +109,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 			_ = b.Close()
 		}
 	}()
+	b.reduce = rows.NewReducer(&b.l, opt.ReduceThreads)
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base
 	b.rej, _ = opt.Node.(NodeRejoiner)
@@ -232,6 +239,9 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.stopWorker()
+	if b.reduce != nil {
+		b.reduce.Close()
+	}
 	var errs []error
 	if b.wire != nil {
 		errs = append(errs, b.wire.Close())
@@ -249,3 +259,9 @@ func (b *Backend) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Traffic returns what tag's fabric writes carried since New:
+// a2a.TrafficCounter.
+func (b *Backend) Traffic(t a2a.Tag) a2a.Traffic { return b.wire.Traffic(t) }
+
+var _ a2a.TrafficCounter = (*Backend)(nil)

@@ -12,11 +12,12 @@
 // goroutine does the rest, as the reference's CPU worker does:
 //
 //	DispatchSend  wait for the previous barrier; own count row -> the table of
-//	              every other group (scatter, route tag); pack rows (stage in
-//	              the send buffer, or store into a node peer's receive
-//	              buffer); node-dispatch signal; eager scatter into the
-//	              private parts (dispatch tag, sharded by peer); overflow
-//	              scatter (dispatch tag, split by bytes over the NICs)
+//	              every other group (scatter, route tag); stage the rows for
+//	              other domains; eager scatter into the private parts
+//	              (dispatch tag, sharded by peer); overflow scatter
+//	              (dispatch tag, split by bytes over the NICs); then pack
+//	              the rest (stage in the send buffer, or store into a node
+//	              peer's receive buffer); node-dispatch signal
 //	  worker      wait G-1 route immediates; PlanRecv over the table
 //	DispatchRecv  wait for the plan; copy node runs; wait the planned
 //	              dispatch immediates; copy remote runs
@@ -26,6 +27,14 @@
 //	              receive buffer; node-combine signal
 //	CombineRecv   wait node and combine immediates; reduce
 //	  worker      barrier, as above; the next DispatchSend waits for it
+//
+// Rows sit in the transport buffers at their phase's stride
+// (a2a.Layout.PhaseStride), so the fabric carries each row's bytes and no
+// padding up to the other phase's row size; Backend.Traffic counts what
+// the writes carried. The reduction runs the widest vector loop the CPU
+// has (AVX-512 or AVX2 on amd64; the pure Go loop elsewhere and with the
+// purego build tag), bit for bit the oracle's rounding, and may split its
+// tokens over Options.ReduceThreads goroutines.
 //
 // A barrier waits for the completion of every transfer this rank posted,
 // so a buffer is reused only after the NIC is done reading it and every

@@ -26,6 +26,13 @@ import (
 // closes everything at the end of the test.
 func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 	t.Helper()
+	ctxs, _ := worldBackends(t, cfg, transport)
+	return ctxs
+}
+
+// worldBackends is world, returning each rank's backend too.
+func worldBackends(t testing.TB, cfg a2a.Config, transport string) ([]*a2a.Context, []*host.Backend) {
+	t.Helper()
 	l, err := cfg.Layout()
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +45,7 @@ func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 	}
 	engines := make([]*fabric.Engine, W)
 	ctxs := make([]*a2a.Context, W)
+	backends := make([]*host.Backend, W)
 	errs := make([]error, W)
 	t.Cleanup(func() {
 		for _, c := range ctxs {
@@ -79,6 +87,7 @@ func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 				errs[r] = err
 				return
 			}
+			backends[r] = b
 			ctxs[r], errs[r] = a2a.New(c, b)
 		}()
 	}
@@ -88,7 +97,7 @@ func world(t testing.TB, cfg a2a.Config, transport string) []*a2a.Context {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	return ctxs
+	return ctxs, backends
 }
 
 func TestHostOverMemRandom(t *testing.T) {
@@ -201,4 +210,16 @@ func TestHostTimeoutAndNoLeaks(t *testing.T) {
 		}
 	})
 	goroutines.Check(t)
+}
+
+// TestHostBatched: the batched expert layout (MaxTokensPerExpert) equals
+// the oracle on every path class, and a dispatch over the bound fails on
+// every rank with ErrExpertOverflow.
+func TestHostBatched(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 8, Hidden: 16, Scales: 2,
+		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 3, PrivateTokens: 2,
+		ExpertPadding: 4, MaxTokensPerExpert: 4 * 8}
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: world(t, cfg, "mem")}, 5, 3)
+	cfg.MaxTokensPerExpert = 5
+	a2atest.Overflow(t, cfg, world(t, cfg, "mem"))
 }

@@ -7,8 +7,15 @@ import (
 	"github.com/ferryrdma/ferry/a2a/internal/rows"
 )
 
-func (b *Backend) row(buf []byte, r int32) []byte {
-	s := b.l.Stride()
+// drow returns dispatch row r of a transport buffer, crow combine row r:
+// each phase lays its rows at its own stride (a2a.Layout.PhaseStride).
+func (b *Backend) drow(buf []byte, r int32) []byte {
+	s := b.l.DispatchRow
+	return buf[int(r)*s : int(r+1)*s]
+}
+
+func (b *Backend) crow(buf []byte, r int32) []byte {
+	s := b.l.CombineRow
 	return buf[int(r)*s : int(r+1)*s]
 }
 
@@ -35,22 +42,28 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		return err
 	}
 	K, own := l.ExpertsPerToken, b.send[b.me]
+	// Rows for other domains first: their writes go out while this rank
+	// stages the rest, so the fabric's copy overlaps this rank's own.
 	for i := range sp.Tokens * K {
-		c := sp.Copy(i)
-		switch {
-		case c.Path.Staged():
-			rows.Pack(l, b.row(own, c.Pos), in, i/K)
-		case c.Path == a2a.PathNodePush:
-			rows.Pack(l, b.row(b.recv[b.peer(c.Dest)], c.PushRow), in, i/K)
+		if c := sp.Copy(i); c.Path == a2a.PathEager || c.Path == a2a.PathOverflow {
+			rows.Pack(l, b.drow(own, c.Pos), in, i/K)
 		}
-	}
-	if err := b.wire.Signal(a2a.TagNodeDispatch); err != nil {
-		return err
 	}
 	if err := b.wire.Eager(sp.Eager); err != nil {
 		return err
 	}
 	if err := b.wire.Overflow(sp.Overflow); err != nil {
+		return err
+	}
+	for i := range sp.Tokens * K {
+		switch c := sp.Copy(i); c.Path {
+		case a2a.PathSelf, a2a.PathNodePull:
+			rows.Pack(l, b.drow(own, c.Pos), in, i/K)
+		case a2a.PathNodePush:
+			rows.Pack(l, b.drow(b.recv[b.peer(c.Dest)], c.PushRow), in, i/K)
+		}
+	}
+	if err := b.wire.Signal(a2a.TagNodeDispatch); err != nil {
 		return err
 	}
 	b.w.p = p
@@ -77,7 +90,7 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 				buf = b.send[b.peer(run.Source)]
 			}
 			for c := int32(0); c < run.Count; c++ {
-				rows.Unpack(l, out, int(run.Padded+c), b.row(buf, run.SrcRow+c))
+				rows.Unpack(l, out, int(run.Padded+c), b.drow(buf, run.SrcRow+c))
 			}
 		}
 	}
@@ -110,7 +123,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	own := b.send[b.me]
 	for _, run := range rp.Runs[:rp.RemoteRuns] {
 		for c := int32(0); c < run.Count; c++ {
-			copy(b.row(own, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+			copy(b.crow(own, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
 		}
 	}
 	if err := b.wire.Combine(rp.Combine); err != nil {
@@ -124,7 +137,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 			dst := b.recv[b.peer(q)]
 			for c := int32(0); c < run.Count; c++ {
-				copy(b.row(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+				copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
 			}
 		}
 	}
@@ -134,7 +147,6 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.CombineOutput) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	l := &b.l
 	if err := b.wire.Wait(ctx, a2a.TagNodeCombine, p.Recv().Imm[a2a.TagNodeCombine].Expected); err != nil {
 		return err
 	}
@@ -142,7 +154,7 @@ func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 		return err
 	}
 	own := b.recv[b.me]
-	rows.Reduce(l, p.Send(), out, b.acc, func(pos int32) []byte { return b.row(own, pos) })
+	b.reduce.Reduce(p.Send(), out, func(pos int32) []byte { return b.crow(own, pos) })
 	b.w.steps <- stepCombineBarrier
 	return nil
 }

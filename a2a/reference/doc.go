@@ -10,7 +10,10 @@
 // receiver's visiting order (groups of other NVLink domains first, domain by
 // domain starting after the receiver's; then the receiver's own domain
 // starting after its own group; its own group last), then t ascending, then
-// k ascending. Bytes travel verbatim, scales with their token.
+// k ascending. Bytes travel verbatim, scales with their token. In the
+// batched layout (Config.MaxTokensPerExpert B > 0) expert i's rows start at
+// i*B instead, and more than B copies for any expert of an active rank is
+// an error wrapping a2a.ErrExpertOverflow.
 //
 // Combine: for every token t < m_h of group h,
 //

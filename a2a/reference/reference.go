@@ -131,8 +131,12 @@ func DispatchActive(cfg a2a.Config, groups []Group, active []bool) ([]Dispatched
 		}
 		order := VisitOrder(&l, r)
 		row := 0
+		B := l.MaxTokensPerExpert
 		for i := 0; i < L; i++ {
 			e := r*L + i
+			if B > 0 {
+				row = i * B
+			}
 			d.ExpertOffset[i] = int32(row)
 			start := row
 			for _, h := range order {
@@ -145,6 +149,9 @@ func DispatchActive(cfg a2a.Config, groups []Group, active []bool) ([]Dispatched
 						if int(g.Indices[t*K+k]) != e {
 							continue
 						}
+						if B > 0 && row-start == B {
+							return nil, fmt.Errorf("reference: expert %d gets more than %d copies: %w", e, B, a2a.ErrExpertOverflow)
+						}
 						copy(d.X[row*tb:(row+1)*tb], g.X[t*tb:(t+1)*tb])
 						copy(d.Scales[row*Hs:(row+1)*Hs], g.Scales[t*Hs:(t+1)*Hs])
 						d.Origin[row] = Copy{int32(h), int32(t), int32(k)}
@@ -155,6 +162,9 @@ func DispatchActive(cfg a2a.Config, groups []Group, active []bool) ([]Dispatched
 			d.ExpertTokens[i] = int32(row - start)
 			pad := l.ExpertPadding
 			row = (row + pad - 1) / pad * pad
+		}
+		if B > 0 {
+			row = L * B
 		}
 		d.ExpertOffset[L] = int32(row)
 		out[r] = d

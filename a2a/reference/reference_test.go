@@ -130,3 +130,28 @@ func ExampleDispatch() {
 	// rank 0 tokens per expert [3 2] segments [0 4 6]
 	// rank 1 tokens per expert [2 1] segments [0 2 4]
 }
+
+// The batched layout by hand: expert i's rows start at i*B (padding not
+// used), OutputRows is L*B, and a count above B is ErrExpertOverflow.
+func TestDispatchBatchedByHand(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.MaxTokensPerExpert = 3
+	d, err := reference.Dispatch(cfg, tinyGroups())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0 := d[0]
+	if !reflect.DeepEqual(r0.ExpertTokens, []int32{3, 2}) || !reflect.DeepEqual(r0.ExpertOffset, []int32{0, 3, 6}) {
+		t.Fatalf("rank 0 counts %v offsets %v", r0.ExpertTokens, r0.ExpertOffset)
+	}
+	if got := r0.X; !reflect.DeepEqual(got, []byte{20, 10, 11, 20, 11, 0}) {
+		t.Fatalf("rank 0 rows %v", got)
+	}
+	if n := len(r0.Origin); n != 6 {
+		t.Fatalf("%d output rows, want L*B = 6", n)
+	}
+	cfg.MaxTokensPerExpert = 2 // expert 0 gets 3 copies
+	if _, err := reference.Dispatch(cfg, tinyGroups()); !errors.Is(err, a2a.ErrExpertOverflow) {
+		t.Fatalf("over the bound: %v, want ErrExpertOverflow", err)
+	}
+}

@@ -80,20 +80,44 @@
 // shape, how the timing and the check work), then two rows per case as
 // soon as every rank has shared it:
 //
-//	tokens phase p50_us p99_us min_us max_us send_p50_us recv_p50_us GB/s verified
+//	tokens phase p50_us p99_us min_us max_us send_p50_us recv_p50_us GB/s floor_us x_floor mpi_us x_mpi verified
 //
 // The latencies are microseconds over every rank's samples, both halves
 // back to back; GB/s is the nominal bytes per rank (dispatch
 // T*K*(token+scale bytes), combine T*K*combine row bytes) over the p50,
-// the reference benchmark's figure. --json FILE writes one JSON record per
+// the reference benchmark's figure. With --peers (the default) each case
+// is followed by a memcpy of each phase's nominal bytes on every rank at
+// once, cycling through 64 MiB so the bytes come from memory and not the
+// cache, as the phases' own do (floor_us, its p50; x_floor the phase's p50
+// over it) and, with the
+// host backend, Open MPI's MPI_Alltoallv moving the case's per-pair bytes
+// (the mean rows per iteration each rank sent each rank, times the row
+// bytes, back the other way in combine) on as many local processes
+// (mpi_us, x_mpi): a C program the bench builds with mpicc and runs with
+// mpirun --allow-run-as-root --oversubscribe -np W (make deps installs
+// openmpi-bin and libopenmpi-dev; without them the row says n/a and a
+// "# mpi:" line says why). A "# wire:" line after each case gives, per
+// rank, the bytes its fabric writes carried per iteration in each phase,
+// counted where they were posted, and their ratio to the nominal bytes of
+// the rows they carried. --json FILE writes one JSON record per
 // line as the run goes, the record family fabric-debug writes ("begin",
-// a "case" per row with lat_us, send_us and recv_us statistics, "end");
+// a "case" per row with lat_us, send_us and recv_us statistics, wire
+// (per rank: bytes, rows, nominal_bytes, ratio), floor_us, x_floor,
+// mpi_us, x_mpi or mpi_error; "end");
 // "-" writes them to standard output and the table to standard error.
 //
 // --metrics HOST:PORT serves each rank's engine counters for Prometheus
 // (package fabric/fabricmetrics, labelled rank="R") at
 // http://HOST:PORT+LOCAL_RANK/metrics while the rank runs; port 0 picks a
 // free one. Each rank prints its address on standard error.
+//
+// --model prints, instead of running, a critical-path MODEL of one step of
+// the shape the other flags give (bench-a2a --model --world-size 8
+// --nvlink 8 for an EP8 decode step): per phase, the launches, grid
+// barriers, bytes per link over published link figures (NVLink, HBM, NIC),
+// the CPU control path and PCIe flag hops (stated assumptions), and the
+// totals beside pplx-garden's published EP8 figures: a prediction for the
+// first GPU run to confirm or refute, labelled as such.
 //
 // Exit status: 0 on success, 1 when the run fails (a check mismatch
 // included), 2 for a bad command line.

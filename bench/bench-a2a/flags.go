@@ -31,9 +31,13 @@ type options struct {
 	verbose bool
 	// listTransports prints the transport table and exits.
 	listTransports bool
+	// model prints the critical-path model of a step and exits.
+	model bool
 	// metrics is the --metrics address (each rank adds its local rank to
 	// the port).
 	metrics string
+	// cpuProfile is the --cpuprofile prefix (each rank adds .rankR).
+	cpuProfile string
 }
 
 // jobFlags are the rendezvous flags a spawned child must not inherit:
@@ -75,7 +79,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	s := &o.spec
 	fs.StringVar(&s.Backend, "backend", "host", "a2a backend: host, cuda (this rank's GPU) or cuda-emu (the CUDA kernels on the CPU emulator)")
 	fs.IntVar(&s.Grid, "grid", 0, "blocks per launch of the CUDA backends (0: one per SM on a GPU, a few on the emulator)")
-	fs.BoolVar(&s.Spin, "spin", false, "CUDA backends: the worker polls the kernels' flags without sleeping (a core per rank)")
+	fs.BoolVar(&s.Spin, "spin", false, "CUDA backends: the worker polls the kernels' flags without sleeping (a core per rank); the default on a GPU, this forces it on the emulator")
+	fs.IntVar(&s.ReduceThreads, "reduce-threads", 1, "host backend: goroutines per rank that combine's weighted sum splits its tokens over (more where cores are spare)")
 	fs.IntVar(&s.Block, "block", 0, "threads per block of the CUDA backends, a multiple of 32 (0: 512 on a GPU, 64 on the emulator)")
 	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
 	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")
@@ -85,12 +90,15 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.IntVar(&s.Warmup, "warmup", 20, "untimed iterations before them")
 	fs.BoolVar(&s.Check, "check", true, "after each case's timed iterations, compare --check-iters iterations of it with the oracle on every rank")
 	fs.IntVar(&s.CheckIters, "check-iters", 1, "iterations --check compares per case")
+	fs.BoolVar(&s.Floor, "peers", true, "after each case, time a memcpy of each phase's nominal bytes on every rank at once (floor_us) and, with --backend host, Open MPI's MPI_Alltoallv of the case's per-pair bytes on as many local processes (mpi_us; needs mpirun and mpicc)")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the inputs and routings")
 	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
 	fs.StringVar(&o.json, "json", "", `write one JSON record per line to this file as the run goes ("-": standard output; the table then goes to standard error)`)
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error too, not only its warnings and errors")
 	fs.StringVar(&o.metrics, "metrics", "", "serve each rank's engine counters for Prometheus at http://ADDR/metrics, the port plus the local rank")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write each rank's CPU profile (runtime/pprof) to this path plus .rankR")
 	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
+	fs.BoolVar(&o.model, "model", false, "print a critical-path MODEL of one step of this shape (published link figures, stated assumptions; no run), then exit")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

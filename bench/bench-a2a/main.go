@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 
@@ -40,6 +41,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// The same table as fabric-debug transports and ferry_transports.
 		for _, t := range fabric.Transports() {
 			fmt.Fprintf(stdout, "%s\t%s\n", t.Name, t.Provider)
+		}
+		return 0
+	}
+	if o.model {
+		if err := printModel(stdout, o.spec.Config, o.spec.Config.MaxTokens); err != nil {
+			fmt.Fprintln(stderr, "bench-a2a:", err)
+			return 1
 		}
 		return 0
 	}
@@ -109,6 +117,19 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 		return fmt.Errorf("join the job: %w", err)
 	}
 	defer func() { err = errors.Join(err, g.Close()) }()
+	if o.cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.rank%d", o.cpuProfile, g.Rank()))
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return errors.Join(err, f.Close())
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			err = errors.Join(err, f.Close())
+		}()
+	}
 	// The engine's warnings and errors go to stderr; --verbose adds its
 	// lifecycle.
 	opt := bench.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).
@@ -134,6 +155,10 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 		// rows of each case as soon as every rank has shared it.
 		if p, err = newPrinter(o.json, append([]string{"bench-a2a"}, os.Args[1:]...), stdout, stderr); err != nil {
 			return err
+		}
+		if o.spec.Floor && (o.spec.Backend == "" || o.spec.Backend == bench.BackendHost) {
+			p.ctx, p.mpi = ctx, newMPIPeer(ctx)
+			defer p.mpi.close()
 		}
 		opt.OnStart, opt.OnCase = p.start, p.addCase
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,7 +152,7 @@ func TestSpawn(t *testing.T) {
 	}{
 		"shm-W4": {[]string{"--world-size=4", "--provider=shm"}, 1},
 		"tcp-W4-nvlink2-dp2-nic2": {[]string{"--world-size=4", "--provider=tcp;ofi_rxm", "--nvlink=2", "--dp=2",
-			"--nets-per-gpu=2", "--private=2", "--in-dtype=bf16", "--out-dtype=fp32"}, 2},
+			"--nets-per-gpu=2", "--private=2", "--in-dtype=bf16", "--out-dtype=fp32", "--peers=false"}, 2},
 		"cuda-emu-shm-W4-nvlink2": {[]string{"--world-size=4", "--provider=shm", "--backend=cuda-emu", "--nvlink=2",
 			"--private=1"}, 1},
 	} {
@@ -183,7 +184,7 @@ func TestSpawn(t *testing.T) {
 				if strings.HasPrefix(line, "#") || len(f) == 0 {
 					continue
 				}
-				if len(f) != 10 || f[9] != "yes" || (f[1] != "dispatch" && f[1] != "combine") {
+				if len(f) != 14 || f[13] != "yes" || (f[1] != "dispatch" && f[1] != "combine") {
 					t.Errorf("row %q", line)
 				}
 				rows++
@@ -224,8 +225,52 @@ func TestSpawn(t *testing.T) {
 				if phase == bench.Dispatch && rec.NominalBytes != int64(tokens*3*(96*tc.elemSize+3*4)) {
 					t.Fatalf("nominal bytes %d", rec.NominalBytes)
 				}
+				checkPeers(t, rec, !slices.Contains(args, "--peers=false"), !slices.Contains(args, "--backend=cuda-emu"))
+				// Writes carry rows at their own size: 96 elements, and in
+				// dispatch 3 scales padded from 12 to 16 bytes.
+				want := 1.0
+				if phase == bench.Dispatch {
+					want = float64(96*tc.elemSize+16) / float64(96*tc.elemSize+12)
+				}
+				if len(rec.Wire) != 4 {
+					t.Fatalf("wire of %d ranks, want 4: %s", len(rec.Wire), lines[1+i])
+				}
+				for _, w := range rec.Wire {
+					if w.Rows > 0 && math.Abs(w.Ratio-want) > 1e-9 {
+						t.Errorf("rank %d %s wire ratio %v, want %v: %s", w.Rank, phase, w.Ratio, want, lines[1+i])
+					}
+				}
 			}
 		})
+	}
+}
+
+// checkPeers checks a case record's floor and, with the host backend,
+// Open MPI columns: present and positive, or (MPI) an error that says why
+// not, never silently absent.
+func checkPeers(t *testing.T, rec caseRecord, peers, host bool) {
+	t.Helper()
+	if !peers {
+		if rec.Floor != nil || rec.MPI != nil || rec.MPIError != "" {
+			t.Fatalf("--peers=false, yet floor %v, mpi %v %q", rec.Floor, rec.MPI, rec.MPIError)
+		}
+		return
+	}
+	if rec.Floor == nil || rec.Floor.P50 <= 0 || rec.XFloor <= 0 {
+		t.Fatalf("no memcpy floor: %+v", rec)
+	}
+	switch {
+	case !host:
+		if rec.MPI != nil || rec.MPIError != "" {
+			t.Fatalf("MPI beside a non-host backend: %v %q", rec.MPI, rec.MPIError)
+		}
+	case rec.MPIError != "":
+		if _, err := exec.LookPath("mpirun"); err == nil {
+			t.Fatalf("mpirun is installed, yet MPI did not run: %s", rec.MPIError)
+		}
+		t.Logf("MPI not run, as the record says: %s", rec.MPIError)
+	case rec.MPI == nil || rec.MPI.P50 <= 0 || rec.XMPI <= 0:
+		t.Fatalf("no MPI figures and no reason: %+v", rec)
 	}
 }
 
@@ -291,5 +336,21 @@ func TestDeviceModes(t *testing.T) {
 	_, err := parseFlags([]string{"--world-size=2", "--graph", "--backend=cuda-emu"}, noEnv, &stderr)
 	if !errors.Is(err, fabric.ErrNotSupported) || !strings.Contains(err.Error(), "--graph needs a GPU") {
 		t.Fatalf("--graph on the emulator: %v", err)
+	}
+}
+
+// TestModel: --model prints the labelled model of the EP8 decode step,
+// every term and the totals, and runs nothing.
+func TestModel(t *testing.T) {
+	var out, errOut strings.Builder
+	if rc := run([]string{"--model", "--world-size", "8", "--nvlink", "8"}, &out, &errOut); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{"MODEL, not a measurement", "6.62 MB NVLink", "model dispatch", "TOTAL (pplx-garden EP8 decode, published: 50 us)",
+		"TOTAL (pplx-garden EP8 decode, published: 64 us)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("model output lacks %q:\n%s", want, s)
+		}
 	}
 }

@@ -62,8 +62,19 @@
 //
 // prints the paged 64 B rate. --raw posts the same workloads straight on
 // libfabric from one C loop (efa.RawBench), the provider's ceiling, in the
-// same table. GPU memory (--gpus, or GPUS other than "host") needs the
-// cuda package and is refused with a clear error.
+// same table.
+//
+// GPU memory: --gpus 0,1 (or the positional GPUS, or --host-memory=false
+// for GPU 0) gives each engine a group per GPU and registers its buffers
+// in the first GPU's memory through package fabric/gpu: a dma-buf of the
+// range when the kernel (>= 5.12), the driver and the NIC stack allow it,
+// else the device address (the provider's own CUDA support). The groups
+// take each GPU's nearest NICs (--gpu-placement topology), or the
+// transport's first --nics NICs (--gpu-placement first, for machines whose
+// PCI topology is hidden). Verified cases copy their pattern in and the
+// result out through the host. Without a CUDA driver these fail with an
+// error naming the library that could not be loaded. info asks the driver
+// whether each GPU exports dma-bufs.
 //
 // --provider ipc is ferry's own shared-memory transport between processes
 // of one host (package ipc): the writer copies straight into the target's

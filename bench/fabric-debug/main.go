@@ -41,6 +41,7 @@ type options struct {
 	out       fabricbench.Output
 	provider  string
 	gpus      string
+	placement string
 	hostMem   bool
 	workloads string
 	sizes     string
@@ -63,8 +64,9 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.provider, "transport", o.provider, "same as --provider")
 	fs.StringVar(&o.spec.Node, "node", "", "address the provider binds to (default 127.0.0.1 for tcp)")
 	fs.IntVar(&o.spec.NICs, "nics", 1, "NICs (domains) per group")
-	fs.BoolVar(&o.hostMem, "host-memory", true, "register host memory (the only kind without the cuda package)")
-	fs.StringVar(&o.gpus, "gpus", "", "GPU ordinals, comma list (needs the cuda package)")
+	fs.BoolVar(&o.hostMem, "host-memory", true, "register host memory; false: GPU memory (of GPU 0 unless --gpus says)")
+	fs.StringVar(&o.gpus, "gpus", "", "GPU ordinals, comma list: a group per GPU, buffers in the first one's memory (needs the CUDA driver)")
+	fs.StringVar(&o.placement, "gpu-placement", fabricbench.PlaceTopology, "NICs of the GPU groups: topology (nearest) or first (the transport's first --nics)")
 	fs.StringVar(&o.workloads, "workloads", "paged,single,imm", "workloads to run: paged, single, imm, all")
 	fs.StringVar(&o.sizes, "sizes", "", "message or page sizes, comma list with K/M/G suffixes (replaces the default set)")
 	fs.StringVar(&o.pages, "pages", "", "page counts of the paged workload, comma list (replaces 10000,100)")
@@ -94,8 +96,9 @@ func (o *options) finish(stderr io.Writer) error {
 		}
 	}
 	if !o.hostMem && len(s.GPUs) == 0 {
-		return fmt.Errorf("--host-memory=false: %w", fabricbench.ErrNeedsCUDA)
+		s.GPUs = []int{0}
 	}
+	s.GPUPlacement = o.placement
 	if s.Workloads, err = fabricbench.ParseWorkloads(o.workloads); err != nil {
 		return err
 	}
@@ -257,8 +260,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) >= 2 {
 		if g := pos[0]; g != "host" && g != "cpu" && g != "-" {
-			fmt.Fprintf(stderr, "fabric-debug: gpus %q: %v (use host)\n", g, fabricbench.ErrNeedsCUDA)
-			return exitFail
+			gpus, err := fabricbench.ParseInts(g)
+			if err != nil {
+				fmt.Fprintf(stderr, "fabric-debug: GPUS %q: %v (a comma list of ordinals, or host)\n", g, err)
+				return exitUsage
+			}
+			o.spec.GPUs = gpus
 		}
 		n, err := strconv.Atoi(pos[1])
 		if err != nil {
@@ -343,8 +350,8 @@ func serve(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 				cancel()
 			}
 		}
-		fmt.Fprintf(stdout, "# fabric-debug serve: provider=%s transport=%s (%s) nics=%d poll=%s memory=host link=%s\n",
-			in.Provider, in.Transport, in.Reason, in.NICs, in.Poll, gbps(in.LinkSpeed))
+		fmt.Fprintf(stdout, "# fabric-debug serve: provider=%s transport=%s (%s) nics=%d poll=%s memory=%s link=%s\n",
+			in.Provider, in.Transport, in.Reason, in.NICs, in.Poll, memoryName(o.spec), gbps(in.LinkSpeed))
 		fmt.Fprintf(stdout, "Main Address: %s\n", a)
 		fmt.Fprintf(stdout, "# run: fabric-debug client %s --provider '%s' --nics %d\n", a, o.provider, in.NICs)
 		if f, ok := stdout.(*os.File); ok {
@@ -451,4 +458,12 @@ never a silent fallback. On a machine without RDMA NICs pass --provider shm
 flags:
 `)
 	fs.PrintDefaults()
+}
+
+// memoryName says where the registered buffers live.
+func memoryName(s fabricbench.Spec) string {
+	if len(s.GPUs) > 0 {
+		return fmt.Sprintf("cuda:%d", s.GPUs[0])
+	}
+	return "host"
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +32,20 @@ static inline void expect_at(int line, const char *what, int got, int want) {
 	fprintf(stderr, "%s: line %d: %s = %s, want %s (last error: %s)\n", check_label, line, what,
 	        ferry_strerror(got), ferry_strerror(want), msg);
 	exit(1);
+}
+
+/* expect_err fails the program unless call returned want with a message
+ * (ferry_last_error) that contains what: errors name their argument. */
+#define expect_err(call, want, what) expect_err_at(__LINE__, #call, (call), (want), (what))
+
+static inline void expect_err_at(int line, const char *call, int got, int want, const char *what) {
+	expect_at(line, call, got, want);
+	char msg[512];
+	ferry_last_error(msg, sizeof msg);
+	if (strstr(msg, what) == NULL) {
+		fprintf(stderr, "%s: line %d: %s: message \"%s\" does not name %s\n", check_label, line, call, msg, what);
+		exit(1);
+	}
 }
 
 #define check(cond) check_at(__LINE__, #cond, (cond))

@@ -30,6 +30,7 @@ static int capture_mode = -1;
 static long set_current_calls, launches, coop_launches, live_allocs;
 static long live_handles, live_mappings, live_ranges; // VMM
 static int last_rdma, last_handle_types, last_access_flags, last_access_count;
+static long rdma_flushes;
 
 long fake_stats(int which) {
 	switch (which) {
@@ -45,6 +46,7 @@ long fake_stats(int which) {
 	case 9: return live_handles;
 	case 10: return live_mappings;
 	case 11: return live_ranges;
+	case 12: return rdma_flushes;
 	}
 	return -1;
 }
@@ -65,6 +67,7 @@ CUresult cuDeviceGetAttribute(int *v, int a, int d) {
 	case 75: *v = 9; break;              // major
 	case 76: *v = 0; break;              // minor
 	case 110: *v = d == 0; break;        // GPUDirect RDMA with VMM: device 0 only
+	case 86: *v = d == 0; break;         // host native atomics (C2C): device 0 only
 	default: *v = 1;
 	}
 	return 0;
@@ -282,6 +285,12 @@ CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
 }
 CUresult cuFuncGetAttribute(int *v, int a, void *f) { NEED_CTX(); *v = 1024; return 0; }
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int b, size_t s) { NEED_CTX(); *n = 2; return 0; }
+CUresult cuFlushGPUDirectRDMAWrites(int target, int scope) {
+	NEED_CTX();
+	if (target != 0 || scope != 100) return 1; // CUDA_ERROR_INVALID_VALUE
+	rdma_flushes++;
+	return 0;
+}
 
 typedef struct { void *f; unsigned long long *p; unsigned int v; } rec_t;
 static rec_t recorded[64];

@@ -41,6 +41,7 @@ type Collector struct {
 	nic    []*prometheus.Desc
 	link   *prometheus.Desc
 	info   *prometheus.Desc
+	lib    *prometheus.Desc
 	lost   *prometheus.Desc
 }
 
@@ -62,6 +63,9 @@ func New(src Source, opt Options) *Collector {
 	c.info = prometheus.NewDesc(name("engine_info"),
 		"Always 1; the labels say which provider and transport the engine runs and how it polls.",
 		[]string{"provider", "transport", "poll"}, opt.ConstLabels)
+	c.lib = prometheus.NewDesc(name("library_info"),
+		"Always 1, for providers that run on a native library (libfabric); the labels name it, the version loaded and the API version the provider asks it for.",
+		[]string{"library", "version", "api"}, opt.ConstLabels)
 	c.lost = prometheus.NewDesc(name("peer_lost"),
 		"1 for each peer the engine holds lost now (declared lost, not heard from since); the peer label is its endpoint address.",
 		[]string{"peer"}, opt.ConstLabels)
@@ -78,6 +82,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.link
 	ch <- c.info
+	ch <- c.lib
 	ch <- c.lost
 }
 
@@ -96,6 +101,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	in := c.src.Info()
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, in.Provider, in.Transport, in.Poll.String())
+	if lib := in.Library; lib.Name != "" {
+		ch <- prometheus.MustNewConstMetric(c.lib, prometheus.GaugeValue, 1, lib.Name, lib.Version, lib.API)
+	}
 	for _, g := range in.Groups {
 		for i, d := range g.Domains {
 			ch <- prometheus.MustNewConstMetric(c.link, prometheus.GaugeValue, float64(d.LinkSpeed),

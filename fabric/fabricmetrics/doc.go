@@ -15,7 +15,10 @@
 //     written and sent, completions, error completions and refused posts,
 //     immediates received, operations in flight (the queue depth) and the
 //     link speed;
-//   - ferry_engine_info{provider, transport, poll} = 1.
+//   - ferry_engine_info{provider, transport, poll} = 1;
+//   - ferry_library_info{library, version, api} = 1 for providers on a
+//     native library: for libfabric, the version loaded and the API
+//     version (FI_VERSION) ferry asks it for.
 //
 // Register one Collector per engine; when one registry serves several
 // engines, give each the same label names with distinct values

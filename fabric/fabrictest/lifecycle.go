@@ -170,9 +170,11 @@ func testClose(t *testing.T, p Params) {
 		// libfabric 1.17's shm hands a peer endpoint of the same process
 		// its region directly instead of mapping a copy, so closing one of
 		// two in-process endpoints right after traffic can crash the
-		// other's progress inside libfabric. Across processes each side
-		// maps its own copy: tests/ closes shm engines under traffic there.
-		t.Skip("shm: in-process close under traffic faults inside libfabric 1.17; covered across processes in tests/")
+		// other's progress inside libfabric; 2.1 still does (a SIGSEGV in
+		// the other endpoint's fi_cq_read, 1 run in 5 here, 2 in 5 on
+		// 1.17). Across processes each side maps its own copy: tests/
+		// closes shm engines under traffic there.
+		t.Skip("shm: in-process close under traffic faults inside libfabric (1.17 and 2.1); covered across processes in tests/")
 	}
 	goroutines := testutil.SnapshotGoroutines()
 	func() {

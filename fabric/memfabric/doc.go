@@ -5,7 +5,9 @@
 // are bounds- and key-checked copies, immediates land in the target's
 // completion queue, sends match posted receives. It has fault injection
 // (error completions, refused posts, back-pressure) so the engine's error
-// paths can be tested without a NIC.
+// paths can be tested without a NIC, and a late-data mode (SetLateData,
+// Flush) in which a write's immediate arrives before its payload, as NIC
+// writes into GPU memory may look to a kernel until they are flushed.
 //
 // "null" is the same domain with the payload copy left out: every write
 // completes at once, so benchmarks over it measure the engine's own

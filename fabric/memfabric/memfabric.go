@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -26,7 +27,8 @@ func (p provider) Transports() []string { return []string{p.name} }
 func (p provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
 	// No link speed: there is no link, and a made-up one would turn into
 	// meaningless percentages.
-	return []fabric.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1}}, nil
+	// Writes are carried out when posted, so in order.
+	return []fabric.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1, OrderedWrites: true}}, nil
 }
 
 func (p provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
@@ -46,6 +48,50 @@ var (
 	live    atomic.Int64
 	domains sync.Map // fabric.Address -> *Domain
 )
+
+// lateData: SetLateData's choice of late targets (nil: none).
+var lateData atomic.Pointer[func(addr, n uint64) bool]
+
+// lateWrite is a write's payload not yet in the target's memory.
+type lateWrite struct {
+	dst  uint64
+	data []byte
+}
+
+// SetLateData makes every "mem" domain of the process deliver a write
+// whose target range late accepts (nil: none) with its immediate (and its
+// completion) before its payload: the bytes land only at the next Flush. This is what a GPU may show a kernel that
+// polls a flag raised after the NIC's completion: the NIC's writes into
+// GPU memory are not ordered before the CPU's flag write unless the CPU
+// first flushes them (cuFlushGPUDirectRDMAWrites). Tests use it to prove
+// that a consumer flushes; it allocates per write and is no data path.
+func SetLateData(late func(addr, n uint64) bool) {
+	if late == nil {
+		lateData.Store(nil)
+		return
+	}
+	lateData.Store(&late)
+}
+
+// Flush lands the payloads every domain of the process holds back
+// (SetLateData), as a GPUDirect RDMA flush does, and returns how many
+// writes it landed.
+func Flush() int {
+	n := 0
+	domains.Range(func(_, v any) bool {
+		d := v.(*Domain)
+		d.mu.Lock()
+		late := d.late
+		d.late = nil
+		d.mu.Unlock()
+		for _, w := range late {
+			copy(bytesAt(w.dst, uint64(len(w.data))), w.data)
+		}
+		n += len(late)
+		return true
+	})
+	return n
+}
 
 // Lookup returns the open domain with address a, for fault injection.
 func Lookup(a fabric.Address) (*Domain, bool) {
@@ -87,8 +133,10 @@ type Domain struct {
 	closed   bool
 	held     []fabric.Event // completions kept by HoldWrites, under mu
 	release  bool           // Release asked for held, under mu
+	late     []lateWrite    // payloads LateData holds back, under mu
 
 	faults Faults
+	moved  atomic.Uint64 // bytes this domain's writes copied (Progress)
 }
 
 // Faults injects failures into a domain. Set them through Inject.
@@ -125,6 +173,10 @@ type Faults struct {
 	// HoldHeartbeats keeps the completions of heartbeats posted from now
 	// on until Release, as behind a long queue of earlier writes.
 	HoldHeartbeats bool
+	// SlowCopy makes writes posted here copy 16 KiB at a time, sleeping
+	// this long before each: a provider call that lasts but keeps moving
+	// bytes.
+	SlowCopy time.Duration
 	// BeforePoll, when set, runs at the start of every Poll on the
 	// polling goroutine (the worker), with no lock held: tests use it to
 	// act at an exact point of a worker's pass.
@@ -196,7 +248,8 @@ func (d *Domain) ResolvePeer(a fabric.Address) (fabric.PeerID, error) {
 
 // errno values this provider reports.
 const (
-	errAccess = 13 // EACCES: bad key or range at the target
+	errAccess = 13  // EACCES: a range outside the region at the target
+	errNoKey  = 126 // ENOKEY: no region with the key at the target
 	errReset  = 104
 	errClosed = 108
 	errDead   = -1 // deliver: the target is Dead, the op never completes
@@ -215,6 +268,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	}
 	hold, holdBeats := f.HoldWrites, f.HoldHeartbeats
 	block := f.BlockPosts
+	slow := f.SlowCopy
 	d.mu.Unlock()
 	if block != nil {
 		<-block
@@ -227,7 +281,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 		ev := fabric.Event{Kind: fabric.EventWrite, Context: op.Context}
 		if int(op.Peer) >= len(d.peers) {
 			ev.Errno = 22
-		} else if errno := d.peers[op.Peer].deliver(op, d.copy); errno == errDead {
+		} else if errno := d.peers[op.Peer].deliver(op, d.copy, slow, &d.moved); errno == errDead {
 			continue // a dead peer never answers
 		} else if errno != 0 {
 			ev.Errno = errno
@@ -298,8 +352,19 @@ func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
 	return fabric.WriteOp{Peer: p}, true
 }
 
-// deliver performs op at its target.
-func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
+// copySlice is how much a write copies between two updates of its
+// domain's progress counter.
+const copySlice = 1 << 20
+
+// Progress counts the bytes this domain's writes copied (see
+// fabric.ProgressReporter).
+func (d *Domain) Progress() uint64 { return d.moved.Load() }
+
+var _ fabric.ProgressReporter = (*Domain)(nil)
+
+// deliver performs op at its target, counting the bytes it copies in
+// moved, slice by slice (each after a pause of slow).
+func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool, slow time.Duration, moved *atomic.Uint64) int32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.faults.Dead {
@@ -313,16 +378,31 @@ func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool) int32 {
 	}
 	r, ok := t.regions[op.RemoteKey]
 	if !ok {
-		return errAccess
+		return errNoKey
 	}
 	if op.Length > 0 {
 		if op.Remote < uint64(r.addr) || op.Remote+op.Length > uint64(r.addr)+r.len {
 			return errAccess
 		}
 		if copyBytes {
-			dst := bytesAt(op.Remote, op.Length)
 			src := bytesAt(op.Local, op.Length)
-			copy(dst, src)
+			if late := lateData.Load(); late != nil && (*late)(op.Remote, op.Length) {
+				t.late = append(t.late, lateWrite{dst: op.Remote, data: append([]byte(nil), src...)})
+				moved.Add(op.Length)
+			} else {
+				slice := uint64(copySlice)
+				if slow > 0 {
+					slice = 16 << 10
+				}
+				for off := uint64(0); off < op.Length; off += slice {
+					n := min(slice, op.Length-off)
+					if slow > 0 {
+						time.Sleep(slow)
+					}
+					copy(bytesAt(op.Remote+off, n), bytesAt(op.Local+off, n))
+					moved.Add(n)
+				}
+			}
 		}
 	}
 	if op.Flags&fabric.WriteHasImm != 0 {
@@ -435,6 +515,8 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 	switch ev.Errno {
 	case errAccess:
 		msg = "remote access error"
+	case errNoKey:
+		msg = "remote region unknown (unregistered)"
 	case errClosed:
 		msg = "peer closed"
 	case 90:
@@ -447,13 +529,14 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 		msg = "injected error"
 	}
 	return &fabric.ProviderError{Provider: d.info.Transport, Op: ev.Kind.String() + " completion", Errno: int(ev.Errno), Msg: msg,
-		PeerLost: ev.Errno == errReset}
+		PeerLost: ev.Errno == errReset, RegionGone: ev.Errno == errNoKey}
 }
 
 func (d *Domain) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.regions = nil
+	d.late = nil
 	d.mu.Unlock()
 	domains.Delete(d.addr)
 	return nil
@@ -463,3 +546,10 @@ func (d *Domain) Close() error {
 func bytesAt(addr, n uint64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), int(n))
 }
+
+var _ fabric.Abandoner = (*Domain)(nil)
+
+// Abandon is Close, as on libfabric's shm: the engine calls it instead of
+// Close when ops were still in flight at its close deadline, and nil
+// means the domain could be closed after all.
+func (d *Domain) Abandon() error { return d.Close() }

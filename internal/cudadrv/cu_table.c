@@ -335,6 +335,11 @@ CUresult ferry_cuOccupancyMaxActiveBlocksPerMultiprocessor(CUcontext c, int *n, 
 	FERRY_CTX(c);
 	return f(n, fn, block, smem);
 }
+CUresult ferry_cuFlushGPUDirectRDMAWrites(CUcontext c, int target, int scope) {
+	FERRY_FN(F_cuFlushGPUDirectRDMAWrites, CUresult (*)(int, int));
+	FERRY_CTX(c);
+	return f(target, scope);
+}
 
 // ferry_cuLaunch builds the kernelParams array (one pointer per argument,
 // into the caller's packed argument buffer) on its own stack; the driver

@@ -27,6 +27,7 @@ enum {
 	F_cuModuleLoadData, F_cuModuleUnload, F_cuModuleGetFunction, F_cuFuncGetAttribute,
 	F_cuOccupancyMaxActiveBlocksPerMultiprocessor, F_cuLaunchKernel, F_cuLaunchCooperativeKernel,
 	F_cuGraphInstantiate, F_cuGraphLaunch, F_cuGraphExecDestroy, F_cuGraphDestroy,
+	F_cuFlushGPUDirectRDMAWrites,
 	F_CU_COUNT
 };
 
@@ -90,6 +91,7 @@ CUresult ferry_cuModuleUnload(CUcontext c, CUmodule m);
 CUresult ferry_cuModuleGetFunction(CUcontext c, CUfunction *fn, CUmodule m, const char *name);
 CUresult ferry_cuFuncGetAttribute(CUcontext c, int *v, int attr, CUfunction fn);
 CUresult ferry_cuOccupancyMaxActiveBlocksPerMultiprocessor(CUcontext c, int *n, CUfunction fn, int block, size_t smem);
+CUresult ferry_cuFlushGPUDirectRDMAWrites(CUcontext c, int target, int scope);
 CUresult ferry_cuLaunch(CUcontext c, CUfunction fn,
 	unsigned int gx, unsigned int gy, unsigned int gz,
 	unsigned int bx, unsigned int by, unsigned int bz,

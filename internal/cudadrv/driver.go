@@ -82,6 +82,10 @@ type Driver interface {
 	GraphLaunch(c Context, g GraphExec, s Stream) Result     // cuGraphLaunch
 	GraphExecDestroy(c Context, g GraphExec) Result          // cuGraphExecDestroy
 	GraphDestroy(c Context, g Graph) Result                  // cuGraphDestroy
+	// FlushGPUDirectRDMAWrites is cuFlushGPUDirectRDMAWrites (CUDA 11.3+):
+	// the NIC writes into this context's memory that completed before the
+	// call are visible to the device's kernels after it.
+	FlushGPUDirectRDMAWrites(c Context, target, scope int) Result
 
 	// Missing lists the optional entry points the loaded driver lacks.
 	Missing() []string

@@ -90,6 +90,7 @@ var cuSymbols = []cuSymbol{
 	{C.F_cuGraphLaunch, []string{"cuGraphLaunch"}, true},
 	{C.F_cuGraphExecDestroy, []string{"cuGraphExecDestroy"}, true},
 	{C.F_cuGraphDestroy, []string{"cuGraphDestroy"}, true},
+	{C.F_cuFlushGPUDirectRDMAWrites, []string{"cuFlushGPUDirectRDMAWrites"}, true},
 }
 
 // The C table is process-wide, so at most one driver library is loaded.

@@ -106,6 +106,10 @@ func (d *cgoDriver) OccupancyMaxActiveBlocksPerMultiprocessor(c Context, f Funct
 	return int(n), res(r)
 }
 
+func (d *cgoDriver) FlushGPUDirectRDMAWrites(c Context, target, scope int) Result {
+	return res(C.ferry_cuFlushGPUDirectRDMAWrites(ctx(c), C.int(target), C.int(scope)))
+}
+
 // LaunchKernel passes the packed arguments as Go memory for the duration
 // of the call only; cuLaunchKernel copies them before returning (also while
 // a stream is being captured into a graph).

@@ -81,6 +81,12 @@ const (
 	AttrGPUDirectRDMAWithVMM    Attribute = 110
 	AttrGPUDirectRDMA           Attribute = 116
 	AttrDmaBufSupported         Attribute = 124
+	// AttrHostNativeAtomicSupported is 1 where the link to the CPU is
+	// coherent (NVLink-C2C, Grace Hopper).
+	AttrHostNativeAtomicSupported Attribute = 86
+	// AttrGPUDirectRDMAFlushWritesOptions: bit 0, the host may flush
+	// GPUDirect RDMA writes (cuFlushGPUDirectRDMAWrites).
+	AttrGPUDirectRDMAFlushWritesOptions Attribute = 117
 )
 
 // Flags and enum values passed through unchanged.

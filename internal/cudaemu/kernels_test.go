@@ -3,6 +3,7 @@ package cudaemu_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,8 @@ func TestKernelBugsReported(t *testing.T) {
 	}{
 		{"bad_exit", "exited", 32},
 		{"bad_barrier", "deadlock", 64},
+		{"divergent_barrier", "divergent barrier", 64},
+		{"exit_then_barrier", "divergent barrier", 64},
 	} {
 		if err := s.Launch(kernel(t, m, c.kernel), cuda.Dim3{X: 1}, cuda.Dim3{X: c.threads}, 0, mem.Ptr(0)); err != nil {
 			t.Fatal(err)
@@ -192,5 +195,45 @@ func TestLaunchRefused(t *testing.T) {
 	}
 	if _, err := m.Kernel("nope"); !errors.Is(err, cudaemu.ErrInvalidArgument) {
 		t.Errorf("unknown kernel: %v", err)
+	}
+}
+
+// TestChaosFindsPerThreadAbort: a decision read per thread from memory
+// another block writes, guarding a barrier, is found by chaos mode as a
+// divergent barrier within a few seeds; the same decision made
+// block-uniform (__syncthreads_or) passes every seed.
+func TestChaosFindsPerThreadAbort(t *testing.T) {
+	m := emuModule(t)
+	mem := alloc(t, 4096)
+	s := cudaemu.NewStream()
+	defer s.Close()
+	k := kernel(t, m, "flag_race")
+	run := func(seed int, uniform uint32) error {
+		t.Setenv(cudaemu.ChaosEnv, strconv.Itoa(seed))
+		mem.Uint32(0).Store(0)
+		if err := s.Launch(k, cuda.Dim3{X: 2}, cuda.Dim3{X: 64}, 0, mem.Ptr(0), mem.Ptr(64), uniform); err != nil {
+			t.Fatal(err)
+		}
+		return syncStream(t, s, time.Minute)
+	}
+	const seeds = 40
+	found := 0
+	for seed := 1; seed <= seeds && found == 0; seed++ {
+		if err := run(seed, 0); err != nil {
+			var ke *cudaemu.KernelError
+			if !errors.As(err, &ke) || !strings.Contains(ke.Msg, "divergent barrier") {
+				t.Fatalf("seed %d: %v, want a divergent barrier", seed, err)
+			}
+			t.Logf("seed %d, per-thread decision: %v", seed, err)
+			found++
+		}
+	}
+	if found == 0 {
+		t.Fatalf("%d chaos seeds never split the block at a per-thread decision", seeds)
+	}
+	for seed := 1; seed <= 10; seed++ {
+		if err := run(seed, 1); err != nil {
+			t.Fatalf("seed %d, block-uniform decision: %v", seed, err)
+		}
 	}
 }

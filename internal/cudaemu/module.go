@@ -19,6 +19,14 @@ type Dim3 = cuda.Dim3
 // break the scope rules). It is read when a module is first loaded.
 const ScopeCheckEnv = "FERRY_EMU_SCOPE_CHECK"
 
+// ChaosEnv, set to a nonzero seed in the environment, runs launches in
+// chaos mode: every scoped load or read-modify-write switches to another
+// CUDA thread of the block, each scheduling round takes the block's
+// threads in a random order, and blocks stall now and then, so that
+// decisions read from memory other blocks write interleave as badly as a
+// GPU may make them. Read at each launch.
+const ChaosEnv = "FERRY_EMU_CHAOS"
+
 // Module is a built set of kernels. Safe for concurrent use.
 type Module struct {
 	name, path string

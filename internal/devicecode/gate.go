@@ -48,17 +48,31 @@ type Report struct {
 	Kernels []KernelStats
 	Spills  []FunctionSpill // in non-kernel functions
 	Log     string
+	Cubin   []byte
 }
 
-// Compile compiles b for arch with -Xptxas=-v and gathers the figures of
-// every kernel in the cubin.
-func Compile(b cuda.KernelBuild, arch string) (Report, error) {
+// Compile compiles b for arch with -Xptxas=-v (and extra options, such
+// as -lineinfo, which leaves the SASS as it is) and gathers the figures
+// of every kernel in the cubin.
+func Compile(b cuda.KernelBuild, arch string, extra ...string) (Report, error) {
+	return compileWith(b, cuda.DeviceHeader().Code, arch, extra)
+}
+
+// CompileWithHeader is Compile against header in place of
+// ferry_device.h (see cuda.CompileSourceWithHeader).
+func CompileWithHeader(b cuda.KernelBuild, header, arch string, extra ...string) (Report, error) {
+	return compileWith(b, header, arch, extra)
+}
+
+func compileWith(b cuda.KernelBuild, header, arch string, extra []string) (Report, error) {
 	r := Report{Build: b, Arch: arch}
-	res, err := cuda.CompileSource(b.Source, arch, append(slices.Clone(b.Options), "-Xptxas=-v")...)
+	opts := append(append(slices.Clone(b.Options), "-Xptxas=-v"), extra...)
+	res, err := compileCached(b.Source, header, arch, opts)
 	r.Log = res.Log
 	if err != nil {
 		return r, err
 	}
+	r.Cubin = res.Image
 	if res.Arch != arch {
 		return r, fmt.Errorf("%s: compiled for %s, not %s (%s)", b.Name, res.Arch, arch, res.Note)
 	}

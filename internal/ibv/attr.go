@@ -191,8 +191,9 @@ type PortAttr struct {
 	GIDTableLen int
 	LID         uint16
 	LinkLayer   LinkLayer
-	ActiveWidth uint8 // IBV_WIDTH_* bits: 1=1x 2=4x 4=8x 8=12x 16=2x
-	ActiveSpeed uint8 // IBV_SPEED_* bits
+	ActiveWidth uint8  // IBV_WIDTH_* bits: 1=1x 2=4x 4=8x 8=12x 16=2x
+	ActiveSpeed uint8  // IBV_SPEED_* bits
+	MaxMsgSize  uint64 // max_msg_sz: the longest message or write
 }
 
 // DeviceName names a device and where sysfs describes it.

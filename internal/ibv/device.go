@@ -142,6 +142,7 @@ func (c *Context) QueryPort(port int) (PortAttr, error) {
 		LinkLayer:   LinkLayer(a.link_layer),
 		ActiveWidth: uint8(a.active_width),
 		ActiveSpeed: uint8(a.active_speed),
+		MaxMsgSize:  uint64(a.max_msg_sz),
 	}, nil
 }
 

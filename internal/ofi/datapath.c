@@ -112,22 +112,6 @@ int ferry_post_recvs(struct ferry_ep *e, const struct ferry_recv_op *ops, int n)
 	return n;
 }
 
-/* Completion flags say what an entry is. Target-side write completions are
- * checked first: providers disagree on whether they also carry FI_RMA or a
- * length, and some (sockets) set FI_REMOTE_CQ_DATA on initiator entries. */
-static uint32_t classify(uint64_t flags)
-{
-	if (flags & FI_REMOTE_WRITE)
-		return FERRY_EV_IMM;
-	if (flags & FI_WRITE)
-		return FERRY_EV_WRITE;
-	if (flags & FI_SEND)
-		return FERRY_EV_SEND;
-	if (flags & FI_RECV)
-		return FERRY_EV_RECV;
-	return 0;
-}
-
 static int read_error(struct ferry_ep *e, struct ferry_event *ev)
 {
 	struct fi_cq_err_entry ee;
@@ -144,7 +128,7 @@ static int read_error(struct ferry_ep *e, struct ferry_event *ev)
 	if (ret == 0)
 		return -FI_EAGAIN;
 	memset(ev, 0, sizeof *ev);
-	ev->kind = classify(ee.flags);
+	ev->kind = ferry_classify(ee.flags, e->rules);
 	/* A target-side entry has no op of ours behind it. */
 	if (ev->kind != FERRY_EV_IMM)
 		ev->context = (uint64_t)(uintptr_t)ee.op_context;
@@ -195,7 +179,7 @@ int ferry_poll(struct ferry_ep *e, struct ferry_event *ev, int max)
 			for (j = 0; j < ret; j++) {
 				const struct fi_cq_data_entry *c = &buf[j];
 				struct ferry_event *o = &ev[n];
-				uint32_t kind = classify(c->flags);
+				uint32_t kind = ferry_classify(c->flags, e->rules);
 
 				if (kind == FERRY_EV_IMM) {
 					/* A remote write without data carries no

@@ -188,6 +188,12 @@ func (i Info) RxSize() int { return int(i.p.rx_attr.size) }
 // MaxMsgSize is ep_attr->max_msg_size.
 func (i Info) MaxMsgSize() uint64 { return uint64(i.p.ep_attr.max_msg_size) }
 
+// WritesOrdered reports FI_ORDER_RMA_WAW in tx_attr->msg_order: writes
+// to one peer are carried out in the order they were posted.
+func (i Info) WritesOrdered() bool {
+	return uint64(i.p.tx_attr.msg_order)&uint64(C.FI_ORDER_RMA_WAW) != 0
+}
+
 // CQDataSize is domain_attr->cq_data_size: bytes of remote CQ data.
 func (i Info) CQDataSize() int { return int(i.p.domain_attr.cq_data_size) }
 

@@ -4,16 +4,27 @@ package ofi
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
+// TestVersion checks the library loaded is the one this test run was
+// built for: FERRY_LIBFABRIC (make's LIBFABRIC=1.17|2.1) names the
+// generation, so a 2.1 run that silently loaded the system's 1.17 (or the
+// reverse) fails here instead of passing as the other.
 func TestVersion(t *testing.T) {
 	v, api := Version(), APIVersion()
-	if !strings.HasPrefix(v, "1.") || !strings.HasPrefix(api, "1.") {
-		t.Fatalf("Version %q, APIVersion %q", v, api)
+	if !strings.HasPrefix(v, "1.") && !strings.HasPrefix(v, "2.") {
+		t.Fatalf("Version %q", v)
+	}
+	if want := os.Getenv("FERRY_LIBFABRIC"); want != "" && v != want {
+		t.Fatalf("libfabric %s loaded, FERRY_LIBFABRIC=%s: check PKG_CONFIG_PATH and the binary's rpath (or LD_LIBRARY_PATH)", v, want)
+	}
+	if api != Current().API.String() {
+		t.Fatalf("APIVersion %q, generation's API %s", api, Current().API)
 	}
 	t.Logf("libfabric %s, API %s", v, api)
 }

@@ -19,20 +19,6 @@ _Static_assert(sizeof(struct ferry_send_op) == 40, "send op is 5 words");
 _Static_assert(sizeof(struct ferry_recv_op) == 32, "recv op is 4 words");
 _Static_assert(sizeof(struct ferry_event) == 32, "event is 32 bytes");
 
-/* The newest API this code was written against is 1.22; ask for no newer
- * than that, no newer than the headers we compiled with (the library fills
- * structs of that layout) and no newer than the library we run on. */
-uint32_t ferry_api_version(void)
-{
-	uint32_t v = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
-	uint32_t rt = fi_version();
-	if (FI_VERSION_LT(rt, v))
-		v = rt;
-	if (FI_VERSION_LT(FI_VERSION(1, 22), v))
-		v = FI_VERSION(1, 22);
-	return v;
-}
-
 int ferry_getinfo(const char *prov, const char *node, uint64_t caps, uint64_t mr_mode,
 		  uint64_t flags, struct fi_info **out)
 {
@@ -173,6 +159,7 @@ int ferry_open(struct fi_info *info, size_t cq_size, int efa_opts, struct ferry_
 		return -FI_ENOMEM;
 	}
 	e->info = info;
+	e->rules = ferry_gen_rules(fi_version());
 
 	*step = FERRY_STEP_FABRIC;
 	ret = fi_fabric(info->fabric_attr, &e->fabric, NULL);

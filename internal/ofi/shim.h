@@ -69,6 +69,9 @@ enum {
 	FERRY_EV_IMM = 4,
 };
 
+/* The rules that differ between libfabric generations. */
+#include "generation.h"
+
 /* Error completions read by one poll call keep their text here until the
  * next poll; the Go side copies them out. */
 #define FERRY_MAX_ERRS 16
@@ -90,6 +93,8 @@ struct ferry_ep {
 	struct fid_cq *cq;
 	struct fid_av *av;
 	struct fid_ep *ep;
+	/* FERRY_RULE_* bits for the library loaded (generation.h) */
+	uint32_t rules;
 	/* error of the op a post call stopped at, 0 if none or -FI_EAGAIN */
 	int last_err;
 	/* error completions read by the last poll */

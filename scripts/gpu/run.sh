@@ -50,14 +50,15 @@ done <"$OUT/manifest"
 # compute-sanitizer (racecheck, synccheck) over the a2a kernels: eight
 # ranks on the GPU in lock step, where the toolkit has the sanitizer.
 SANITIZE=${GPU_SANITIZE:-1}
+SANITIZE_RUN=${GPU_SANITIZE_RUN:-TestGPUEightRanksOneGPU/lock-step}
 sanitized=()
 if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1 && grep -q '^a2a_cuda.test ' "$OUT/manifest"; then
 	dir=$(awk '$1 == "a2a_cuda.test" { print $2 }' "$OUT/manifest")
 	for tool in racecheck synccheck; do
 		log="$OUT/results/a2a_cuda.$tool.log"
-		echo "gpu-run: compute-sanitizer --tool $tool a2a_cuda.test (lock step)"
+		echo "gpu-run: compute-sanitizer --tool $tool a2a_cuda.test -test.run=$SANITIZE_RUN"
 		(cd "$dir" && compute-sanitizer --tool "$tool" --error-exitcode 3 "$OLDPWD/$OUT/bin/a2a_cuda.test" \
-			-test.v -test.count=1 -test.timeout="$TIMEOUT" -test.run='TestGPUEightRanksOneGPU/lock-step') >"$log" 2>&1
+			-test.v -test.count=1 -test.timeout="$TIMEOUT" -test.run="$SANITIZE_RUN") >"$log" 2>&1
 		rc=$?
 		[ "$rc" -ne 0 ] && status=1
 		sanitized+=("$tool:$rc")

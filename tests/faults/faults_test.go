@@ -68,6 +68,7 @@ func startAgent(t *testing.T, ns *netfault.Namespace, role string, cfg agentConf
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
+			checkVerbs(t, role, line)
 			if j, ok := strings.CutPrefix(line, "EVENT "); ok {
 				var ev event
 				if json.Unmarshal([]byte(j), &ev) == nil {
@@ -83,6 +84,15 @@ func startAgent(t *testing.T, ns *netfault.Namespace, role string, cfg agentConf
 	return a
 }
 
+// checkVerbs fails the test when an agent's line (an event with its
+// errors, a log line) holds a formatting mistake: a "%!" that fmt writes
+// for a bad verb or argument, as "%!w(<nil>)" for a nil error wrapped.
+func checkVerbs(t *testing.T, role, line string) {
+	if strings.Contains(line, "%!") {
+		t.Errorf("%s: a badly formatted error or log line: %s", role, line)
+	}
+}
+
 // logWriter sends an agent's stderr to the test log.
 type logWriter struct {
 	t    *testing.T
@@ -91,6 +101,7 @@ type logWriter struct {
 
 func (w logWriter) Write(b []byte) (int, error) {
 	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		checkVerbs(w.t, w.role, l)
 		if !strings.Contains(l, "INFO ferry engine") {
 			w.t.Logf("%s: %s", w.role, l)
 		}

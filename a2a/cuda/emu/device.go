@@ -24,7 +24,33 @@ const (
 // Each Device is its own emulated GPU: the emulator's scope checker counts
 // threads of different Devices as outside each other's gpu scope, as
 // ranks on different GPUs are.
-type Device struct{ id uint32 }
+type Device struct {
+	id     uint32
+	flush  func() error
+	blocks int // blocks resident at once (cuda.ResidentDevice); 0: MaxBlocks
+}
+
+// MaxBlocks is how many blocks the emulator runs at once (each on its own
+// OS thread): an emulated device's default capacity.
+const MaxBlocks = 1024
+
+var _ cuda.ResidentDevice = Device{}
+
+// NewDeviceHolding returns a new emulated device that holds at most
+// blocks blocks at once (cuda.ResidentDevice), as a GPU of that many SMs
+// at one block per SM would: to test the backend's co-residency rules.
+func NewDeviceHolding(blocks int) Device { return Device{id: devices.Add(1), blocks: blocks} }
+
+// MaxResidentBlocks is the device's capacity, whatever the kernel.
+func (d Device) MaxResidentBlocks(cuda.Kernel, int) (int, error) {
+	if d.blocks <= 0 {
+		return MaxBlocks, nil
+	}
+	return d.blocks, nil
+}
+
+// Key names the emulated device.
+func (d Device) Key() string { return fmt.Sprintf("emulated device %d", d.id) }
 
 var _ cuda.ExportingDevice = Device{}
 
@@ -32,6 +58,20 @@ var devices atomic.Uint32
 
 // NewDevice returns a new emulated device.
 func NewDevice() Device { return Device{id: devices.Add(1)} }
+
+// NewFlushingDevice returns a new emulated device whose GPUDirect RDMA
+// flush (cuda.RDMAFlusher) runs flush: tests pair it with memfabric's
+// late-data mode (memfabric.SetLateData, memfabric.Flush), where the
+// NIC's payloads land only when flushed, as on a GPU that needs the flush.
+func NewFlushingDevice(flush func() error) Device { return Device{id: devices.Add(1), flush: flush} }
+
+// FlushRDMA runs the device's flush, if it has one.
+func (d Device) FlushRDMA() error {
+	if d.flush == nil {
+		return nil
+	}
+	return d.flush()
+}
 
 func (Device) Name() string { return "cpu emulator" }
 

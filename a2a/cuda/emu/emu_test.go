@@ -87,3 +87,16 @@ func TestEmuTimeoutNamesTheWait(t *testing.T) {
 		t.Fatalf("after a timeout: %v, want ErrBroken", err)
 	}
 }
+
+// TestEmuBatched: the CUDA kernels on the batched expert layout
+// (MaxTokensPerExpert) equal the oracle, and a dispatch over the bound
+// fails on every rank with ErrExpertOverflow.
+func TestEmuBatched(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 4, NVLinkSize: 2, NICsPerGPU: 2, MaxTokens: 6, Hidden: 24, Scales: 3,
+		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 3, PrivateTokens: 2,
+		MaxTokensPerExpert: 4 * 6}
+	w := newWorld(t, cfg, "mem", cuda.Options{})
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: w.ctxs, BeforeIteration: w.poison, Timeout: time.Minute}, 7, 3)
+	cfg.MaxTokensPerExpert = 7
+	a2atest.Overflow(t, cfg, newWorld(t, cfg, "mem", cuda.Options{}).ctxs)
+}

@@ -67,6 +67,16 @@ func newWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options) 
 // newWorldOn is newWorld with each rank's device made by newDevice.
 func newWorldOn(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options, newDevice func() cuda.Device) *world {
 	t.Helper()
+	w, err := buildWorld(t, cfg, transport, opt, newDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// buildWorld is newWorldOn returning the ranks' errors from New.
+func buildWorld(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options, newDevice func() cuda.Device) (*world, error) {
+	t.Helper()
 	requireGxx(t)
 	l, err := cfg.Layout()
 	if err != nil {
@@ -135,8 +145,5 @@ func newWorldOn(t testing.TB, cfg a2a.Config, transport string, opt cuda.Options
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return w, errors.Join(errs...)
 }

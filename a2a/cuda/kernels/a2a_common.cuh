@@ -84,6 +84,7 @@
 #define A2A_WAIT_COMBINE_FREE 5u
 #define A2A_WAIT_NODE_COMBINE 6u
 #define A2A_WAIT_RDMA_COMBINE 7u
+#define A2A_WAIT_GRID 8u // the other blocks at a grid barrier (peer: the block that gave up)
 
 // Receive-plan metadata (host-mapped, written by the worker): a header,
 // tokens per local expert, padded expert offsets, then the runs and the
@@ -119,9 +120,10 @@ struct a2a_params {
 	uint64_t ranks;                            // [W] uint8 A2A_RANK_* flags: the active ranks (a2a.Members)
 	uint32_t rank, world, node_size, replicas, groups, nodes;
 	uint32_t local_experts, experts, topk, max_tokens, chunks, hidden;
-	uint32_t private_rows, window, token_bytes, scales, stride, combine_bytes;
+	uint32_t private_rows, window, token_bytes, scales, combine_bytes;
+	uint32_t dispatch_stride, combine_stride;  // row strides of the transport buffers in each phase
 	uint32_t combine_type, row_words, me, base, group, replica;
-	uint32_t max_runs, meta_runs, meta_starts, threads;
+	uint32_t max_runs, meta_runs, meta_starts, pad0, threads;  // pad0: 8-byte size, threads last
 };
 
 // Per-rank flags (a2a.Members), rewritten by the backend at each
@@ -154,13 +156,33 @@ __device__ __forceinline__ a2a_state *a2a_st(const a2a_params *p) { return (a2a_
 // Epochs wrap; compare them as a signed distance.
 __device__ __forceinline__ bool a2a_reached(uint32_t v, uint32_t want) { return (int32_t)(v - want) >= 0; }
 
-__device__ __forceinline__ bool a2a_aborted(a2a_state *st) { return fd_ld_relaxed_gpu(&st->abort) != 0u; }
+// Launch ids: every launch of a context has its own, growing (four per
+// iteration; 2^30 iterations before they wrap), and the abort word holds
+// the id of the last launch that aborted. Nothing ever clears it: a block
+// still running after its grid gave up on it (a timed-out grid barrier)
+// may read it while block 0 finishes, so a reset could not be ordered.
+__device__ __forceinline__ uint32_t a2a_launch_id(uint32_t iter, uint32_t phase) { return iter * 4u + phase; }
+
+// a2a_aborted reads whether launch lid aborted. Another block may abort it
+// at any moment, so two threads of a block can read different answers:
+// only a single thread may act on it (a2a_wait, a2a_arrive). Code that
+// every thread of a block runs, and that contains block barriers or warp
+// collectives, decides with a2a_block_aborted instead.
+__device__ __forceinline__ bool a2a_aborted(a2a_state *st, uint32_t lid) { return fd_ld_relaxed_gpu(&st->abort) == lid; }
+
+// a2a_block_aborted: one answer for the whole block (true if any of its
+// threads saw the flag), taken at a block barrier, so every thread of the
+// block follows the same path through the barriers after it. Every thread
+// of the block must call it.
+__device__ __forceinline__ bool a2a_block_aborted(a2a_state *st, uint32_t lid) {
+	return __syncthreads_or(a2a_aborted(st, lid)) != 0;
+}
 
 // a2a_abort records the first timed-out wait of a launch. The kernel then
 // runs to its end without waiting or signalling any more, so the grid
 // never hangs, and the last block reports the status.
-__device__ __forceinline__ void a2a_abort(a2a_state *st, uint32_t what, uint32_t peer) {
-	if (fd_atomic_cas_gpu(&st->abort, 0u, 1u) == 0u) {
+__device__ __forceinline__ void a2a_abort(a2a_state *st, uint32_t lid, uint32_t what, uint32_t peer) {
+	if (fd_atomic_max_gpu(&st->abort, lid) != lid) {
 		st->what = what;
 		st->peer = peer;
 	}
@@ -170,35 +192,43 @@ __device__ __forceinline__ void a2a_abort(a2a_state *st, uint32_t what, uint32_t
 // timeout passes or the worker failed (then it aborts the launch: a flag
 // the worker raises, or one its peers' writes raise, will not come), or
 // another wait aborted it.
-__device__ bool a2a_wait(const a2a_params *p, a2a_state *st, uint32_t *flag, uint32_t want, uint64_t timeout_ns,
-                         uint32_t what, uint32_t peer) {
-	if (a2a_aborted(st)) return false;
+__device__ bool a2a_wait(const a2a_params *p, a2a_state *st, uint32_t lid, uint32_t *flag, uint32_t want,
+                         uint64_t timeout_ns, uint32_t what, uint32_t peer) {
+	if (a2a_aborted(st, lid)) return false;
 	if (a2a_reached(fd_ld_acquire_sys(flag), want)) return true;
 	uint64_t t0 = fd_globaltimer_ns();
 	for (;;) {
 		fd_nanosleep(128);
 		if (a2a_reached(fd_ld_acquire_sys(flag), want)) return true;
-		if (a2a_aborted(st)) return false;
+		if (a2a_aborted(st, lid)) return false;
 		if (fd_globaltimer_ns() - t0 > timeout_ns || fd_ld_relaxed_sys(a2a_ctrl(p, A2A_WORKER_FAILED)) != 0u) {
-			a2a_abort(st, what, peer);
+			a2a_abort(st, lid, what, peer);
 			return false;
 		}
 	}
 }
 
+// a2a_grid_sync: the grid barrier of the kernels, bounded by the launch's
+// timeout. Blocks that are not all resident (a grid above occupancy, or
+// another kernel holding the SMs) never gather: the barrier then gives up,
+// the launch aborts naming the wait, and the kernel ends with a timeout
+// status instead of hanging. Every thread of every block calls it.
+__device__ __forceinline__ void a2a_grid_sync(a2a_state *st, uint32_t lid, uint64_t timeout_ns) {
+	if (!fd_grid_sync_for(&st->barrier, timeout_ns) && threadIdx.x == 0) a2a_abort(st, lid, A2A_WAIT_GRID, blockIdx.x);
+}
+
 // a2a_finish: block 0, thread 0, after the launch's last grid barrier:
-// publish the status of the launch and reset the abort state for the next.
+// publish the status of the launch and reset its bad-input state.
 __device__ __forceinline__ void a2a_finish(const a2a_params *p, a2a_state *st, uint32_t phase, uint32_t iter) {
 	uint32_t *s = a2a_ctrl(p, A2A_STATUS + phase);
 	uint32_t code = FD_STATUS_OK, what = 0u, peer = 0u;
-	if (st->abort) {
+	if (fd_ld_relaxed_gpu(&st->abort) == a2a_launch_id(iter, phase)) {
 		code = FD_STATUS_TIMEOUT;
 		what = st->what;
 		peer = st->peer;
 	} else if (st->bad) {
 		code = st->bad;
 	}
-	st->abort = 0u;
 	st->bad = 0u;
 	fd_st_relaxed_sys(&s[1], what);
 	fd_st_relaxed_sys(&s[2], peer);
@@ -226,14 +256,14 @@ __device__ __forceinline__ bool a2a_shape_ok(const a2a_params *p, a2a_state *st,
 // after its share of some work; the last to arrive resets the counter and
 // publishes iter to the worker's flag, after a system fence so the CPU
 // and the NIC see every byte the blocks wrote before arriving.
-__device__ __forceinline__ void a2a_arrive(a2a_state *st, uint32_t *counter, uint32_t *flag, uint32_t iter) {
+__device__ __forceinline__ void a2a_arrive(a2a_state *st, uint32_t lid, uint32_t *counter, uint32_t *flag, uint32_t iter) {
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		fd_fence_sys();
 		if (fd_atomic_add_gpu(counter, 1u) == gridDim.x - 1u) {
 			fd_fence_sys();
 			fd_st_relaxed_gpu(counter, 0u);
-			if (!a2a_aborted(st)) fd_st_release_sys(flag, iter);
+			if (!a2a_aborted(st, lid)) fd_st_release_sys(flag, iter);
 		}
 	}
 }
@@ -265,11 +295,27 @@ __device__ __forceinline__ uint32_t a2a_block_scan(uint32_t v, uint32_t *total, 
 	return excl;
 }
 
+// a2a_ld16_row loads 16 bytes of a transport row that node peers or the
+// NIC wrote during this launch (the kernel acquired their flag first).
+// The non-coherent path (ld.global.nc) is defined only for memory that
+// no one writes while the kernel runs; Hopper reads such rows correctly
+// through it in practice and gains from it, so builds for sm_90 take it
+// when the backend defines A2A_NC_PEER_LOADS (it does for compute
+// capability 9.0 only); every other build uses an ordinary load, which
+// the acquire orders after the writers' data.
+#ifdef A2A_NC_PEER_LOADS
+#define a2a_ld16_row(p) fd_ld16_nc(p)
+#else
+#define a2a_ld16_row(p) fd_ld16(p)
+#endif
+
 __device__ __forceinline__ bool a2a_al16(const void *a) { return ((uint64_t)a & 15u) == 0u; }
 __device__ __forceinline__ bool a2a_al4(const void *a) { return ((uint64_t)a & 3u) == 0u; }
 
 // a2a_copy copies n bytes from src to nd destinations (each 16-byte
-// aligned), by the threads i, i+step, ... of a team. 16-byte vectors when
+// aligned), by the threads i, i+step, ... of a team. src is the caller's
+// input (tokens, expert outputs), which nobody writes while the kernel
+// runs: read through the non-coherent path. 16-byte vectors when
 // src allows, four independent loads in flight per thread; words or bytes
 // otherwise. Only n bytes are read and written.
 __device__ __forceinline__ void a2a_copy(uint8_t *const *dst, uint32_t nd, const uint8_t *src, uint32_t n,
@@ -314,7 +360,7 @@ __device__ __forceinline__ void a2a_copy_out(uint8_t *dst, const uint8_t *src, u
 	uint32_t done = 0;
 	if (a2a_al16(dst)) {
 		const uint32_t n16 = n >> 4;
-		for (uint32_t c = i; c < n16; c += step) fd_st16(dst + 16 * c, fd_ld16_nc(src + 16 * c));
+		for (uint32_t c = i; c < n16; c += step) fd_st16(dst + 16 * c, a2a_ld16_row(src + 16 * c));
 		done = n16 << 4;
 	} else if (a2a_al4(dst)) {
 		const uint32_t n4 = n >> 2;
@@ -366,9 +412,15 @@ __device__ __forceinline__ void a2a_walk_records(const fd_v16 *rec, uint32_t lo,
 	}
 }
 
-// a2a_row returns row r of a transport buffer.
-__device__ __forceinline__ uint8_t *a2a_row(uint64_t buf, const a2a_params *p, uint32_t r) {
-	return (uint8_t *)(buf + (uint64_t)r * p->stride);
+// a2a_drow returns dispatch row r of a transport buffer, a2a_crow combine
+// row r: each phase lays its rows at its own stride, so the CPU proxy's
+// writes carry a phase's rows without padding to the other's size.
+__device__ __forceinline__ uint8_t *a2a_drow(uint64_t buf, const a2a_params *p, uint32_t r) {
+	return (uint8_t *)(buf + (uint64_t)r * p->dispatch_stride);
+}
+
+__device__ __forceinline__ uint8_t *a2a_crow(uint64_t buf, const a2a_params *p, uint32_t r) {
+	return (uint8_t *)(buf + (uint64_t)r * p->combine_stride);
 }
 
 __device__ __forceinline__ uint64_t a2a_peer(uint64_t table, uint32_t i) { return ((const uint64_t *)table)[i]; }

@@ -63,15 +63,15 @@ __device__ void a2a_classify(const a2a_params *p, a2a_state *st, const uint32_t 
 			const uint32_t q = e / p->local_experts, f = a2a_rank_flags(p, q);
 			((uint32_t *)p->pos)[(uint64_t)t * K + k] = (f & A2A_RANK_ACTIVE) ? pos : A2A_POS_DROPPED;
 			if (q == p->rank) {
-				c = 2, row = a2a_row(p->send, p, pos);
+				c = 2, row = a2a_drow(p->send, p, pos);
 			} else if (f & A2A_RANK_SERVED) {
 				const uint32_t j = pos - ((const uint32_t *)p->offsets)[q * p->local_experts];
 				if (q / p->node_size != p->rank / p->node_size) {
-					c = 1, row = a2a_row(p->send, p, pos);
+					c = 1, row = a2a_drow(p->send, p, pos);
 				} else if (j < p->private_rows) {
-					c = 2, row = a2a_row(a2a_peer(p->peer_recv, q - p->base), p, p->group * p->window + j);
+					c = 2, row = a2a_drow(a2a_peer(p->peer_recv, q - p->base), p, p->group * p->window + j);
 				} else {
-					c = 2, row = a2a_row(p->send, p, pos);
+					c = 2, row = a2a_drow(p->send, p, pos);
 				}
 			}
 		} else {
@@ -113,6 +113,7 @@ __device__ __forceinline__ void a2a_scales(const a2a_params *p, uint8_t *const *
 __device__ void a2a_count(const a2a_params *p, a2a_state *st, const uint32_t *indices, uint32_t m, uint32_t iter,
                           uint64_t timeout_ns) {
 	const uint32_t K = A2A_K(p), E = p->experts, C = p->chunks, cm = (m + 31u) >> 5;
+	const uint32_t lid = a2a_launch_id(iter, A2A_PHASE_DISPATCH_SEND);
 	const uint64_t pairs = (uint64_t)m * K;
 	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += (uint64_t)gridDim.x * blockDim.x) {
 		const uint32_t e = indices[i];
@@ -123,10 +124,11 @@ __device__ void a2a_count(const a2a_params *p, a2a_state *st, const uint32_t *in
 		st->m = m;
 		// The table row and every buffer this launch writes were read by
 		// the previous iteration until its combine barrier.
-		a2a_wait(p, st, a2a_ctrl(p, A2A_DISPATCH_FREE), iter - 1u, timeout_ns, A2A_WAIT_DISPATCH_FREE, 0);
+		a2a_wait(p, st, lid, a2a_ctrl(p, A2A_DISPATCH_FREE), iter - 1u, timeout_ns, A2A_WAIT_DISPATCH_FREE, 0);
 	}
-	fd_grid_sync(&st->barrier);
-	if (blockIdx.x != 0 || a2a_aborted(st)) return;
+	a2a_grid_sync(st, lid, timeout_ns);
+	const bool aborted = a2a_block_aborted(st, lid);
+	if (blockIdx.x != 0 || aborted) return;
 	__shared__ uint32_t wsum[33];
 	uint32_t *mask = (uint32_t *)p->mask, *pre = (uint32_t *)p->prefix, *off = (uint32_t *)p->offsets;
 	uint32_t carry = 0;
@@ -169,14 +171,14 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
                   uint64_t s_elem, const uint32_t *indices, uint32_t m_max, const int32_t *bound_m,
                   uint64_t timeout_ns) {
 	a2a_state *st = a2a_st(p);
-	const uint32_t iter = st->iter + 1u;
+	const uint32_t iter = st->iter + 1u, lid = a2a_launch_id(iter, A2A_PHASE_DISPATCH_SEND);
 	const uint32_t m = a2a_tokens(m_max, bound_m);
 	__shared__ a2a_dests d;
 	__shared__ uint8_t cls[A2A_MAX_TOPK];
 	if (!a2a_shape_ok(p, st, A2A_PHASE_DISPATCH_SEND, iter)) return;
 	a2a_count(p, st, indices, m, iter, timeout_ns);
-	fd_grid_sync(&st->barrier);
-	const bool skip = a2a_aborted(st);
+	a2a_grid_sync(st, lid, timeout_ns);
+	const bool skip = a2a_block_aborted(st, lid);
 	const uint32_t tb = A2A_TB(p);
 #ifdef A2A_TOKEN_BYTES
 	// Quick path: a block per token, its chunks held in registers between
@@ -201,7 +203,7 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 			}
 			a2a_scales(p, d.remote, d.nremote, scales, s_tok, s_elem, t);
 		}
-		a2a_arrive(st, &st->send_blocks, a2a_ctrl(p, A2A_SEND_DONE), iter);
+		a2a_arrive(st, lid, &st->send_blocks, a2a_ctrl(p, A2A_SEND_DONE), iter);
 		if (mine) {
 			for (uint32_t r = 0; r < cpt; ++r) {
 				const uint32_t c = threadIdx.x + r * A2A_THREADS;
@@ -221,7 +223,7 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 			a2a_scales(p, d.remote, d.nremote, scales, s_tok, s_elem, t);
 			__syncthreads();
 		}
-		a2a_arrive(st, &st->send_blocks, a2a_ctrl(p, A2A_SEND_DONE), iter);
+		a2a_arrive(st, lid, &st->send_blocks, a2a_ctrl(p, A2A_SEND_DONE), iter);
 		for (uint32_t t = blockIdx.x; t < m && !skip; t += gridDim.x) {
 			a2a_classify(p, st, indices, t, &d, cls);
 			a2a_copy(d.node, d.nnode, x + (uint64_t)t * x_stride, tb, threadIdx.x, blockDim.x);
@@ -229,11 +231,10 @@ a2a_dispatch_send(const a2a_params *p, const uint8_t *x, uint64_t x_stride, cons
 			__syncthreads();
 		}
 	}
-	fd_grid_sync(&st->barrier);
+	a2a_grid_sync(st, lid, timeout_ns);
 	// Block 0 reads the abort state before its thread 0 resets it
 	// (a2a_finish); past the last grid barrier no other block reads it.
-	const bool ok = blockIdx.x == 0 && !a2a_aborted(st);
-	__syncthreads();
+	const bool ok = blockIdx.x == 0 && !a2a_block_aborted(st, lid); // uniform: a block's threads share blockIdx
 	// Every row of this rank for its node peers (and itself) is written:
 	// publish the epoch into each node rank's sync slot [me].
 	if (blockIdx.x == 0 && threadIdx.x < p->node_size && ok && (a2a_rank_flags(p, p->base + threadIdx.x) & A2A_RANK_ACTIVE)) {
@@ -286,7 +287,7 @@ __device__ void a2a_recv_copies(const a2a_params *p, uint32_t lo, uint32_t hi, u
 		uint64_t buf = p->recv;
 		if ((r.w & 3u) == A2A_SRC_OWN_SEND) buf = p->send;
 		else if ((r.w & 3u) == A2A_SRC_PEER_SEND) buf = a2a_peer(p->peer_send, (r.w >> 2) & 0x3ffu);
-		const uint8_t *src = a2a_row(buf, p, r.x);
+		const uint8_t *src = a2a_drow(buf, p, r.x);
 		a2a_copy_out(out_x + (uint64_t)r.y * x_stride, src, tb, lane, 32);
 		for (uint32_t s = lane; s < hs; s += 32) out_scales[(uint64_t)r.y * s_tok + s * s_elem] = ((const float *)(src + slot))[s];
 	});
@@ -298,25 +299,24 @@ extern "C" __global__ void __launch_bounds__(A2A_THREADS, 1)
 a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float *out_scales, uint64_t s_tok,
                   uint64_t s_elem, int32_t *expert_tokens, int32_t *expert_offsets, uint64_t timeout_ns) {
 	a2a_state *st = a2a_st(p);
-	const uint32_t iter = st->iter + 1u, S = p->node_size;
+	const uint32_t iter = st->iter + 1u, S = p->node_size, lid = a2a_launch_id(iter, A2A_PHASE_DISPATCH_RECV);
 	if (!a2a_shape_ok(p, st, A2A_PHASE_DISPATCH_RECV, iter)) return;
 	if (threadIdx.x == 0) {
-		bool ok = a2a_wait(p, st, a2a_ctrl(p, A2A_PLAN_READY), iter, timeout_ns, A2A_WAIT_PLAN, 0);
+		bool ok = a2a_wait(p, st, lid, a2a_ctrl(p, A2A_PLAN_READY), iter, timeout_ns, A2A_WAIT_PLAN, 0);
 		for (uint32_t q = 0; ok && q < S; ++q)
 			if (a2a_rank_flags(p, p->base + q) & A2A_RANK_ACTIVE)
-				ok = a2a_wait(p, st, (uint32_t *)p->sync + q, iter, timeout_ns, A2A_WAIT_NODE_DISPATCH, q);
+				ok = a2a_wait(p, st, lid, (uint32_t *)p->sync + q, iter, timeout_ns, A2A_WAIT_NODE_DISPATCH, q);
 	}
-	__syncthreads();
-	if (!a2a_aborted(st)) a2a_expand_plan(p);
-	fd_grid_sync(&st->barrier);
+	if (!a2a_block_aborted(st, lid)) a2a_expand_plan(p);
+	a2a_grid_sync(st, lid, timeout_ns);
 	const uint32_t *meta = (const uint32_t *)p->meta;
 	const uint32_t copies = meta[A2A_META_COPIES], remote = meta[A2A_META_REMOTE_COPIES];
-	if (!a2a_aborted(st)) a2a_recv_copies(p, remote, copies, out_x, x_stride, out_scales, s_tok, s_elem);
+	if (!a2a_block_aborted(st, lid)) a2a_recv_copies(p, remote, copies, out_x, x_stride, out_scales, s_tok, s_elem);
 	if (threadIdx.x == 0 && p->nodes > 1u)
-		a2a_wait(p, st, a2a_ctrl(p, A2A_DISPATCH_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_DISPATCH, 0);
-	__syncthreads();
-	if (!a2a_aborted(st)) a2a_recv_copies(p, 0, remote, out_x, x_stride, out_scales, s_tok, s_elem);
-	if (blockIdx.x == 0 && !a2a_aborted(st)) {
+		a2a_wait(p, st, lid, a2a_ctrl(p, A2A_DISPATCH_RDMA), iter, timeout_ns, A2A_WAIT_RDMA_DISPATCH, 0);
+	const bool skip = a2a_block_aborted(st, lid);
+	if (!skip) a2a_recv_copies(p, 0, remote, out_x, x_stride, out_scales, s_tok, s_elem);
+	if (blockIdx.x == 0 && !skip) {
 		const int32_t *tpe = (const int32_t *)(meta + A2A_META_HEADER);
 		const uint32_t L = p->local_experts;
 		for (uint32_t i = threadIdx.x; i <= L; i += blockDim.x) {
@@ -324,9 +324,9 @@ a2a_dispatch_recv(const a2a_params *p, uint8_t *out_x, uint64_t x_stride, float 
 			if (expert_offsets != 0) expert_offsets[i] = tpe[L + i];
 		}
 	}
-	fd_grid_sync(&st->barrier);
+	a2a_grid_sync(st, lid, timeout_ns);
 	if (blockIdx.x == 0 && threadIdx.x == 0) {
-		if (!a2a_aborted(st)) {
+		if (!a2a_aborted(st, lid)) {
 			fd_fence_sys();
 			fd_st_release_sys(a2a_ctrl(p, A2A_DRECV_DONE), iter);
 		}

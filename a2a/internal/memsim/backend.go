@@ -15,8 +15,15 @@ type backend struct {
 
 var _ a2a.MembershipBackend = (*backend)(nil)
 
-func (b *backend) row(buf []byte, r int32) []byte {
-	s := b.rk.w.l.Stride()
+// drow returns dispatch row r of a transport buffer, crow combine row r:
+// each phase lays its rows at its own stride (a2a.Layout.PhaseStride).
+func (b *backend) drow(buf []byte, r int32) []byte {
+	s := b.rk.w.l.DispatchRow
+	return buf[int(r)*s : int(r+1)*s]
+}
+
+func (b *backend) crow(buf []byte, r int32) []byte {
+	s := b.rk.w.l.CombineRow
 	return buf[int(r)*s : int(r+1)*s]
 }
 
@@ -44,9 +51,9 @@ func (b *backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		c := sp.Copy(i)
 		switch {
 		case c.Path.Staged():
-			rows.Pack(l, b.row(rk.send, c.Pos), in, i/K)
+			rows.Pack(l, b.drow(rk.send, c.Pos), in, i/K)
 		case c.Path == a2a.PathNodePush:
-			rows.Pack(l, b.row(rk.w.ranks[c.Dest].recv, c.PushRow), in, i/K)
+			rows.Pack(l, b.drow(rk.w.ranks[c.Dest].recv, c.PushRow), in, i/K)
 		}
 	}
 	rk.signal(int(a2a.TagNodeDispatch), p.Members().Node)
@@ -82,7 +89,7 @@ func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 				buf = rk.w.ranks[run.Source].send
 			}
 			for c := int32(0); c < run.Count; c++ {
-				rows.Unpack(l, out, int(run.Padded+c), b.row(buf, run.SrcRow+c))
+				rows.Unpack(l, out, int(run.Padded+c), b.drow(buf, run.SrcRow+c))
 			}
 		}
 	}
@@ -104,7 +111,7 @@ func (b *backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	yrow := func(i int32) []byte { return rows.ExpertRow(l, in, i) }
 	for _, run := range rp.Runs[:rp.RemoteRuns] {
 		for c := int32(0); c < run.Count; c++ {
-			copy(b.row(rk.send, run.CombineRow+c), yrow(run.Padded+c))
+			copy(b.crow(rk.send, run.CombineRow+c), yrow(run.Padded+c))
 		}
 	}
 	for _, t := range rp.Combine {
@@ -118,7 +125,7 @@ func (b *backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 			dst := rk.w.ranks[q].recv
 			for c := int32(0); c < run.Count; c++ {
-				copy(b.row(dst, run.CombineRow+c), yrow(run.Padded+c))
+				copy(b.crow(dst, run.CombineRow+c), yrow(run.Padded+c))
 			}
 		}
 	}
@@ -134,8 +141,10 @@ func (b *backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 	if err := rk.wait(ctx, int(a2a.TagCombine), p.Recv().Imm[a2a.TagCombine].Expected); err != nil {
 		return err
 	}
+	// The pure Go loop: the simulated world checks the protocol, and the
+	// host backend's tests check the vector loops.
 	acc := make([]float32, l.Hidden)
-	rows.Reduce(l, p.Send(), out, acc, func(pos int32) []byte { return b.row(rk.recv, pos) })
+	rows.ReduceGo(l, p.Send(), out, acc, func(pos int32) []byte { return b.crow(rk.recv, pos) })
 	return rk.barrier(ctx, a2a.TagCombineBarrier, p.Members())
 }
 

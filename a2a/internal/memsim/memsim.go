@@ -161,7 +161,7 @@ func (rk *rank) write(to *rank, tag a2a.Tag, dst, src []byte) {
 // when sharded, each carrying an immediate (empty slices included).
 func (rk *rank) writeRows(t a2a.Transfer, tag a2a.Tag, sharded bool) {
 	l := &rk.w.l
-	stride := int64(l.Stride())
+	stride := int64(l.PhaseStride(tag))
 	to := rk.w.ranks[t.Peer]
 	src := rk.send[int64(t.SrcRow)*stride : int64(t.SrcRow+t.Rows)*stride]
 	dst := to.recv[int64(t.DstRow)*stride : int64(t.DstRow+t.Rows)*stride]

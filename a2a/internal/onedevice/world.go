@@ -136,6 +136,10 @@ func New(ctx context.Context, cfg a2a.Config, o Options) (_ *World, err error) {
 			c.Rank = r
 			bo := o.Backend
 			bo.Engine, bo.Exchange, bo.Device = e, exchanger{x, r}, o.Device
+			// The world's ranks share one device and take turns (lock
+			// step) or run grids the caller sized to fit together
+			// (concurrent): it manages their residency itself.
+			bo.Overcommit = true
 			bo.Node = nodes[l.Node(r)].Member(r % l.NVLinkSize)
 			w.Backends[r], errs[r] = cuda.New(ctx, c, bo)
 		})

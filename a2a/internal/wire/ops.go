@@ -8,7 +8,9 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 )
 
-func (w *Wiring) scatter(targets []fabric.ScatterTarget, src *fabric.MemoryRegion, tag a2a.Tag, route fabric.ScatterRouting, g fabric.PeerGroup) error {
+// scatter posts one scatter of tag and counts what it posted (Traffic):
+// the targets' bytes and rows, the transport rows they carry.
+func (w *Wiring) scatter(targets []fabric.ScatterTarget, rows uint64, src *fabric.MemoryRegion, tag a2a.Tag, route fabric.ScatterRouting, g fabric.PeerGroup) error {
 	if len(targets) == 0 {
 		return nil
 	}
@@ -17,43 +19,56 @@ func (w *Wiring) scatter(targets []fabric.ScatterTarget, src *fabric.MemoryRegio
 		return fmt.Errorf("a2a %v scatter: %w", tag, err)
 	}
 	w.posted++
+	var bytes uint64
+	for _, t := range targets {
+		bytes += t.Length
+	}
+	w.traffic[tag].add(bytes, rows)
 	return nil
 }
 
-// targets turns planned transfers into scatter targets (into dst, reused).
-func (w *Wiring) targets(dst []fabric.ScatterTarget, ts []a2a.Transfer) []fabric.ScatterTarget {
-	stride := uint64(w.l.Stride())
+// targets turns planned transfers of tag's phase into scatter targets
+// (into dst, reused): rows at the phase's own stride, so a write carries
+// its rows and no padding up to the other phase's row size. It returns
+// the rows the transfers carry too.
+func (w *Wiring) targets(dst []fabric.ScatterTarget, ts []a2a.Transfer, tag a2a.Tag) ([]fabric.ScatterTarget, uint64) {
+	stride := uint64(w.l.PhaseStride(tag))
 	dst = dst[:0]
+	var rows uint64
 	for _, t := range ts {
 		dst = append(dst, fabric.ScatterTarget{Dst: w.recvDesc[t.Peer], Length: uint64(t.Rows) * stride,
 			SrcOffset: uint64(t.SrcRow) * stride, DstOffset: uint64(t.DstRow) * stride})
+		rows += uint64(t.Rows)
 	}
-	return dst
+	return dst, rows
 }
 
 // Routes posts this rank's count row (row Group(Rank) of its table) to
 // the same row of every other group's serving replica.
 func (w *Wiring) Routes() error {
-	return w.scatter(w.routeT, w.tableReg, a2a.TagRoute, fabric.ShardPeers(), w.routeG)
+	return w.scatter(w.routeT, uint64(len(w.routeT)), w.tableReg, a2a.TagRoute, fabric.ShardPeers(), w.routeG)
 }
 
 // Eager posts the eager writes (SendPlan.Eager: one per served rank of
 // another domain, in rank order, sharded by peer).
 func (w *Wiring) Eager(ts []a2a.Transfer) error {
-	w.eagerT = w.targets(w.eagerT, ts)
-	return w.scatter(w.eagerT, w.sendReg, a2a.TagDispatch, fabric.ShardPeers(), w.eagerG)
+	var rows uint64
+	w.eagerT, rows = w.targets(w.eagerT, ts, a2a.TagDispatch)
+	return w.scatter(w.eagerT, rows, w.sendReg, a2a.TagDispatch, fabric.ShardPeers(), w.eagerG)
 }
 
 // Overflow posts the overflow writes (SendPlan.Overflow), split by bytes.
 func (w *Wiring) Overflow(ts []a2a.Transfer) error {
-	w.overT = w.targets(w.overT, ts)
-	return w.scatter(w.overT, w.sendReg, a2a.TagDispatch, fabric.ShardBytes(), fabric.PeerGroup{})
+	var rows uint64
+	w.overT, rows = w.targets(w.overT, ts, a2a.TagDispatch)
+	return w.scatter(w.overT, rows, w.sendReg, a2a.TagDispatch, fabric.ShardBytes(), fabric.PeerGroup{})
 }
 
 // Combine posts the combine writes (RecvPlan.Combine), split by bytes.
 func (w *Wiring) Combine(ts []a2a.Transfer) error {
-	w.combT = w.targets(w.combT, ts)
-	return w.scatter(w.combT, w.sendReg, a2a.TagCombine, fabric.ShardBytes(), w.combG)
+	var rows uint64
+	w.combT, rows = w.targets(w.combT, ts, a2a.TagCombine)
+	return w.scatter(w.combT, rows, w.sendReg, a2a.TagCombine, fabric.ShardBytes(), w.combG)
 }
 
 // Signal sends one zero-byte immediate of tag to each active node peer

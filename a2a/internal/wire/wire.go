@@ -77,6 +77,8 @@ type Wiring struct {
 	// iteration: the engine resolves their addresses once.
 	routeG, eagerG, combG fabric.PeerGroup
 
+	traffic [NumTags]tagTraffic // what the writes of each tag moved
+
 	posted int64 // transfers posted this generation
 	done   *fabric.TransferCounter
 	closed bool

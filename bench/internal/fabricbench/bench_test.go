@@ -297,10 +297,10 @@ func TestBadSpecs(t *testing.T) {
 		_, err := Loopback(ctx, s, nil)
 		require.ErrorIs(t, err, fabric.ErrInvalidArgument, name)
 	}
-	_, err := Loopback(ctx, Spec{Provider: "mem", GPUs: []int{0}}, nil)
-	require.ErrorIs(t, err, ErrNeedsCUDA)
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
-	require.Contains(t, err.Error(), "GPU memory needs the cuda package")
+	_, err := Loopback(ctx, Spec{Provider: "mem", GPUs: []int{-1}}, nil)
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+	_, err = Loopback(ctx, Spec{Provider: "mem", GPUs: []int{0}, GPUPlacement: "nearest"}, nil)
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
 	_, err = Loopback(ctx, Spec{Provider: "shmm"}, nil)
 	// Every transport name is explicit: a typo is unknown, with the list.
 	require.ErrorIs(t, err, fabric.ErrUnknownProvider)

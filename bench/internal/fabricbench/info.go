@@ -3,6 +3,7 @@ package fabricbench
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ferryrdma/ferry/cuda"
 	"io"
 
 	"github.com/ferryrdma/ferry/bench/internal/sysreport"
@@ -18,8 +19,10 @@ import (
 func Info(w io.Writer, asJSON bool) error {
 	r, err := sysreport.Collect(sysreport.Options{
 		LibfabricVersion: efa.Version,
+		LibfabricAPI:     efa.APIVersion,
 		Transports:       efa.Transports,
 		VerbsDevices:     verbsDevices,
+		GPUs:             cudaGPUs,
 		ProbeIPC:         ipc.Probe,
 	})
 	if err != nil {
@@ -50,6 +53,25 @@ func verbsDevices() ([]sysreport.VerbsDevice, error) {
 			vd.Ports = append(vd.Ports, vp)
 		}
 		out = append(out, vd)
+	}
+	return out, nil
+}
+
+// cudaGPUs adapts the CUDA driver's devices to the report: each GPU's PCI
+// address, name and whether it exports dma-bufs (the device attribute the
+// registration path reads). Without a driver the report says why.
+func cudaGPUs() ([]sysreport.GPU, error) {
+	ds, err := cuda.Devices()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sysreport.GPU, 0, len(ds))
+	for _, d := range ds {
+		in, err := d.Info()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sysreport.GPU{PCIAddress: in.PCIBusID, Name: in.Name, DmaBuf: in.DmaBuf})
 	}
 	return out, nil
 }

@@ -37,7 +37,9 @@ func Loopback(ctx context.Context, spec Spec, sink Sink) (_ *Report, err error) 
 	go func() { served <- Serve(sctx, server, io.Discard) }()
 	defer func() { stop(); <-served }()
 
-	c, err := Dial(ctx, client, server.Engine.MainAddress())
+	c, err := dial(ctx, client, server.Engine.MainAddress(), func() error {
+		return server.Engine.PeerStatus(client.Engine.MainAddress())
+	})
 	if err != nil {
 		return nil, fmt.Errorf("loopback hello: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -106,17 +107,26 @@ type Client struct {
 	server fabric.Address
 	box    *mailbox
 	seq    uint64
+	// lost, when set, reports a loss the client's own engine cannot see:
+	// in loopback, the server engine having declared the client lost (its
+	// reply, sent to a lost peer, would never come).
+	lost func() error
 	// Server is what the server said about itself.
 	Server PeerInfo
 }
 
 // Dial greets the server at addr from side s.
 func Dial(ctx context.Context, s *Side, addr fabric.Address) (*Client, error) {
+	return dial(ctx, s, addr, nil)
+}
+
+// dial is Dial with the lost check of a loopback client (Client.lost).
+func dial(ctx context.Context, s *Side, addr fabric.Address, lost func() error) (*Client, error) {
 	box, err := newMailbox(s)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{side: s, server: addr, box: box}
+	c := &Client{side: s, server: addr, box: box, lost: lost}
 	reply, err := c.call(ctx, message{Kind: msgHello})
 	if err != nil {
 		box.close()
@@ -140,6 +150,10 @@ func (c *Client) call(ctx context.Context, req message) (message, error) {
 	if err := send(ctx, c.side, c.server, req); err != nil {
 		return message{}, err
 	}
+	// A peer declared lost, on either side, means no reply: the wait ends
+	// within the engines' liveness checks instead of at the case timeout.
+	tick := time.NewTicker(lostPollInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -148,8 +162,30 @@ func (c *Client) call(ctx context.Context, req message) (message, error) {
 			if m.Seq == req.Seq {
 				return m, nil
 			}
+		case <-tick.C:
+			if err := c.peerLost(); err != nil {
+				return message{}, fmt.Errorf("waiting for the server's %s reply: %w: %w", req.Kind, errNoReply, err)
+			}
 		}
 	}
+}
+
+// lostPollInterval is how often a client waiting for a reply looks for a
+// lost peer.
+const lostPollInterval = 50 * time.Millisecond
+
+// peerLost returns the loss of the server (as this side's engine sees it)
+// or of this client (as a loopback server sees it), or nil.
+func (c *Client) peerLost() error {
+	if err := c.side.Engine.PeerStatus(c.server); err != nil {
+		return fmt.Errorf("the server is lost: %w", err)
+	}
+	if c.lost != nil {
+		if err := c.lost(); err != nil {
+			return fmt.Errorf("the server lost this client: %w", err)
+		}
+	}
+	return nil
 }
 
 // Run runs every case of spec against the server and returns the report

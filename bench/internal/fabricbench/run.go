@@ -31,14 +31,20 @@ type Side struct {
 	src    *fabric.HostBuffer
 	srcReg *fabric.MemoryRegion
 	stray  atomic.Int64 // immediates no counter claimed
+	// gpu and gpuSrc, with Spec.GPUs, hold the registered buffers in GPU
+	// memory; Buf and src are then their host mirrors.
+	gpu, gpuSrc *gpuBuffer
+	gpuOrdinal  int
 
 	// Serving (serve.go): srcMu is held by the case writing from the
 	// source buffer; caseTimeout bounds a case; spares are private source
 	// buffers of failed cases, freed after the engine closed.
 	srcMu       sync.Mutex
 	caseTimeout time.Duration
-	spareMu     sync.Mutex
-	spares      []*fabric.HostBuffer
+	// closeTimeout bounds Close (0: 30 s).
+	closeTimeout time.Duration
+	spareMu      sync.Mutex
+	spares       []*fabric.HostBuffer
 }
 
 // AddSource gives the side a local-only source buffer of its own, the
@@ -48,12 +54,31 @@ func (s *Side) AddSource() error {
 	if err != nil {
 		return err
 	}
-	r, err := s.Engine.RegisterHost(b, fabric.AccessLocal)
+	var r *fabric.MemoryRegion
+	if s.gpu != nil {
+		s.gpuSrc, r, err = newGPUBuffer(s.Engine, s.gpuOrdinal, uint64(b.Len()), fabric.AccessLocal)
+	} else {
+		r, err = s.Engine.RegisterHost(b, fabric.AccessLocal)
+	}
 	if err != nil {
 		_ = b.Free()
 		return err
 	}
 	s.src, s.srcReg = b, r
+	return nil
+}
+
+// pushSource copies the host mirror of j's source into GPU memory after a
+// pattern was written there (nothing to do for host memory).
+func (s *Side) pushSource(j Job) error {
+	switch {
+	case j.src != nil:
+		return nil // serve's private sources are host memory
+	case s.src != nil && s.gpuSrc != nil:
+		return s.gpuSrc.toDevice(s.src.Bytes())
+	case s.src == nil && s.gpu != nil:
+		return s.gpu.toDevice(s.Buf.Bytes())
+	}
 	return nil
 }
 
@@ -72,20 +97,28 @@ func OpenSide(ctx context.Context, s Spec) (*Side, error) { return openSide(ctx,
 // openSide is OpenSide for a side playing role ("server", "client",
 // "rank"), which s.OnEngine hears about.
 func openSide(ctx context.Context, s Spec, role string) (*Side, error) {
-	e, err := fabric.Open(ctx, fabric.Config{Transport: s.Provider, Node: s.Node, NICs: s.NICs, Poll: s.Poll,
-		Logger: s.Logger, LogLevel: s.LogLevel})
+	cfg, err := engineConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	e, err := fabric.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	if s.OnEngine != nil {
 		s.OnEngine(e, role)
 	}
-	side := &Side{Engine: e, Poll: s.Poll, caseTimeout: s.Timeout}
+	side := &Side{Engine: e, Poll: s.Poll, caseTimeout: s.Timeout, closeTimeout: s.CloseTimeout}
 	// Every immediate a case expects has a counter; anything else that
 	// arrives is counted as stray and fails the verified case it lands in.
 	e.OnImm(func(uint32) { side.stray.Add(1) })
 	side.Buf, err = fabric.AllocHost(int(s.Buffer))
-	if err == nil {
+	switch {
+	case err != nil:
+	case len(s.GPUs) > 0:
+		side.gpuOrdinal = s.GPUs[0]
+		side.gpu, side.Reg, err = newGPUBuffer(e, side.gpuOrdinal, s.Buffer, fabric.AccessRemoteWrite)
+	default:
 		side.Reg, err = e.RegisterHost(side.Buf, fabric.AccessRemoteWrite)
 	}
 	if err == nil {
@@ -101,7 +134,11 @@ func openSide(ctx context.Context, s Spec, role string) (*Side, error) {
 // Close closes the engine (which unregisters the buffer) and frees the
 // buffer afterwards, never before the NIC is done with it.
 func (s *Side) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	timeout := s.closeTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := s.Engine.Close(ctx)
 	if errors.Is(err, fabric.ErrAbandoned) {
@@ -122,6 +159,10 @@ func (s *Side) Close() error {
 			}
 		}
 	}
+	if gerr := errors.Join(s.gpu.close(), s.gpuSrc.close()); err == nil {
+		err = gerr
+	}
+	s.gpu, s.gpuSrc = nil, nil
 	return err
 }
 
@@ -192,6 +233,9 @@ func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 	if c.Verify && c.Workload != Imm {
 		buf, _ := s.jobSource(j)
 		fillCase(buf.Bytes(), c, l, j.Seed, j.Rank)
+		if err := s.pushSource(j); err != nil {
+			return nil, err
+		}
 	}
 	tc := new(fabric.TransferCounter)
 	done := fabric.Count(tc)
@@ -337,6 +381,11 @@ func (s *Side) Expect(j Job, nics int, corrupt func([]byte)) (*Target, error) {
 		imm = ImmValue
 	} else {
 		poisonCase(s.Buf.Bytes(), c, l)
+		if s.gpu != nil {
+			if err := s.gpu.toDevice(s.Buf.Bytes()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	ctr, err := s.Engine.ImmCounter(imm)
 	if err != nil {
@@ -371,6 +420,11 @@ func (t *Target) Check(ctx context.Context, seed uint64, rank int) error {
 		return nil
 	}
 	buf := t.side.Buf.Bytes()
+	if t.side.gpu != nil {
+		if err := t.side.gpu.toHost(buf); err != nil {
+			return err
+		}
+	}
 	if t.corrupt != nil {
 		// The hook sees the first checked page, so any change it makes
 		// must be caught.

@@ -89,3 +89,26 @@ func TestServeClientsApart(t *testing.T) {
 type testLog struct{ t *testing.T }
 
 func (l *testLog) Write(b []byte) (int, error) { l.t.Logf("server: %s", b); return len(b), nil }
+
+// TestLoopbackEndsOnLostClient: in loopback, a server that declares the
+// client lost cannot send its reply (it goes to the lost peer): the
+// client stops waiting as soon as the server's engine holds it lost, with
+// the PeerError, instead of at the case timeout (a minute here).
+func TestLoopbackEndsOnLostClient(t *testing.T) {
+	ctx := testCtx(t)
+	spec := smallSpec("mem", 1)
+	// The server's send to the dead client stays with the provider: the
+	// close gives up on it at this deadline.
+	spec.CloseTimeout = 2 * time.Second
+	spec.OnEngine = func(e *fabric.Engine, role string) {
+		if role == "client" {
+			// Writes and sends to the client never complete, and the
+			// server's liveness checks find it gone.
+			require.NoError(t, memfabric.Inject(e.Info().Groups[0].Domains[0].Address, memfabric.Faults{Dead: true}))
+		}
+	}
+	_, err := Loopback(ctx, spec, nil)
+	require.ErrorIs(t, err, fabric.ErrPeerLost, "the run ends on the lost peer")
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "the server lost this client")
+}

@@ -19,9 +19,6 @@ var (
 	// ErrVerify is a verified case whose bytes or immediates did not
 	// arrive as written.
 	ErrVerify = errors.New("verification failed")
-	// ErrNeedsCUDA is a request for GPU memory: this build measures host
-	// memory only.
-	ErrNeedsCUDA = fmt.Errorf("GPU memory needs the cuda package: %w", fabric.ErrNotSupported)
 	// ErrRemote is an error the peer reported over the control channel.
 	ErrRemote = errors.New("peer reported an error")
 )
@@ -56,8 +53,13 @@ type Spec struct {
 	NICs int
 	// Poll is the workers' polling policy.
 	Poll fabric.PollMode
-	// GPUs lists GPU ordinals; any entry fails with ErrNeedsCUDA.
+	// GPUs lists GPU ordinals (the CUDA driver's): each side's engine has
+	// a group per GPU, and its registered buffers are GPU memory of the
+	// first one, registered through fabric/gpu (dma-buf when the kernel,
+	// driver and NIC allow it, else by address). Needs the CUDA driver.
 	GPUs []int
+	// GPUPlacement is PlaceTopology (default) or PlaceFirstNICs.
+	GPUPlacement string
 	// Workloads to run, in this order (Paged, Single, Imm).
 	Workloads []string
 	// Sizes overrides the message sizes of the paged and single workloads
@@ -90,6 +92,8 @@ type Spec struct {
 	// role ("server", "client", "rank"): fabric-debug --metrics exports
 	// their counters.
 	OnEngine func(e *fabric.Engine, role string) `json:"-"`
+	// CloseTimeout bounds each engine's Close (0: 30 s).
+	CloseTimeout time.Duration `json:"-"`
 }
 
 // DefaultBuffer is the reference tool's buffer size.
@@ -144,13 +148,18 @@ func (s Spec) WithDefaults() Spec {
 }
 
 // Validate checks s (after WithDefaults). Bad input wraps
-// fabric.ErrInvalidArgument; GPU memory returns ErrNeedsCUDA.
+// fabric.ErrInvalidArgument.
 func (s Spec) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf(format+": %w", append(args, fabric.ErrInvalidArgument)...)
 	}
-	if len(s.GPUs) > 0 {
-		return fmt.Errorf("gpus %v: %w", s.GPUs, ErrNeedsCUDA)
+	for _, g := range s.GPUs {
+		if g < 0 {
+			return bad("gpu %d", g)
+		}
+	}
+	if s.GPUPlacement != "" && s.GPUPlacement != PlaceTopology && s.GPUPlacement != PlaceFirstNICs {
+		return bad("gpu placement %q (want %s or %s)", s.GPUPlacement, PlaceTopology, PlaceFirstNICs)
 	}
 	if s.NICs < 1 || s.NICs > fabric.MaxNICs {
 		return bad("%d nics (1 to %d)", s.NICs, fabric.MaxNICs)

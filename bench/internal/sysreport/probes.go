@@ -163,6 +163,8 @@ func (r *Report) collectCapabilities(opts Options, gpus []GPU) {
 		add("dma-buf", Yes, "%s; %s; every GPU reports dma-buf support", kernel, driver)
 	case len(gpus) > 0:
 		add("dma-buf", No, "%s; %s; no dma-buf support reported by %s", kernel, driver, strings.Join(gpuDmaBuf, ", "))
+	case r.GPUError != "":
+		add("dma-buf", Unknown, "%s; %s; the CUDA driver could not be asked: %s", kernel, driver, r.GPUError)
 	default:
 		add("dma-buf", Unknown, "%s; %s; CUDA not linked, so the device attribute was not read", kernel, driver)
 	}

@@ -21,7 +21,7 @@ import (
 // be known independently of sysreport. It never skips: on a machine
 // without GPUs or NICs that absence is what it asserts.
 func TestThisMachine(t *testing.T) {
-	r, err := sysreport.Collect(sysreport.Options{LibfabricVersion: efa.Version, Transports: efa.Transports})
+	r, err := sysreport.Collect(sysreport.Options{LibfabricVersion: efa.Version, LibfabricAPI: efa.APIVersion, Transports: efa.Transports})
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	require.NoError(t, r.WriteText(&buf))
@@ -37,6 +37,7 @@ func TestThisMachine(t *testing.T) {
 	} else {
 		assert.Equal(t, ts, r.Libfabric.Transports)
 		assert.Equal(t, efa.Version(), r.Libfabric.Version)
+		assert.Equal(t, efa.APIVersion(), r.Libfabric.API)
 		for _, lb := range []string{"tcp;ofi_rxm", "shm"} {
 			assert.Equal(t, slices.Contains(ts, lb), slices.Contains(r.Libfabric.Loopback, lb), lb)
 		}

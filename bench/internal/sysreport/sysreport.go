@@ -58,8 +58,10 @@ type GPU struct {
 type Options struct {
 	SysRoot, ProcRoot, DevRoot string
 
-	// LibfabricVersion and Transports are efa.Version and efa.Transports.
+	// LibfabricVersion, LibfabricAPI and Transports are efa.Version,
+	// efa.APIVersion and efa.Transports.
 	LibfabricVersion func() string
+	LibfabricAPI     func() string
 	Transports       func() ([]string, error)
 	// VerbsDevices lists the verbs devices (from verbs.Devices).
 	VerbsDevices func() ([]VerbsDevice, error)
@@ -83,8 +85,10 @@ type Options struct {
 
 // Libfabric is what the linked libfabric offers.
 type Libfabric struct {
-	Linked     bool     `json:"linked"`
-	Version    string   `json:"version,omitempty"`
+	Linked  bool   `json:"linked"`
+	Version string `json:"version,omitempty"`
+	// API is the libfabric API version ferry asks for (FI_VERSION).
+	API        string   `json:"api,omitempty"`
 	Transports []string `json:"transports,omitempty"`
 	// Loopback are the transports that run on any machine over loopback
 	// (tcp;ofi_rxm, tcp, shm) among Transports.
@@ -210,6 +214,9 @@ func (r *Report) collectLibfabric(opts Options) {
 	lf.Linked = true
 	if opts.LibfabricVersion != nil {
 		lf.Version = opts.LibfabricVersion()
+	}
+	if opts.LibfabricAPI != nil {
+		lf.API = opts.LibfabricAPI()
 	}
 	ts, err := opts.Transports()
 	if err != nil {

@@ -84,6 +84,7 @@ func TestFakeP5(t *testing.T) {
 	opts.GPUs = gpusOf(t, tr, true)
 	opts.VerbsDevices = efaDevices(32, "rdmap90s0")
 	opts.LibfabricVersion = func() string { return "1.22.0amzn4.0" }
+	opts.LibfabricAPI = func() string { return "1.22" }
 	opts.Transports = func() ([]string, error) { return []string{"efa", "shm", "tcp", "tcp;ofi_rxm"}, nil }
 	opts.Choose = func(tp string) (fabric.Choice, error) {
 		assert.Equal(t, "auto", tp)
@@ -117,7 +118,7 @@ func TestFakeP5(t *testing.T) {
 	out := buf.String()
 	t.Log("\n" + out)
 	for _, want := range []string{
-		"libfabric 1.22.0amzn4.0: transports efa, shm, tcp, tcp;ofi_rxm",
+		"libfabric 1.22.0amzn4.0 (API 1.22 asked for): transports efa, shm, tcp, tcp;ofi_rxm",
 		"cuda:0 NVIDIA H100 80GB HBM3 0000:",
 		"cpus 0-11",
 		"rdmap79s0 (100 Gb/s)", "32 port(s) ACTIVE 100 Gb/s: rdmap79s0/1 .. rdmap110s0/1",

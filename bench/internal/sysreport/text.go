@@ -25,7 +25,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	case lf.Error != "":
 		p("libfabric %s: %s", orDash(lf.Version), lf.Error)
 	default:
-		p("libfabric %s: transports %s", orDash(lf.Version), orNone(lf.Transports))
+		api := ""
+		if lf.API != "" {
+			api = " (API " + lf.API + " asked for)"
+		}
+		p("libfabric %s%s: transports %s", orDash(lf.Version), api, orNone(lf.Transports))
 		p("  usable over loopback: %s", orNone(lf.Loopback))
 	}
 	if len(r.Verbs) == 0 {

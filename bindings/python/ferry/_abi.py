@@ -2,12 +2,16 @@
 
 Every struct here mirrors one of ferry.h; tests/test_abi.py compiles a C
 program against the header and checks each size and field offset, and
-checks every constant against its #define.
+checks every constant against its #define. Nothing here raises Python
+errors or owns handles: that is the business of the modules above it.
 """
+
+from __future__ import annotations
 
 import ctypes as C
 import ctypes.util
 import os
+from typing import Any, Dict, List, Optional, Tuple
 
 VERSION_MAJOR = 1
 
@@ -33,6 +37,9 @@ E_PEER_LOST = -18
 E_QUEUE_FULL = -19
 E_ABANDONED = -20
 E_NO_MEMORY = -21
+E_CALL_ORDER = -22
+E_BROKEN = -23
+E_EXPERT_OVERFLOW = -24
 E_INTERNAL = -99
 
 POLL_ADAPTIVE = 0
@@ -43,6 +50,25 @@ ACCESS_REMOTE_WRITE = 1
 ROUTE_SHARDED = 0
 ROUTE_PINNED = 1
 ROUTE_SHARD_BYTES = 2
+GPU_PATH_DMABUF = 1
+GPU_PATH_PEER_MEMORY = 2
+GPU_PLACE_TOPOLOGY = 0
+GPU_PLACE_FIRST_NICS = 1
+
+DTYPE_FP8 = 1
+DTYPE_BF16 = 2
+DTYPE_FP16 = 3
+DTYPE_FP32 = 4
+DTYPE_INT32 = 5
+DTYPE_UINT32 = 6
+DTYPE_UINT8 = 7
+MEMORY_HOST = 0
+MEMORY_CUDA = 1
+TENSOR_MAX_DIMS = 4
+A2A_BACKEND_HOST = 0
+A2A_BACKEND_CUDA = 1
+A2A_BACKEND_CUDA_EMU = 2
+A2A_NO_PRIVATE_WINDOW = -1
 
 # Handles are opaque 64-bit integers.
 handle = C.c_uint64
@@ -67,6 +93,11 @@ class Config(C.Structure):
         ("request_timeout_ms", C.c_int64),
         ("liveness_interval_ms", C.c_int64),
         ("stuck_timeout_ms", C.c_int64),
+        ("gpus", C.POINTER(C.c_int32)),
+        ("gpu_count", C.c_int32),
+        ("reserved0", C.c_int32),
+        ("gpu_placement", C.c_int32),
+        ("reserved1", C.c_int32),
     ]
 
 
@@ -119,57 +150,223 @@ class PagedWrite(C.Structure):
     ]
 
 
-STRUCTS = [Config, Stats, Route, SingleWrite, PagedWrite]
+class ScatterTarget(C.Structure):
+    _c_name_ = "ferry_scatter_target"
+    _fields_ = [
+        ("dst", handle),
+        ("length", C.c_uint64),
+        ("src_offset", C.c_uint64),
+        ("dst_offset", C.c_uint64),
+    ]
 
 
-def _find_library():
-    """FERRY_LIBRARY, else the linker's search (libferry.so.1 by SONAME)."""
+class ScatterWrite(C.Structure):
+    _c_name_ = "ferry_scatter_write"
+    _fields_ = [
+        ("src", handle),
+        ("targets", C.POINTER(ScatterTarget)),
+        ("count", C.c_size_t),
+        ("imm", C.c_uint32),
+        ("has_imm", C.c_int32),
+        ("route", Route),
+    ]
+
+
+class Tensor(C.Structure):
+    _c_name_ = "ferry_tensor"
+    _fields_ = [
+        ("data", C.c_void_p),
+        ("nbytes", C.c_uint64),
+        ("dtype", C.c_int32),
+        ("ndim", C.c_int32),
+        ("shape", C.c_int64 * 4),
+        ("strides", C.c_int64 * 4),
+        ("memory", C.c_int32),
+        ("device", C.c_int32),
+    ]
+
+
+class A2AConfig(C.Structure):
+    _c_name_ = "ferry_a2a_config"
+    _fields_ = [
+        ("struct_size", C.c_uint32),
+        ("backend", C.c_int32),
+        ("group", handle),
+        ("rank", C.c_int32),
+        ("world_size", C.c_int32),
+        ("world_name", C.c_char_p),
+        ("engine", handle),
+        ("transport", C.c_char_p),
+        ("node", C.c_char_p),
+        ("nvlink_size", C.c_int32),
+        ("replica_size", C.c_int32),
+        ("nics_per_rank", C.c_int32),
+        ("max_tokens", C.c_int32),
+        ("hidden", C.c_int32),
+        ("hidden_scales", C.c_int32),
+        ("num_experts", C.c_int32),
+        ("experts_per_token", C.c_int32),
+        ("dispatch_dtype", C.c_int32),
+        ("combine_dtype", C.c_int32),
+        ("expert_padding", C.c_int32),
+        ("max_private_tokens", C.c_int32),
+        ("max_tokens_per_expert", C.c_int32),
+        ("imm_base", C.c_uint32),
+        ("cuda_device", C.c_int32),
+        ("timeout_ms", C.c_int64),
+    ]
+
+
+class A2AInfo(C.Structure):
+    _c_name_ = "ferry_a2a_info"
+    _fields_ = [
+        ("struct_size", C.c_uint32),
+        ("rank", C.c_int32),
+        ("world_size", C.c_int32),
+        ("local_experts", C.c_int32),
+        ("output_rows", C.c_int32),
+        ("max_tokens_per_expert", C.c_int32),
+        ("token_bytes", C.c_int32),
+        ("combine_bytes", C.c_int32),
+        ("private_tokens", C.c_int32),
+        ("backend", C.c_int32),
+        ("generation", C.c_uint32),
+        ("reserved0", C.c_int32),
+    ]
+
+
+STRUCTS: List[Any] = [Config, Stats, Route, SingleWrite, PagedWrite, ScatterTarget, ScatterWrite, Tensor,
+                      A2AConfig, A2AInfo]
+
+# Callback types (ferry.h typedefs). ctypes takes the GIL when the library
+# calls them on an engine's dispatcher thread.
+DONE_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_int)
+EXPECT_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_uint32)
+IMM_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_uint32)
+PEER_LOST_FN = C.CFUNCTYPE(None, C.c_void_p, C.POINTER(C.c_uint8), C.c_size_t)
+RECV_FN = C.CFUNCTYPE(None, C.c_void_p, C.POINTER(C.c_uint8), C.c_size_t)
+ERROR_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_int, C.c_char_p)
+
+_u64 = C.c_uint64
+_pu64 = C.POINTER(C.c_uint64)
+_psz = C.POINTER(C.c_size_t)
+_pi64 = C.POINTER(C.c_int64)
+_pi32 = C.POINTER(C.c_int32)
+_pu8 = C.POINTER(C.c_uint8)
+
+# name: (result type, argument types). Every function of ferry.h 1.1.
+PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
+    "ferry_strerror": (C.c_char_p, [C.c_int]),
+    "ferry_last_error": (C.c_size_t, [C.c_char_p, C.c_size_t]),
+    "ferry_version": (C.c_uint32, []),
+    "ferry_version_string": (C.c_char_p, []),
+    "ferry_live_handles": (C.c_int, [_pu64]),
+    "ferry_transports": (C.c_int, [C.c_char_p, C.c_size_t, _psz]),
+    "ferry_config_init": (None, [C.c_void_p]),
+    "ferry_config_init_size": (None, [C.POINTER(Config), C.c_size_t]),
+    "ferry_engine_open": (C.c_int, [C.POINTER(Config), C.c_int64, _pu64]),
+    "ferry_engine_close": (C.c_int, [_u64, C.c_int64]),
+    "ferry_engine_address": (C.c_int, [_u64, _pu8, C.c_size_t, _psz]),
+    "ferry_engine_address_hex": (C.c_int, [_u64, C.c_char_p, C.c_size_t, _psz]),
+    "ferry_engine_nics": (C.c_int, [_u64, _pi32]),
+    "ferry_engine_info": (C.c_int, [_u64, C.c_char_p, C.c_size_t, _psz]),
+    "ferry_engine_stats": (C.c_int, [_u64, C.POINTER(Stats)]),
+    "ferry_host_alloc": (C.c_int, [C.c_size_t, C.POINTER(C.c_void_p)]),
+    "ferry_host_free": (C.c_int, [C.c_void_p]),
+    "ferry_register": (C.c_int, [_u64, C.c_void_p, _u64, C.c_int32, _pu64]),
+    "ferry_unregister": (C.c_int, [_u64]),
+    "ferry_region_descriptor": (C.c_int, [_u64, _pu64]),
+    "ferry_descriptor_to_bytes": (C.c_int, [_u64, _pu8, C.c_size_t, _psz]),
+    "ferry_descriptor_from_bytes": (C.c_int, [_pu8, C.c_size_t, _pu64]),
+    "ferry_descriptor_to_hex": (C.c_int, [_u64, C.c_char_p, C.c_size_t, _psz]),
+    "ferry_descriptor_from_hex": (C.c_int, [C.c_char_p, _pu64]),
+    "ferry_descriptor_info": (C.c_int, [_u64, _pu64, _pu64, _pi32]),
+    "ferry_descriptor_free": (C.c_int, [_u64]),
+    "ferry_transfer_new": (C.c_int, [_pu64]),
+    "ferry_transfer_wait": (C.c_int, [_u64, C.c_int64]),
+    "ferry_transfer_free": (C.c_int, [_u64]),
+    "ferry_counter_new": (C.c_int, [_pu64]),
+    "ferry_counter_read": (C.c_int, [_u64, _pi64, _pi64]),
+    "ferry_counter_wait": (C.c_int, [_u64, C.c_int64, C.c_int64]),
+    "ferry_counter_free": (C.c_int, [_u64]),
+    "ferry_callback_new": (C.c_int, [DONE_FN, C.c_void_p, _pu64]),
+    "ferry_callback_free": (C.c_int, [_u64]),
+    "ferry_submit_single": (C.c_int, [_u64, C.POINTER(SingleWrite), _u64]),
+    "ferry_submit_paged": (C.c_int, [_u64, C.POINTER(PagedWrite), _u64]),
+    "ferry_submit_scatter": (C.c_int, [_u64, C.POINTER(ScatterWrite), _u64]),
+    "ferry_submit_imm": (C.c_int, [_u64, C.c_uint32, _u64, C.POINTER(Route), _u64]),
+    "ferry_submit_barrier": (C.c_int, [_u64, C.c_uint32, _pu64, C.c_size_t, C.POINTER(Route), _u64]),
+    "ferry_imm_counter_new": (C.c_int, [_u64, C.c_uint32, _pu64]),
+    "ferry_imm_counter_wait": (C.c_int, [_u64, C.c_int64, C.c_int64]),
+    "ferry_imm_counter_count": (C.c_int, [_u64, _pi64]),
+    "ferry_imm_counter_free": (C.c_int, [_u64]),
+    "ferry_expect_imm": (C.c_int, [_u64, C.c_uint32, C.c_uint32, EXPECT_FN, C.c_void_p, _pi64]),
+    "ferry_remove_imm": (C.c_int, [_u64, C.c_uint32, _pi64]),
+    "ferry_on_imm": (C.c_int, [_u64, IMM_FN, C.c_void_p]),
+    "ferry_on_peer_lost": (C.c_int, [_u64, PEER_LOST_FN, C.c_void_p]),
+    "ferry_watch_peer": (C.c_int, [_u64, _pu8, C.c_size_t]),
+    "ferry_peer_status": (C.c_int, [_u64, _pu8, C.c_size_t]),
+    "ferry_send": (C.c_int, [_u64, _pu8, C.c_size_t, C.c_void_p, C.c_size_t, _u64, C.c_int64]),
+    "ferry_recv_bouncing": (C.c_int, [_u64, C.c_int32, C.c_int32, RECV_FN, ERROR_FN, C.c_void_p]),
+    "ferry_group_join": (C.c_int, [C.c_int64, _pu64]),
+    "ferry_group_join_env": (C.c_int, [C.POINTER(C.c_char_p), C.c_size_t, C.c_int64, _pu64]),
+    "ferry_group_rank": (C.c_int, [_u64, _pi32, _pi32]),
+    "ferry_group_all_gather": (C.c_int, [_u64, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, _psz, C.c_int64]),
+    "ferry_group_broadcast": (C.c_int, [_u64, C.c_int32, C.c_void_p, C.c_size_t, _psz, C.c_int64]),
+    "ferry_group_barrier": (C.c_int, [_u64, C.c_int64]),
+    "ferry_group_close": (C.c_int, [_u64]),
+    # 1.2
+    "ferry_register_gpu": (C.c_int, [_u64, _u64, _u64, C.c_int32, _pu64, _pi32]),
+    "ferry_gpu_dmabuf_supported": (C.c_int, [C.c_int32]),
+    "ferry_a2a_config_init_size": (None, [C.POINTER(A2AConfig), C.c_size_t]),
+    "ferry_a2a_create": (C.c_int, [C.POINTER(A2AConfig), C.c_int64, _pu64]),
+    "ferry_a2a_get_info": (C.c_int, [_u64, C.POINTER(A2AInfo)]),
+    "ferry_a2a_dispatch": (C.c_int, [_u64] + [C.POINTER(Tensor)] * 8 + [C.c_int32, C.c_int32, _u64, C.c_int64]),
+    "ferry_a2a_combine": (C.c_int, [_u64] + [C.POINTER(Tensor)] * 5 +
+                          [C.c_int32, C.c_int32, C.c_int32, _u64, C.c_int64]),
+    "ferry_a2a_dropped": (C.c_int, [_u64, _pi64, _pi32, C.c_size_t]),
+    "ferry_a2a_set_active": (C.c_int, [_u64, C.c_uint32, _pu8, C.c_size_t, C.c_int64]),
+    "ferry_a2a_close": (C.c_int, [_u64]),
+}
+
+
+def bundled_library() -> Optional[str]:
+    """The libferry.so.1 a wheel carries beside this file, if any."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", "libferry.so.%d" % VERSION_MAJOR)
+    return path if os.path.exists(path) else None
+
+
+def find_library() -> str:
+    """FERRY_LIBRARY when set (an explicit choice wins), else the library
+    the wheel carries, else the linker's search (libferry.so.1 by SONAME,
+    as `make install` leaves it)."""
     path = os.environ.get("FERRY_LIBRARY")
     if path:
         return path
-    return ctypes.util.find_library("ferry") or "libferry.so.%d" % VERSION_MAJOR
+    return bundled_library() or ctypes.util.find_library("ferry") or "libferry.so.%d" % VERSION_MAJOR
 
 
-def load(path=None):
-    """Loads libferry and declares every prototype this package calls."""
-    lib = C.CDLL(path or _find_library())
-    u64, pu64, psz = C.c_uint64, C.POINTER(C.c_uint64), C.POINTER(C.c_size_t)
-    protos = {
-        "ferry_strerror": (C.c_char_p, [C.c_int]),
-        "ferry_last_error": (C.c_size_t, [C.c_char_p, C.c_size_t]),
-        "ferry_version": (C.c_uint32, []),
-        "ferry_version_string": (C.c_char_p, []),
-        "ferry_live_handles": (C.c_int, [pu64]),
-        "ferry_transports": (C.c_int, [C.c_char_p, C.c_size_t, psz]),
-        "ferry_config_init": (None, [C.c_void_p]),
-        "ferry_config_init_size": (None, [C.POINTER(Config), C.c_size_t]),
-        "ferry_engine_open": (C.c_int, [C.POINTER(Config), C.c_int64, pu64]),
-        "ferry_engine_close": (C.c_int, [u64, C.c_int64]),
-        "ferry_engine_nics": (C.c_int, [u64, C.POINTER(C.c_int32)]),
-        "ferry_engine_info": (C.c_int, [u64, C.c_char_p, C.c_size_t, psz]),
-        "ferry_engine_stats": (C.c_int, [u64, C.POINTER(Stats)]),
-        "ferry_host_alloc": (C.c_int, [C.c_size_t, C.POINTER(C.c_void_p)]),
-        "ferry_host_free": (C.c_int, [C.c_void_p]),
-        "ferry_register": (C.c_int, [u64, C.c_void_p, u64, C.c_int32, pu64]),
-        "ferry_unregister": (C.c_int, [u64]),
-        "ferry_region_descriptor": (C.c_int, [u64, pu64]),
-        "ferry_descriptor_to_hex": (C.c_int, [u64, C.c_char_p, C.c_size_t, psz]),
-        "ferry_descriptor_from_hex": (C.c_int, [C.c_char_p, pu64]),
-        "ferry_descriptor_free": (C.c_int, [u64]),
-        "ferry_transfer_new": (C.c_int, [pu64]),
-        "ferry_transfer_wait": (C.c_int, [u64, C.c_int64]),
-        "ferry_transfer_free": (C.c_int, [u64]),
-        "ferry_submit_single": (C.c_int, [u64, C.POINTER(SingleWrite), u64]),
-        "ferry_submit_paged": (C.c_int, [u64, C.POINTER(PagedWrite), u64]),
-        "ferry_submit_imm": (C.c_int, [u64, C.c_uint32, u64, C.POINTER(Route), u64]),
-        "ferry_imm_counter_new": (C.c_int, [u64, C.c_uint32, pu64]),
-        "ferry_imm_counter_wait": (C.c_int, [u64, C.c_int64, C.c_int64]),
-        "ferry_imm_counter_count": (C.c_int, [u64, C.POINTER(C.c_int64)]),
-        "ferry_imm_counter_free": (C.c_int, [u64]),
-    }
+def declare(lib: Any, protos: Dict[str, Tuple[Any, List[Any]]]) -> None:
+    """Sets restype and argtypes of every function in protos that lib
+    exports; functions a library lacks stay undeclared (callers check
+    has() first)."""
     for name, (res, args) in protos.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = res, args
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = res, args
+
+
+def load(path: Optional[str] = None) -> Any:
+    """Loads libferry and declares every prototype the package calls."""
+    where = path or find_library()
+    try:
+        lib = C.CDLL(where)
+    except OSError as e:
+        raise ImportError(
+            "ferry: cannot load libferry (%s): %s; install the ferry_rdma wheel, "
+            "`make install` the library, or set FERRY_LIBRARY" % (where, e)) from e
+    declare(lib, PROTOTYPES)
     if lib.ferry_version() >> 16 != VERSION_MAJOR:
         raise ImportError("libferry %s is not ABI version %d" % (lib.ferry_version_string().decode(), VERSION_MAJOR))
+    setattr(lib, "_ferry_path", where)
     return lib

@@ -14,7 +14,7 @@
 // whose scope leaves the loader out, fails the launch.
 // Barriers, warp collectives and spin points (fd_nanosleep, repeated
 // fd_ld_*/fd_atomic_* observations of an unchanged value, the timer) switch
-// fibers.
+// fibers; in chaos mode (FERRY_EMU_CHAOS) so does every scoped load.
 #ifndef FD_EMU_DEVICE_H
 #define FD_EMU_DEVICE_H
 
@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <source_location>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -122,7 +123,12 @@ enum warp_op_kind : int {
 enum barrier_kind : int { barrier_plain, barrier_count, barrier_and, barrier_or };
 
 // Runtime entry points (fd_emu_runtime.h).
-int block_barrier(barrier_kind kind, int pred);
+// block_barrier: site is where the kernel calls __syncthreads (file and
+// line), so that threads of one block waiting at different barriers are
+// reported instead of matched with each other.
+int block_barrier(barrier_kind kind, int pred, const char *file, unsigned line);
+// chaos_point: a scoped load in chaos mode (FERRY_EMU_CHAOS) yields here.
+void chaos_point();
 uint64_t warp_collective(warp_op_kind op, uint32_t mask, uint64_t value, int arg, int width);
 void spin_yield();
 void observe(const void *addr, uint64_t value);
@@ -178,10 +184,20 @@ inline std::atomic_ref<T> ref(const T *p) {
 #define blockDim (::fd_emu::self->blk->block_dim)
 #define gridDim (::fd_emu::self->blk->grid_dim)
 
-inline void __syncthreads() { fd_emu::block_barrier(fd_emu::barrier_plain, 1); }
-inline int __syncthreads_count(int p) { return fd_emu::block_barrier(fd_emu::barrier_count, p != 0); }
-inline int __syncthreads_and(int p) { return fd_emu::block_barrier(fd_emu::barrier_and, p != 0); }
-inline int __syncthreads_or(int p) { return fd_emu::block_barrier(fd_emu::barrier_or, p != 0); }
+// The barriers take their call site as a default argument: a __syncthreads
+// in an inline helper is one site for all of the helper's callers.
+#define FD_EMU_SITE_ std::source_location at = std::source_location::current()
+inline void __syncthreads(FD_EMU_SITE_) { fd_emu::block_barrier(fd_emu::barrier_plain, 1, at.file_name(), at.line()); }
+inline int __syncthreads_count(int p, FD_EMU_SITE_) {
+	return fd_emu::block_barrier(fd_emu::barrier_count, p != 0, at.file_name(), at.line());
+}
+inline int __syncthreads_and(int p, FD_EMU_SITE_) {
+	return fd_emu::block_barrier(fd_emu::barrier_and, p != 0, at.file_name(), at.line());
+}
+inline int __syncthreads_or(int p, FD_EMU_SITE_) {
+	return fd_emu::block_barrier(fd_emu::barrier_or, p != 0, at.file_name(), at.line());
+}
+#undef FD_EMU_SITE_
 
 inline void __syncwarp(unsigned mask = 0xffffffffu) { fd_emu::warp_collective(fd_emu::warp_sync, mask, 0, 0, 32); }
 template <class T>
@@ -263,6 +279,7 @@ inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_
 			g.saw((uint64_t)v, fd_emu::op, fd_emu::sc);                  \
 		}                                                                \
 		fd_emu::observe(p, (uint64_t)v);                                 \
+		fd_emu::chaos_point();                                           \
 		return v;                                                        \
 	}
 #define FD_EMU_ST_(name, order, op, sc)                                    \
@@ -297,6 +314,7 @@ FD_EMU_ST_(fd_st_relaxed_sys, std::memory_order_relaxed, op_st_relaxed, scope_sy
 			g.wrote((uint64_t)fd_emu::ref(p).load(std::memory_order_relaxed), fd_emu::op, fd_emu::sc); \
 		}                                                                \
 		fd_emu::observe(p, (uint64_t)o);                                 \
+		fd_emu::chaos_point();                                           \
 		return o;                                                        \
 	}
 #define FD_EMU_CAS_(name, order, op, sc)                                   \
@@ -311,6 +329,7 @@ FD_EMU_ST_(fd_st_relaxed_sys, std::memory_order_relaxed, op_st_relaxed, scope_sy
 			if (swapped) g.wrote((uint64_t)v, fd_emu::op, fd_emu::sc);   \
 		}                                                                \
 		fd_emu::observe(p, (uint64_t)o);                                 \
+		fd_emu::chaos_point();                                           \
 		return o;                                                        \
 	}
 FD_EMU_RMW_(fd_atomic_add_gpu, fetch_add, std::memory_order_relaxed, op_rmw_relaxed, scope_gpu)

@@ -19,7 +19,18 @@
 //     leave the CPU to the work they wait for;
 //   - a block in which no fiber can run (all wait at barriers or
 //     collectives that cannot complete) is a deadlock: the launch fails
-//     with a description instead of hanging.
+//     with a description instead of hanging;
+//   - a block barrier is matched by its call site: threads of one block
+//     waiting at different __syncthreads (a barrier under a condition that
+//     is not the same in every thread of the block), or a thread exiting
+//     while others wait at a barrier or before a later one, fail the
+//     launch naming both sites. A GPU gives no such guarantee either way:
+//     it may hang, or pass the barrier with the block split in two;
+//   - chaos mode (FERRY_EMU_CHAOS=<seed>, read at each launch) switches
+//     fibers at every scoped load and read-modify-write, runs each round's
+//     fibers in a random order, and now and then stalls a whole block for
+//     a moment, so that decisions taken from memory other blocks write
+//     (abort flags) interleave as badly as a GPU may make them.
 // Under ThreadSanitizer (-fsanitize=thread) every fiber is a TSan fiber
 // switched without synchronisation, and barriers and collectives are
 // annotated as the release/acquire points they are, so races between CUDA
@@ -112,6 +123,7 @@ struct launch {
 	const unsigned char *args;
 	const uint32_t *offsets;
 	const volatile int *cancel; // set by the caller to abort
+	uint64_t chaos;             // chaos mode's seed (0: off)
 	std::atomic<int> abort{0};
 	std::mutex mu;
 	std::condition_variable cv;
@@ -136,6 +148,11 @@ struct block_run : block_view {
 	int bar_acc[2];
 	int bar_kind;
 	unsigned bar_gen;
+	const char *bar_file; // call site of the barrier the waiting threads are at
+	unsigned bar_line;
+	uint32_t bar_first;   // the thread that arrived there first
+	uint32_t exited;      // threads that returned from the kernel
+	uint64_t rng;         // chaos mode's generator state
 	warp_state *warps;
 	uint32_t nwarps;
 	uint64_t progress;
@@ -305,6 +322,28 @@ FD_EMU_RT void observe(const void *addr, uint64_t value) {
 	f->seen_addr[f->seen_pos & 3] = addr;
 	f->seen_val[f->seen_pos & 3] = value;
 	f->seen_pos++;
+}
+
+static inline uint64_t chaos_next(uint64_t *s) {
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+// chaos_point: in chaos mode, a scoped operation hands the block to its
+// next fiber, and one in 32 stalls the whole block for up to 200 us so
+// that other blocks run ahead of it.
+FD_EMU_RT void chaos_point() {
+	fiber *f = static_cast<fiber *>(self);
+	if (f == nullptr || cur == nullptr || cur->L->chaos == 0) return;
+	block_run *b = cur;
+	uint64_t r = chaos_next(&b->rng);
+	if ((r & 31) == 0) {
+		struct timespec ts = {0, (long)((r >> 8) % 200000)};
+		nanosleep(&ts, nullptr);
+	}
+	spin_yield();
 }
 
 uint64_t timer_ns() {
@@ -538,14 +577,31 @@ FD_EMU_RT static void barrier_complete(block_run *b) {
 	b->progress++;
 }
 
-FD_EMU_RT int block_barrier(barrier_kind kind, int pred) {
+FD_EMU_RT int block_barrier(barrier_kind kind, int pred, const char *file, unsigned line) {
 	fiber *f = static_cast<fiber *>(self);
 	block_run *b = cur;
 	if (b->L->aborted()) fiber_abandon(f);
 	unsigned g = b->bar_gen & 1;
+	if (b->exited > 0) {
+		char msg[300];
+		std::snprintf(msg, sizeof msg,
+		              "divergent barrier: __syncthreads at %s:%u reached after %u threads of the block exited", file, line,
+		              b->exited);
+		fail_here(msg);
+	}
 	if (b->bar_arrived == 0) {
 		b->bar_kind = kind;
 		b->bar_acc[g] = kind == barrier_and ? 1 : 0;
+		b->bar_file = file;
+		b->bar_line = line;
+		b->bar_first = f->linear;
+	} else if (b->bar_line != line || std::strcmp(b->bar_file, file) != 0) {
+		char msg[400];
+		std::snprintf(msg, sizeof msg,
+		              "divergent barrier: this thread reached __syncthreads at %s:%u while thread %u (and %u in all) "
+		              "waits at %s:%u",
+		              file, line, b->bar_first, b->bar_arrived, b->bar_file, b->bar_line);
+		fail_here(msg);
 	} else if (b->bar_kind != kind) {
 		fail_here("threads of one block wait at different kinds of __syncthreads (plain, _count, _and, _or)");
 	}
@@ -682,6 +738,15 @@ FD_EMU_RT static void fiber_exit(fiber *f) {
 	warp_state &ws = b->warps[f->linear >> 5];
 	ws.exited |= 1u << f->lane;
 	b->progress++;
+	b->exited++;
+	if (b->bar_arrived > 0) {
+		char msg[300];
+		std::snprintf(msg, sizeof msg,
+		              "divergent barrier: thread %u exited while thread %u (and %u in all) waits at __syncthreads at %s:%u",
+		              f->linear, b->bar_first, b->bar_arrived, b->bar_file, b->bar_line);
+		b->L->fail(msg);
+		b->stopped = true;
+	}
 	for (uint32_t l = 0; l < 32; l++) {
 		if ((ws.pending >> l & 1) && (b->fibers[(f->linear & ~31u) + l].mask >> f->lane & 1)) {
 			char msg[200];
@@ -852,11 +917,21 @@ FD_EMU_RT static void run_block(worker *w, launch *L, uint32_t index) {
 	__tsan_release(&L->start_sync);
 #endif
 	unsigned idle = 0;
+	// Chaos mode runs each round's fibers in a fresh random order.
+	uint32_t *order = nullptr;
+	if (L->chaos != 0) {
+		b.rng = L->chaos ^ ((uint64_t)index << 32) ^ ((uint64_t)L->serial << 12) ^ (uint64_t)(uintptr_t)L;
+		order = new uint32_t[b.n];
+		for (uint32_t i = 0; i < b.n; i++) order[i] = i;
+	}
 	while (b.live > 0 && !b.stopped) {
 		if (L->aborted()) break;
 		uint64_t p0 = b.progress;
 		bool ran = false, all_spun = true;
-		for (uint32_t i = 0; i < b.n && !b.stopped; i++) {
+		if (order != nullptr)
+			for (uint32_t i = b.n - 1; i > 0; i--) std::swap(order[i], order[chaos_next(&b.rng) % (i + 1)]);
+		for (uint32_t k = 0; k < b.n && !b.stopped; k++) {
+			const uint32_t i = order != nullptr ? order[k] : k;
 			fiber &f = b.fibers[i];
 			if (f.state != st_run) continue;
 			ran = true;
@@ -873,6 +948,7 @@ FD_EMU_RT static void run_block(worker *w, launch *L, uint32_t index) {
 		if (b.progress == p0 && all_spun) backoff(++idle);
 		else idle = 0;
 	}
+	delete[] order;
 	if (b.live > 0 && !b.stopped && L->aborted() && L->err[0] == 0) L->fail("launch aborted");
 	for (uint32_t i = 0; i < b.n; i++) {
 		if (*reinterpret_cast<uint64_t *>(b.fibers[i].stack) != stack_canary) {
@@ -1006,6 +1082,8 @@ __attribute__((visibility("default"))) int fd_emu_launch(int i, const uint32_t *
 	L.args = args;
 	L.offsets = offsets;
 	L.cancel = cancel;
+	L.chaos = 0;
+	if (const char *c = std::getenv("FERRY_EMU_CHAOS")) L.chaos = std::strtoull(c, nullptr, 0);
 	L.scope = static_cast<scope_table *>(scope);
 	L.device = device;
 	L.serial = L.start_seq = 0;

@@ -166,3 +166,47 @@ extern "C" __global__ void __launch_bounds__(256) conversions(const float *in, u
 		}
 	}
 }
+
+// divergent_barrier: odd warps wait at one __syncthreads, even warps at
+// another (a barrier under a condition that differs within the block).
+extern "C" __global__ void __launch_bounds__(64) divergent_barrier(uint32_t *out) {
+	if (fd_warp_id() & 1u) {
+		__syncthreads();
+		out[0] = 1u;
+	} else {
+		__syncthreads();
+		out[1] = 1u;
+	}
+}
+
+// exit_then_barrier: the second warp returns while the first waits at a
+// barrier.
+extern "C" __global__ void __launch_bounds__(64) exit_then_barrier(uint32_t *out) {
+	if (threadIdx.x >= 32u) return;
+	__syncthreads();
+	out[threadIdx.x] = 1u;
+}
+
+// flag_race: block 1 raises *flag after a moment while block 0 loops over
+// rounds ended by a block barrier, leaving the loop once it sees the flag.
+// Read per thread (uniform 0), threads of block 0 that saw the flag wait
+// at the barrier after the loop while the others wait at the round's: a
+// divergent barrier whenever the flag lands between two threads' reads.
+// With the decision made block-uniform (__syncthreads_or) it never is.
+extern "C" __global__ void __launch_bounds__(64) flag_race(uint32_t *flag, uint32_t *out, uint32_t uniform) {
+	if (blockIdx.x == 1u) {
+		if (threadIdx.x == 0u) {
+			for (uint32_t i = 0; i < 8u; ++i) fd_nanosleep(1000);
+			fd_st_relaxed_gpu(flag, 1u);
+		}
+		return;
+	}
+	for (uint32_t round = 0; round < 100000u; ++round) {
+		bool stop = fd_ld_relaxed_gpu(flag) != 0u;
+		if (uniform) stop = __syncthreads_or(stop) != 0;
+		if (stop) break;
+		__syncthreads();
+	}
+	__syncthreads();
+	out[threadIdx.x] = 1u;
+}

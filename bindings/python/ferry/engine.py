@@ -1,0 +1,578 @@
+"""The TransferEngine: memory registration, descriptors, writes, immediate
+counters, completions, the send/receive side channel and peer watching."""
+
+from __future__ import annotations
+
+import ctypes as C
+import json
+import sys
+import threading
+import traceback
+import weakref
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from . import _abi
+from ._handles import Handle
+from ._lib_handle import binary, check, has, lib, ms, raise_for, text
+from ._memory import CUDA, Memory, as_memory
+from .errors import NotSupportedError, closed
+
+# Callback trampolines that a library may still call after their handle
+# was freed (ferry.h: transfers already submitted still call them) are
+# kept for the life of the process: a few small objects per program.
+_immortal: List[Any] = []
+_immortal_lock = threading.Lock()
+
+
+def _report(where: str) -> None:
+    # An exception in a callback cannot reach the code that registered it:
+    # print it, as threading does for a thread's uncaught exception.
+    print("ferry: exception in %s callback:" % where, file=sys.stderr)
+    traceback.print_exc()
+
+
+class Descriptor(Handle):
+    """What a peer needs to write into a region: bytes() or hex() travel
+    between processes; from_bytes / from_hex turn them back into a handle.
+    Belongs to no engine; immutable."""
+
+    _free_ = "ferry_descriptor_free"
+
+    @classmethod
+    def from_hex(cls, hex_text: str) -> "Descriptor":
+        h = C.c_uint64()
+        check("ferry_descriptor_from_hex", hex_text.encode(), C.byref(h))
+        return cls(h.value)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Descriptor":
+        buf = (C.c_uint8 * max(len(data), 1)).from_buffer_copy(data or b"\0")
+        h = C.c_uint64()
+        check("ferry_descriptor_from_bytes", buf, len(data), C.byref(h))
+        return cls(h.value)
+
+    def hex(self) -> str:
+        return text("ferry_descriptor_to_hex", self.handle)
+
+    def bytes(self) -> bytes:
+        return binary("ferry_descriptor_to_bytes", self.handle)
+
+    def info(self) -> Tuple[int, int, int]:
+        """(base address in its owner, length, NIC count)."""
+        base, length, nics = C.c_uint64(), C.c_uint64(), C.c_int32()
+        check("ferry_descriptor_info", self.handle, C.byref(base), C.byref(length), C.byref(nics))
+        return base.value, length.value, nics.value
+
+    @property
+    def nbytes(self) -> int:
+        return self.info()[1]
+
+
+def _unregister(func: str, h: int, mem: Memory) -> None:
+    try:
+        lib().ferry_unregister(h)
+    except Exception:
+        pass
+    mem.release()
+
+
+class Region(Handle):
+    """Memory registered with an engine. The object it came from stays
+    exported (a bytearray cannot resize, a tensor's storage stays alive)
+    until close(), or until its engine closes."""
+
+    _free_ = "ferry_unregister"
+
+    def __init__(self, h: int, mem: Memory, remote_write: bool) -> None:
+        super().__init__(h, mem, release=_unregister)
+        self.memory = mem
+        self.remote_write = remote_write
+
+    @property
+    def addr(self) -> int:
+        return self.memory.addr
+
+    @property
+    def nbytes(self) -> int:
+        return self.memory.nbytes
+
+    def descriptor(self) -> Descriptor:
+        """A new descriptor of this region (remote_write regions only)."""
+        h = C.c_uint64()
+        check("ferry_region_descriptor", self.handle, C.byref(h))
+        return Descriptor(h.value)
+
+    def descriptor_hex(self) -> str:
+        with self.descriptor() as d:
+            return d.hex()
+
+    def descriptor_bytes(self) -> bytes:
+        with self.descriptor() as d:
+            return d.bytes()
+
+    def close(self) -> None:
+        if self._h is not None:
+            h, self._h = self._h, None
+            self._finalizer.detach()
+            try:
+                check(self._free_, h)
+            finally:
+                self.memory.release()
+
+
+class Transfer(Handle):
+    """A reusable wait handle for one transfer at a time."""
+
+    _free_ = "ferry_transfer_free"
+
+    def __init__(self) -> None:
+        h = C.c_uint64()
+        check("ferry_transfer_new", C.byref(h))
+        super().__init__(h.value)
+
+    def wait(self, timeout: float = 30.0) -> None:
+        """Returns when the transfer ended well; raises its error, or
+        FerryTimeoutError (the transfer still runs; wait again)."""
+        check("ferry_transfer_wait", self.handle, ms(timeout))
+
+
+class Counter(Handle):
+    """A callback-free count of finished transfers, shared by any number
+    of them: done counts every end, errors the failed ones."""
+
+    _free_ = "ferry_counter_free"
+
+    def __init__(self) -> None:
+        h = C.c_uint64()
+        check("ferry_counter_new", C.byref(h))
+        super().__init__(h.value)
+
+    def read(self) -> Tuple[int, int]:
+        """(done, errors) now; never blocks."""
+        d, e = C.c_int64(), C.c_int64()
+        check("ferry_counter_read", self.handle, C.byref(d), C.byref(e))
+        return d.value, e.value
+
+    def wait(self, n: int, timeout: float = 30.0) -> None:
+        """Waits until done >= n."""
+        check("ferry_counter_wait", self.handle, n, ms(timeout))
+
+
+class Callback(Handle):
+    """fn(code) called on the engine's dispatcher thread when each transfer
+    submitted with this completion ends (code 0, or a FERRY_E_* value;
+    errors.error_for(code) is its exception class). Keep fn quick."""
+
+    _free_ = "ferry_callback_free"
+
+    def __init__(self, fn: Callable[[int], Any]) -> None:
+        def call(_ud: Any, code: int) -> None:
+            try:
+                fn(code)
+            except Exception:
+                _report("completion")
+        tramp = _abi.DONE_FN(call)
+        with _immortal_lock:
+            _immortal.append(tramp)
+        h = C.c_uint64()
+        check("ferry_callback_new", tramp, None, C.byref(h))
+        super().__init__(h.value)
+
+
+Completion = Union[Transfer, Counter, Callback, None]
+
+
+def _completion(c: Completion) -> int:
+    return 0 if c is None else c.handle
+
+
+class ImmCounter(Handle):
+    """A credit counter of one immediate value: wait(n) takes n arrivals,
+    including ones that came before the call."""
+
+    _free_ = "ferry_imm_counter_free"
+
+    def wait(self, n: int, timeout: float = 30.0) -> None:
+        check("ferry_imm_counter_wait", self.handle, n, ms(timeout))
+
+    def count(self) -> int:
+        """Arrivals minus credits taken."""
+        v = C.c_int64()
+        check("ferry_imm_counter_count", self.handle, C.byref(v))
+        return v.value
+
+
+_POLL = {"adaptive": _abi.POLL_ADAPTIVE, "spin": _abi.POLL_SPIN}
+_LOG = {"default": _abi.LOG_DEFAULT, "debug": _abi.LOG_DEBUG, "info": _abi.LOG_INFO, "warn": _abi.LOG_WARN,
+        "error": _abi.LOG_ERROR, "none": _abi.LOG_NONE}
+
+
+def _route(route: Optional[Tuple[str, int]]) -> Any:
+    """("sharded", n) | ("pinned", nic) | ("shard_bytes", 0) | None."""
+    if route is None:
+        return None
+    kinds = {"sharded": _abi.ROUTE_SHARDED, "pinned": _abi.ROUTE_PINNED, "shard_bytes": _abi.ROUTE_SHARD_BYTES}
+    kind, value = route
+    if kind not in kinds:
+        raise ValueError("route kind must be one of %s, got %r" % (sorted(kinds), kind))
+    return _abi.Route(kinds[kind], value)
+
+
+def _opt_ms(seconds: Optional[float]) -> int:
+    """None: the library default (0); negative: none (-1); else ms >= 1."""
+    if seconds is None:
+        return 0
+    if seconds < 0:
+        return -1
+    return max(1, int(round(seconds * 1000)))
+
+
+def _close_engine(func: str, h: int, timeout_ms: int, keep: List[Any]) -> None:
+    try:
+        lib().ferry_engine_close(h, timeout_ms)
+    except Exception:
+        pass
+
+
+class Engine(Handle):
+    """A TransferEngine over one transport: "mem" (in-process), "shm",
+    "tcp;ofi_rxm" (pin node="127.0.0.1" on loopback), "ipc", "efa",
+    "verbs", or "auto" (EFA, then verbs, never a silent fallback).
+
+    Durations are seconds. None keeps the library default; a negative
+    request_timeout, liveness_interval or stuck_timeout turns that check
+    off. close() (or leaving a with block, or the finaliser of a forgotten
+    engine) closes its regions, counters and receives with it; no callback
+    of the engine runs after close returns. Safe to share between threads.
+    """
+
+    _free_ = "ferry_engine_close"
+
+    def __init__(self, transport: str = "auto", nics: int = 1, node: Optional[str] = None, *,
+                 poll: str = "adaptive", queue_depth: int = 0, send_buffers: int = 0,
+                 send_buffer_size: int = 0, handshake_timeout: Optional[float] = None,
+                 log_level: str = "default", max_pending: int = 0,
+                 request_timeout: Optional[float] = None, liveness_interval: Optional[float] = None,
+                 stuck_timeout: Optional[float] = None, gpus: Sequence[int] = (), timeout: float = 30.0) -> None:
+        if poll not in _POLL:
+            raise ValueError("poll must be one of %s, got %r" % (sorted(_POLL), poll))
+        if isinstance(log_level, str) and log_level not in _LOG:
+            raise ValueError("log_level must be one of %s, got %r" % (sorted(_LOG), log_level))
+        cfg = _abi.Config()
+        lib().ferry_config_init_size(C.byref(cfg), C.sizeof(cfg))
+        cfg.transport = transport.encode()
+        cfg.node = node.encode() if node else None
+        cfg.nics = nics
+        cfg.poll = _POLL[poll]
+        cfg.queue_depth = queue_depth
+        cfg.send_buffers = send_buffers
+        cfg.send_buffer_size = send_buffer_size
+        cfg.handshake_timeout_ms = _opt_ms(handshake_timeout)
+        cfg.log_level = _LOG[log_level] if isinstance(log_level, str) else int(log_level)
+        cfg.max_pending = max_pending
+        cfg.request_timeout_ms = _opt_ms(request_timeout)
+        cfg.liveness_interval_ms = _opt_ms(liveness_interval)
+        cfg.stuck_timeout_ms = _opt_ms(stuck_timeout)
+        gpu_arr = (C.c_int32 * max(len(gpus), 1))(*gpus)
+        if gpus:
+            cfg.gpus = C.cast(gpu_arr, C.POINTER(C.c_int32))
+            cfg.gpu_count = len(gpus)
+        h = C.c_uint64()
+        check("ferry_engine_open", C.byref(cfg), ms(timeout), C.byref(h))
+        self._timeout_ms = ms(timeout)
+        self.transport = transport
+        # Trampolines the engine's dispatcher may call: alive until close
+        # returned (the finaliser holds the list too).
+        self._callbacks: List[Any] = []
+        self._children: "weakref.WeakSet[Handle]" = weakref.WeakSet()
+        self._lock = threading.Lock()
+        super().__init__(h.value, self._timeout_ms, self._callbacks, release=_close_engine)
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Closes the engine: work not yet posted fails, in-flight work
+        drains for up to timeout seconds, every region is unregistered.
+        Raises the drain's error (FerryTimeoutError, AbandonedError); the
+        engine is closed either way."""
+        with self._lock:
+            if self._h is None:
+                return
+            h, self._h = self._h, None
+            self._finalizer.detach()
+            children = list(self._children)
+        try:
+            check(self._free_, h, self._timeout_ms if timeout is None else ms(timeout))
+        finally:
+            for c in children:
+                c._forget()
+
+    def _adopt(self, child: Handle) -> Any:
+        self._children.add(child)
+        return child
+
+    # ------------------------------------------------------------ about
+
+    def address(self) -> bytes:
+        """The main address, binary: what peers send to and watch."""
+        return binary("ferry_engine_address", self.handle)
+
+    def address_hex(self) -> str:
+        return text("ferry_engine_address_hex", self.handle)
+
+    def nics(self) -> int:
+        n = C.c_int32()
+        check("ferry_engine_nics", self.handle, C.byref(n))
+        return n.value
+
+    def info(self) -> Dict[str, Any]:
+        """The engine's JSON description (provider, transport, groups)."""
+        return dict(json.loads(text("ferry_engine_info", self.handle)))
+
+    def stats(self) -> Dict[str, int]:
+        s = _abi.Stats()
+        check("ferry_engine_stats", self.handle, C.byref(s))
+        return {name: int(getattr(s, name)) for name, _ in _abi.Stats._fields_}
+
+    # ----------------------------------------------------------- memory
+
+    def register(self, obj: Any, remote_write: bool = False) -> Region:
+        """Registers obj's memory without copying it: a HostBuffer, anything
+        with the buffer protocol, __dlpack__ or __cuda_array_interface__
+        (numpy arrays, torch tensors; CUDA memory needs a library with GPU
+        registration). remote_write=True lets peers write it (it then has
+        a descriptor). The object stays exported until the region closes."""
+        mem = as_memory(obj, writable=remote_write)
+        try:
+            if remote_write and mem.readonly:
+                raise ValueError("a remote_write region needs writable memory")
+            h = C.c_uint64()
+            access = _abi.ACCESS_REMOTE_WRITE if remote_write else _abi.ACCESS_LOCAL
+            if mem.device == CUDA:
+                self._register_gpu(mem, access, h)
+            else:
+                check("ferry_register", self.handle, C.c_void_p(mem.addr), mem.nbytes, access, C.byref(h))
+        except BaseException:
+            mem.release()
+            raise
+        return self._adopt(Region(h.value, mem, remote_write))
+
+    def _register_gpu(self, mem: Memory, access: int, out: Any) -> None:
+        if not has("ferry_register_gpu"):
+            raise NotSupportedError("ferry_register_gpu", _abi.E_NOT_SUPPORTED, "FERRY_E_NOT_SUPPORTED",
+                                    "this libferry (%s) cannot register CUDA memory" %
+                                    lib().ferry_version_string().decode())
+        path = C.c_int32()
+        check("ferry_register_gpu", self.handle, mem.addr, mem.nbytes, access, C.byref(out), C.byref(path))
+
+    # ------------------------------------------------------------ writes
+
+    def write(self, src: Region, dst: Descriptor, length: Optional[int] = None, *, src_offset: int = 0,
+              dst_offset: int = 0, imm: Optional[int] = None, route: Optional[Tuple[str, int]] = None,
+              done: Completion = None) -> None:
+        """One write of length bytes (default: the rest of src) from src at
+        src_offset to dst at dst_offset. Sharded over n NICs the receiver
+        sees n immediates (one per shard); route=("pinned", nic) posts one."""
+        if length is None:
+            length = src.nbytes - src_offset
+        r = _route(route)
+        w = _abi.SingleWrite(src=src.handle, src_offset=src_offset, length=length, dst=dst.handle,
+                             dst_offset=dst_offset, imm=imm or 0, has_imm=imm is not None,
+                             route=r if r is not None else _abi.Route())
+        check("ferry_submit_single", self.handle, C.byref(w), _completion(done))
+
+    def write_pages(self, src: Region, dst: Descriptor, src_pages: Sequence[int], dst_pages: Sequence[int],
+                    length: int, *, src_stride: Optional[int] = None, dst_stride: Optional[int] = None,
+                    src_offset: int = 0, dst_offset: int = 0, imm: Optional[int] = None,
+                    done: Completion = None) -> None:
+        """Independent page writes: page i from src_offset + src_stride *
+        src_pages[i] to dst_offset + dst_stride * dst_pages[i], length bytes
+        each (strides default to length); one immediate per page."""
+        if len(src_pages) != len(dst_pages):
+            raise ValueError("src_pages and dst_pages differ in length: %d != %d" % (len(src_pages), len(dst_pages)))
+        n = len(src_pages)
+        sp, dp = (C.c_uint32 * max(n, 1))(*src_pages), (C.c_uint32 * max(n, 1))(*dst_pages)
+        w = _abi.PagedWrite(src=src.handle, src_pages=sp, src_stride=length if src_stride is None else src_stride,
+                            src_offset=src_offset, dst=dst.handle, dst_pages=dp,
+                            dst_stride=length if dst_stride is None else dst_stride, dst_offset=dst_offset,
+                            pages=n, length=length, imm=imm or 0, has_imm=imm is not None)
+        check("ferry_submit_paged", self.handle, C.byref(w), _completion(done))
+
+    def scatter(self, src: Region, targets: Iterable[Tuple[Descriptor, int, int, int]], *,
+                imm: Optional[int] = None, route: Optional[Tuple[str, int]] = None,
+                done: Completion = None) -> None:
+        """Ranges of src to many peers: targets are (dst, length, src_offset,
+        dst_offset). Each receiver sees one immediate per target naming it
+        (times the NICs with route=("shard_bytes", 0))."""
+        ts = list(targets)
+        arr = (_abi.ScatterTarget * max(len(ts), 1))()
+        for i, (d, length, so, do) in enumerate(ts):
+            arr[i] = _abi.ScatterTarget(d.handle, length, so, do)
+        r = _route(route)
+        w = _abi.ScatterWrite(src=src.handle, targets=arr, count=len(ts), imm=imm or 0, has_imm=imm is not None,
+                              route=r if r is not None else _abi.Route())
+        check("ferry_submit_scatter", self.handle, C.byref(w), _completion(done))
+
+    def write_imm(self, imm: int, dst: Descriptor, *, route: Optional[Tuple[str, int]] = None,
+                  done: Completion = None) -> None:
+        """A zero-byte write carrying only imm: dst's engine sees one immediate."""
+        r = _route(route)
+        check("ferry_submit_imm", self.handle, imm, dst.handle, C.byref(r) if r is not None else None,
+              _completion(done))
+
+    def barrier(self, imm: int, dsts: Sequence[Descriptor], *, route: Optional[Tuple[str, int]] = None,
+                done: Completion = None) -> None:
+        """One zero-byte write with imm to each destination."""
+        arr = (C.c_uint64 * max(len(dsts), 1))(*[d.handle for d in dsts])
+        r = _route(route)
+        check("ferry_submit_barrier", self.handle, imm, arr, len(dsts), C.byref(r) if r is not None else None,
+              _completion(done))
+
+    # -------------------------------------------------------- immediates
+
+    def imm_counter(self, imm: int) -> ImmCounter:
+        """Makes imm a credit counter (replacing any counter of imm)."""
+        h = C.c_uint64()
+        check("ferry_imm_counter_new", self.handle, imm, C.byref(h))
+        return self._adopt(ImmCounter(h.value))
+
+    def expect_imm(self, imm: int, expected: int, fn: Callable[[int], bool]) -> int:
+        """Calls fn(imm) on the dispatcher thread each time `expected`
+        immediates of imm arrived; fn returns True to keep counting. Returns
+        what a replaced counter of imm had counted."""
+        def call(_ud: Any, value: int) -> int:
+            try:
+                return 1 if fn(value) else 0
+            except Exception:
+                _report("expect_imm")
+                return 0
+        tramp = _abi.EXPECT_FN(call)
+        prev = C.c_int64()
+        with self._lock:
+            check("ferry_expect_imm", self.handle, imm, expected, tramp, None, C.byref(prev))
+            self._callbacks.append(tramp)
+        return prev.value
+
+    def remove_imm(self, imm: int) -> int:
+        """Removes the counter of imm; returns what it had counted."""
+        prev = C.c_int64()
+        check("ferry_remove_imm", self.handle, imm, C.byref(prev))
+        return prev.value
+
+    def on_imm(self, fn: Callable[[int], Any]) -> None:
+        """fn(imm) for every immediate no counter claims, until close."""
+        def call(_ud: Any, value: int) -> None:
+            try:
+                fn(value)
+            except Exception:
+                _report("on_imm")
+        tramp = _abi.IMM_FN(call)
+        with self._lock:
+            check("ferry_on_imm", self.handle, tramp, None)
+            self._callbacks.append(tramp)
+
+    # ------------------------------------------------------------- peers
+
+    def on_peer_lost(self, fn: Callable[[bytes], Any]) -> None:
+        """fn(address) each time a peer is declared lost, until close."""
+        def call(_ud: Any, addr: Any, n: int) -> None:
+            try:
+                fn(C.string_at(addr, n))
+            except Exception:
+                _report("on_peer_lost")
+        tramp = _abi.PEER_LOST_FN(call)
+        with self._lock:
+            check("ferry_on_peer_lost", self.handle, tramp, None)
+            self._callbacks.append(tramp)
+
+    def watch_peer(self, address: bytes) -> None:
+        """Checks the liveness of the peer at address even when nothing is
+        sent to it, so waits on its immediates learn that it died."""
+        a = (C.c_uint8 * len(address)).from_buffer_copy(address)
+        check("ferry_watch_peer", self.handle, a, len(address))
+
+    def peer_status(self, address: bytes) -> None:
+        """Returns while the peer is not known to be lost; raises
+        PeerLostError (a ConnectionError) with the reason once it is."""
+        a = (C.c_uint8 * len(address)).from_buffer_copy(address)
+        check("ferry_peer_status", self.handle, a, len(address))
+
+    # ------------------------------------------------------ send / recv
+
+    def send(self, address: bytes, data: Any, *, done: Completion = None, timeout: float = 30.0) -> None:
+        """Sends a small message (at most the send buffer size) to the
+        engine at address; waits up to timeout for a free send buffer."""
+        a = (C.c_uint8 * len(address)).from_buffer_copy(address)
+        mem = as_memory(data)
+        try:
+            check("ferry_send", self.handle, a, len(address), C.c_void_p(mem.addr), mem.nbytes,
+                  _completion(done), ms(timeout))
+        finally:
+            mem.release()
+
+    def recv_bouncing(self, count: int, size: int, on_data: Callable[[bytes], Any],
+                      on_error: Optional[Callable[[int, str], Any]] = None) -> None:
+        """Posts count receives of size bytes into engine-owned buffers;
+        on_data(message) runs on the dispatcher thread for each message,
+        on_error(code, text) for failures (FERRY_E_CLOSED at close)."""
+        def data_cb(_ud: Any, p: Any, n: int) -> None:
+            try:
+                on_data(C.string_at(p, n))
+            except Exception:
+                _report("recv")
+
+        def err_cb(_ud: Any, code: int, msg: Optional[bytes]) -> None:
+            if on_error is None:
+                return
+            try:
+                on_error(code, (msg or b"").decode(errors="replace"))
+            except Exception:
+                _report("recv error")
+        t1, t2 = _abi.RECV_FN(data_cb), _abi.ERROR_FN(err_cb)
+        with self._lock:
+            check("ferry_recv_bouncing", self.handle, count, size, t1, t2, None)
+            self._callbacks.extend([t1, t2])
+
+
+def live_handles() -> int:
+    """Live library handles of every kind in this process (a leak check:
+    back to its starting value once everything made was closed)."""
+    n = C.c_uint64()
+    check("ferry_live_handles", C.byref(n))
+    return n.value
+
+
+def version() -> str:
+    """The library's version text ("1.2.0")."""
+    return str(lib().ferry_version_string().decode())
+
+
+def abi_version() -> Tuple[int, int, int]:
+    """The library's ABI version (major, minor, patch): 1.2 has the
+    all-to-all and GPU registration."""
+    v = int(lib().ferry_version())
+    return v >> 16, (v >> 8) & 0xFF, v & 0xFF
+
+
+def transports() -> Dict[str, str]:
+    """Every transport name the library knows, mapped to its provider."""
+    out = {}
+    for line in text("ferry_transports").splitlines():
+        name, provider = line.split("\t")
+        out[name] = provider
+    return out
+
+
+def gpu_dmabuf_supported(ordinal: int = 0) -> bool:
+    """Whether memory of CUDA device ordinal registers through dma-buf
+    here; False on a library without GPU support or no driver."""
+    if not has("ferry_gpu_dmabuf_supported"):
+        return False
+    return bool(lib().ferry_gpu_dmabuf_supported(ordinal) == _abi.OK)
+
+
+def library_path() -> str:
+    """Where the loaded libferry came from."""
+    return str(getattr(lib(), "_ferry_path", ""))
+
+
+__all__ = ["Engine", "Region", "Descriptor", "Transfer", "Counter", "Callback", "ImmCounter", "Completion",
+           "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported", "abi_version", "raise_for", "closed"]
