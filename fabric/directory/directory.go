@@ -183,6 +183,9 @@ type Publication interface {
 	PublishRegion(ctx context.Context, name string, d fabric.Descriptor, meta map[string]string) error
 	// WithdrawRegion removes the region name.
 	WithdrawRegion(ctx context.Context, name string) error
+	// SetLabels replaces the entry's labels (a role that changed, a load
+	// figure): watchers see Updated.
+	SetLabels(ctx context.Context, labels map[string]string) error
 	// Close removes the entry and its regions in order: watchers see
 	// Closed, not Lost.
 	Close(ctx context.Context) error

@@ -124,8 +124,17 @@ func TestMemory(t *testing.T) {
 	events, err := m.Watch(wctx)
 	require.NoError(t, err)
 	require.Equal(t, directory.Joined, (<-events).Kind)
-	require.NoError(t, m.Expire("p"))
+	require.NoError(t, pub.SetLabels(ctx, map[string]string{"role": "decode"}))
 	ev := <-events
+	require.Equal(t, directory.Updated, ev.Kind)
+	require.Equal(t, "decode", ev.Entry.Labels["role"])
+	got, err = m.Lookup(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, "decode", got.Labels["role"])
+	require.ErrorIs(t, pub.SetLabels(ctx, map[string]string{"bad key": "x"}), directory.ErrInvalid)
+	e = got
+	require.NoError(t, m.Expire("p"))
+	ev = <-events
 	require.Equal(t, directory.Lost, ev.Kind)
 	require.Equal(t, e, ev.Entry)
 	require.ErrorIs(t, pub.PublishRegion(ctx, "r", desc, nil), directory.ErrNotFound, "an expired publication")

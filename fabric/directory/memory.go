@@ -215,7 +215,28 @@ type memPublication struct {
 
 var errExpired = errors.New("entry expired")
 
-func (p *memPublication) Entry() Entry { return p.entry.Clone() }
+func (p *memPublication) Entry() Entry {
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	return p.entry.Clone()
+}
+
+func (p *memPublication) SetLabels(ctx context.Context, labels map[string]string) error {
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	e := p.entry.Clone()
+	e.Labels = maps.Clone(labels)
+	if _, err := EncodeEntry(e); err != nil {
+		return fmt.Errorf("set labels of %s: %w", e.Name, err)
+	}
+	me, err := p.live()
+	if err != nil {
+		return fmt.Errorf("set labels of %s: %w", e.Name, err)
+	}
+	p.entry, me.entry = e, e
+	p.m.emit(Event{Kind: Updated, Entry: e.Clone()})
+	return nil
+}
 
 // live returns the engine record, or why the publication cannot change it.
 // Called with m.mu held.
@@ -230,13 +251,13 @@ func (p *memPublication) live() (*memEngine, error) {
 }
 
 func (p *memPublication) PublishRegion(ctx context.Context, name string, d fabric.Descriptor, meta map[string]string) error {
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
 	r := Region{Engine: p.entry.Name, Name: name, Desc: d, Meta: meta}
 	b, err := EncodeRegion(r, p.entry)
 	if err != nil {
 		return fmt.Errorf("publish region %s/%s: %w", p.entry.Name, name, err)
 	}
-	p.m.mu.Lock()
-	defer p.m.mu.Unlock()
 	me, err := p.live()
 	if err != nil {
 		return fmt.Errorf("publish region %s/%s: %w", p.entry.Name, name, err)

@@ -147,7 +147,7 @@ func (d *Directory) Publish(ctx context.Context, e directory.Entry) (directory.P
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", e.Name, err)
 	}
-	p := &publication{d: d, entry: e.Clone(), value: b, regions: make(map[string][]byte), done: make(chan struct{})}
+	p := &publication{d: d, name: e.Name, entry: e.Clone(), value: b, regions: make(map[string][]byte), done: make(chan struct{})}
 	lease, err := p.create(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", e.Name, err)
@@ -243,6 +243,8 @@ type publication struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	name string // the entry's name, fixed
+
 	mu      sync.Mutex
 	entry   directory.Entry
 	value   []byte
@@ -252,7 +254,41 @@ type publication struct {
 	err     error // why renewal stopped for good
 }
 
-func (p *publication) Entry() directory.Entry { return p.entry.Clone() }
+func (p *publication) Entry() directory.Entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.entry.Clone()
+}
+
+// SetLabels rewrites the entry under its lease, if the entry is still
+// this publication's.
+func (p *publication) SetLabels(ctx context.Context, labels map[string]string) error {
+	lease, err := p.live()
+	if err != nil {
+		return fmt.Errorf("set labels of %s: %w", p.name, err)
+	}
+	p.mu.Lock()
+	e := p.entry.Clone()
+	p.mu.Unlock()
+	e.Labels = maps.Clone(labels)
+	b, err := directory.EncodeEntry(e)
+	if err != nil {
+		return fmt.Errorf("set labels of %s: %w", p.name, err)
+	}
+	key := p.d.engineKey(p.name)
+	resp, err := p.d.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
+		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(lease))).Commit()
+	if err != nil {
+		return fmt.Errorf("set labels of %s: %w", p.name, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("set labels of %s: entry no longer under this publication's lease: %w", p.name, directory.ErrNotFound)
+	}
+	p.mu.Lock()
+	p.entry, p.value = e, b
+	p.mu.Unlock()
+	return nil
+}
 
 // create grants a lease and puts the entry and the regions under it,
 // unless the entry's key exists (ErrExists: another live publication).
@@ -261,11 +297,11 @@ func (p *publication) create(ctx context.Context) (clientv3.LeaseID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("grant lease: %w", err)
 	}
-	key := p.d.engineKey(p.entry.Name)
-	ops := []clientv3.Op{clientv3.OpPut(key, string(p.value), clientv3.WithLease(g.ID))}
+	key := p.d.engineKey(p.name)
 	p.mu.Lock()
+	ops := []clientv3.Op{clientv3.OpPut(key, string(p.value), clientv3.WithLease(g.ID))}
 	for _, name := range slices.Sorted(maps.Keys(p.regions)) {
-		ops = append(ops, clientv3.OpPut(p.d.regionKey(p.entry.Name, name), string(p.regions[name]), clientv3.WithLease(g.ID)))
+		ops = append(ops, clientv3.OpPut(p.d.regionKey(p.name, name), string(p.regions[name]), clientv3.WithLease(g.ID)))
 	}
 	p.mu.Unlock()
 	resp, err := p.d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(ops...).Commit()
@@ -305,7 +341,7 @@ func (p *publication) keep() {
 			}
 			if errors.Is(err, directory.ErrExists) {
 				p.mu.Lock()
-				p.err = fmt.Errorf("publish %s again after its lease expired: %w", p.entry.Name, err)
+				p.err = fmt.Errorf("publish %s again after its lease expired: %w", p.name, err)
 				p.mu.Unlock()
 				return
 			}
@@ -358,35 +394,35 @@ func (p *publication) live() (clientv3.LeaseID, error) {
 func (p *publication) PublishRegion(ctx context.Context, name string, desc fabric.Descriptor, meta map[string]string) error {
 	lease, err := p.live()
 	if err != nil {
-		return fmt.Errorf("publish region %s/%s: %w", p.entry.Name, name, err)
+		return fmt.Errorf("publish region %s/%s: %w", p.name, name, err)
 	}
-	r := directory.Region{Engine: p.entry.Name, Name: name, Desc: desc, Meta: meta}
-	b, err := directory.EncodeRegion(r, p.entry)
+	r := directory.Region{Engine: p.name, Name: name, Desc: desc, Meta: meta}
+	b, err := directory.EncodeRegion(r, p.Entry())
 	if err != nil {
-		return fmt.Errorf("publish region %s/%s: %w", p.entry.Name, name, err)
+		return fmt.Errorf("publish region %s/%s: %w", p.name, name, err)
 	}
 	p.mu.Lock()
 	p.regions[name] = b
 	p.mu.Unlock()
-	if _, err := p.d.cli.Put(ctx, p.d.regionKey(p.entry.Name, name), string(b), clientv3.WithLease(lease)); err != nil {
-		return fmt.Errorf("publish region %s/%s: %w", p.entry.Name, name, err)
+	if _, err := p.d.cli.Put(ctx, p.d.regionKey(p.name, name), string(b), clientv3.WithLease(lease)); err != nil {
+		return fmt.Errorf("publish region %s/%s: %w", p.name, name, err)
 	}
 	return nil
 }
 
 func (p *publication) WithdrawRegion(ctx context.Context, name string) error {
 	if _, err := p.live(); err != nil {
-		return fmt.Errorf("withdraw region %s/%s: %w", p.entry.Name, name, err)
+		return fmt.Errorf("withdraw region %s/%s: %w", p.name, name, err)
 	}
 	p.mu.Lock()
 	_, ok := p.regions[name]
 	delete(p.regions, name)
 	p.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("withdraw region %s/%s: %w", p.entry.Name, name, directory.ErrNotFound)
+		return fmt.Errorf("withdraw region %s/%s: %w", p.name, name, directory.ErrNotFound)
 	}
-	if _, err := p.d.cli.Delete(ctx, p.d.regionKey(p.entry.Name, name)); err != nil {
-		return fmt.Errorf("withdraw region %s/%s: %w", p.entry.Name, name, err)
+	if _, err := p.d.cli.Delete(ctx, p.d.regionKey(p.name, name)); err != nil {
+		return fmt.Errorf("withdraw region %s/%s: %w", p.name, name, err)
 	}
 	return nil
 }
@@ -410,21 +446,21 @@ func (p *publication) Close(ctx context.Context) error {
 	lease := p.lease
 	p.mu.Unlock()
 	if p.d.ctx.Err() != nil {
-		return fmt.Errorf("close %s: %w", p.entry.Name, directory.ErrClosed)
+		return fmt.Errorf("close %s: %w", p.name, directory.ErrClosed)
 	}
-	b, err := directory.EncodeClosing(p.entry)
+	b, err := directory.EncodeClosing(p.Entry())
 	if err != nil {
-		return fmt.Errorf("close %s: %w", p.entry.Name, err)
+		return fmt.Errorf("close %s: %w", p.name, err)
 	}
-	key := p.d.engineKey(p.entry.Name)
+	key := p.d.engineKey(p.name)
 	// Only if the entry is still ours: after a lost lease someone else may
 	// hold the name.
 	if _, err := p.d.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
 		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(lease))).Commit(); err != nil {
-		return fmt.Errorf("close %s: %w", p.entry.Name, err)
+		return fmt.Errorf("close %s: %w", p.name, err)
 	}
 	if _, err := p.d.cli.Revoke(ctx, lease); err != nil {
-		return fmt.Errorf("close %s: revoke lease: %w", p.entry.Name, err)
+		return fmt.Errorf("close %s: revoke lease: %w", p.name, err)
 	}
 	return nil
 }

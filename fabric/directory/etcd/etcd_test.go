@@ -154,6 +154,15 @@ func TestPublishLookupWatch(t *testing.T) {
 	_, err = d.Region(ctx, "prefill-0", "kv-cache")
 	require.ErrorIs(t, err, directory.ErrNotFound)
 
+	require.NoError(t, dec.SetLabels(ctx, map[string]string{"role": "decode", "load": "0.5"}))
+	ev = next(t, events)
+	require.Equal(t, directory.Updated, ev.Kind)
+	require.Equal(t, "0.5", ev.Entry.Labels["load"])
+	got, err = d.Lookup(ctx, "decode-0")
+	require.NoError(t, err)
+	require.Equal(t, "0.5", got.Labels["load"])
+	require.ErrorIs(t, dec.SetLabels(ctx, map[string]string{"bad key": "x"}), directory.ErrInvalid)
+
 	require.NoError(t, dec.Close(ctx))
 	ev = next(t, events)
 	require.Equal(t, directory.Closed, ev.Kind, "an orderly close is Closed, not Lost")
