@@ -8,8 +8,9 @@ import (
 // Peer liveness. A worker keeps a peerState per peer address and domain.
 // A peer is declared lost on evidence: a completion or a refused post the
 // provider marks as the peer's (a reset or refused connection, a peer
-// that refused every post for the handshake timeout), or a PeerChecker
-// finding its process gone. From then on:
+// that refused every post for the handshake timeout), a PeerChecker
+// finding its process gone, or Engine.DeclarePeerLost (evidence from
+// outside, such as a directory entry that expired). From then on:
 //
 //   - queued work to it fails at once with a *PeerError, and transfers
 //     with operations to it are reported at once (their posted ops stay

@@ -215,3 +215,39 @@ func (e *Engine) unbindCounter(ent *immEntry, peers []Address) {
 	}
 	ent.lost.Store(nil)
 }
+
+// DeclarePeerLost declares the peer at addr lost on evidence from outside
+// the engine, such as a directory reporting that the peer's entry expired
+// because its process stopped renewing it. Every worker that has used addr
+// fails the work queued to it with a *PeerError whose Cause is cause, new
+// work to it fails fast, and PeerStatus, OnPeerLost and the counters bound
+// to it with ImmCounter.Watch learn of it, as for a loss the engine found
+// itself. The peer is not taken as gone for good: ops already posted to it
+// stay fenced until the provider reports them, and one op per
+// LivenessInterval is let through, so a peer that is in fact alive (its
+// directory entry lapsed while it was cut off from the directory only)
+// comes back on its own. A peer no worker has used yet is left alone:
+// there is no work of this engine to fail. cause must not be nil.
+func (e *Engine) DeclarePeerLost(addr Address, cause error) error {
+	if e == nil {
+		return errNilEngine
+	}
+	if addr.IsZero() {
+		return fmt.Errorf("declare peer lost: empty address: %w", ErrInvalidArgument)
+	}
+	if cause == nil {
+		return fmt.Errorf("declare peer lost %s: nil cause: %w", addr, ErrInvalidArgument)
+	}
+	for _, w := range e.workers {
+		if err := e.control(w, func(w *worker) {
+			for _, ds := range w.doms {
+				if ps := ds.peers[addr]; ps != nil {
+					w.peerLost(ds, ps, cause, false)
+				}
+			}
+		}); err != nil {
+			return fmt.Errorf("declare peer lost %s: %w", addr, err)
+		}
+	}
+	return nil
+}

@@ -27,6 +27,8 @@ command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++) # the CPU emulator of the ker
 # Open MPI: bench-a2a --backend host times MPI_Alltoallv beside each case.
 command -v mpirun >/dev/null 2>&1 || need_pkgs+=(openmpi-bin)
 command -v mpicc >/dev/null 2>&1 || need_pkgs+=(libopenmpi-dev)
+# fabric/directory/etcd tests run a real etcd server on loopback.
+command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
 for extra in ${FERRY_EXTRA_PKGS:-}; do need_pkgs+=("$extra"); done
 
 if [ ${#need_pkgs[@]} -eq 0 ]; then

@@ -86,3 +86,29 @@ func TestLayers(t *testing.T) {
 		}
 	}
 }
+
+// etcdAllowed are the only packages that may depend on the etcd client:
+// the directory's etcd backend and the tools that take an etcd://
+// directory. The engine, and the directory's core with its in-process
+// backend, stay free of it, so programs that do not use etcd do not link
+// its client (and gRPC).
+var etcdAllowed = []string{
+	"fabric/directory/etcd",
+	"bench/fabric-debug",
+}
+
+// TestEtcdStaysOptional holds the above.
+func TestEtcdStaysOptional(t *testing.T) {
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if slices.Contains(etcdAllowed, rel) {
+			continue
+		}
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, "go.etcd.io/") {
+				t.Errorf("%s depends on %s: only %v may link the etcd client", rel, d, etcdAllowed)
+				break
+			}
+		}
+	}
+}

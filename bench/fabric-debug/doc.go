@@ -90,6 +90,16 @@
 // example beside a long-running serve; port 0 picks a free one, printed on
 // standard error. Ranks add their local rank to the port.
 //
+// Servers and clients can meet through an etcd directory (package
+// fabric/directory) instead of a copied address:
+//
+//	fabric-debug serve --provider shm --directory etcd://127.0.0.1:2379/lab --name p0 --labels role=prefill
+//	fabric-debug client --provider shm --directory etcd://127.0.0.1:2379/lab --select role=prefill
+//
+// serve publishes its engine under a lease and removes the entry when it
+// stops (a killed serve's entry expires within the lease's 10 s); client
+// runs against the first engine, by name, the selector matches.
+//
 // Ranks without --spawn take their rank, world size and master from the
 // launcher's environment (torchrun, Open MPI, Slurm, or FERRY_RANK,
 // FERRY_WORLD_SIZE, FERRY_MASTER) or from --rank, --world-size and

@@ -53,7 +53,8 @@ type options struct {
 	metrics   string // --metrics ADDR
 	spawn     bool
 	rdv       rendezvous.Config
-	args      []string // the subcommand's arguments, for --spawn
+	dir       directoryFlags // serve and client: --directory
+	args      []string       // the subcommand's arguments, for --spawn
 }
 
 func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
@@ -191,6 +192,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		o.rdv = cfg
 		o.rdv.BindFlags(fs)
 		fs.BoolVar(&o.spawn, "spawn", false, "start --world-size local processes and run the ring among them")
+	case "serve", "client":
+		o.dir.bind(cmd, fs)
 	}
 	fs.Usage = func() { usage(fs) }
 	if cmd == "help" {
@@ -233,8 +236,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return serve(ctx, o, stdout, stderr)
 	case "client":
+		if o.dir.url != "" && len(pos) == 0 {
+			addr, err := findServer(ctx, &o.dir, stderr)
+			if err != nil {
+				return exitStatus(stderr, err)
+			}
+			pos = append(pos, addr.String())
+		}
 		if len(pos) != 1 {
-			fmt.Fprintln(stderr, "fabric-debug client: want exactly one argument, the server's main address (hex)")
+			fmt.Fprintln(stderr, "fabric-debug client: want exactly one argument, the server's main address (hex), or --directory")
 			return exitUsage
 		}
 		return client(ctx, o, pos[0], stdout, stderr)
@@ -324,7 +334,22 @@ func info(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, o *options, stdout, stderr io.Writer) int {
+	var pub *publisher
+	var pubErr error
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if o.dir.url != "" {
+		pub = &publisher{f: &o.dir, log: stdout}
+		o.spec.OnEngine = pub.watchEngines(o.spec.OnEngine)
+		defer pub.close()
+	}
 	err := fabricbench.ServeSpec(ctx, o.spec, stdout, func(a fabric.Address, in fabricbench.PeerInfo) {
+		if pub != nil {
+			// A server that cannot be found is of no use: stop.
+			if pubErr = pub.publish(ctx); pubErr != nil {
+				cancel()
+			}
+		}
 		fmt.Fprintf(stdout, "# fabric-debug serve: provider=%s transport=%s (%s) nics=%d poll=%s memory=%s link=%s\n",
 			in.Provider, in.Transport, in.Reason, in.NICs, in.Poll, memoryName(o.spec), gbps(in.LinkSpeed))
 		fmt.Fprintf(stdout, "Main Address: %s\n", a)
@@ -333,6 +358,9 @@ func serve(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 			_ = f.Sync()
 		}
 	})
+	if pubErr != nil {
+		err = fmt.Errorf("--directory: %w", pubErr)
+	}
 	if err == nil {
 		fmt.Fprintln(stdout, "# server stopped")
 	}
@@ -412,6 +440,10 @@ func usage(fs *flag.FlagSet) {
   fabric-debug loopback [flags]            server and client engines in this process
   fabric-debug serve [flags]               print "Main Address: <hex>" and serve clients until interrupted
   fabric-debug client <hex> [flags]        run the workloads against a server
+  fabric-debug serve --directory etcd://HOST:PORT/PREFIX [--name N] [--labels k=v,...]
+                                           serve, published in an etcd directory
+  fabric-debug client --directory etcd://HOST:PORT/PREFIX [--select k=v,...] [flags]
+                                           run against the first server the selector finds there
   fabric-debug ranks --world-size W (--spawn | --rank R --master HOST:PORT) [flags]
                                            a ring of W processes bootstrapped by fabric/rendezvous
   fabric-debug info [--json]               this machine's transports, devices and capabilities

@@ -5,7 +5,7 @@
 // nothing of ferry's.
 //
 // FERRY_TEST_REQUIRE is a comma list of features a machine promises
-// (cuda, nvrtc, verbs, libfabric, netns, ...; "all" promises everything):
+// (cuda, nvrtc, verbs, libfabric, netns, etcd, ...; "all" promises everything):
 // a test that would skip for lack of a listed feature fails instead, so a
 // hardware CI job cannot pass by skipping.
 package testutil
