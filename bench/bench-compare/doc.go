@@ -11,6 +11,7 @@
 //
 //	bench-compare --base REV [--n 7] [--cases tcp-64M,shm-paged,...] [--poll adaptive]
 //	              [--go-bench 'NullImm|NullPaged'] [--benchtime 1s] [--json FILE]
+//	              [--callgrind 20000]
 //
 // Cases (--cases, default all): tcp-64M and tcp-64M-raw (tcp;ofi_rxm, one
 // 64 MiB write, Gbit/s; -raw is fabric-debug --raw, libfabric's own loop),
@@ -23,6 +24,13 @@
 // a build cannot run (a transport it lacks, a flag it does not know) is
 // skipped for that build, saying why. The engine's ceilings close the
 // table: engine ÷ raw loop for tcp 64 MiB and shm paged, per build.
+//
+// --callgrind N adds, per fabric benchmark, the instructions per op of
+// each function (self, not inclusive) under valgrind --tool=callgrind (N
+// ops; N/pages iterations of a paged benchmark) for both builds, those
+// that differ most first: the same on a loaded machine as on an idle
+// one, unlike the timings. (The total per op is printed too, but holds
+// the spinning worker's empty passes, which vary.)
 //
 // The poll mode (--poll, adaptive by default) goes to every fabric-debug
 // run and is printed in the header; the fabric benchmarks choose their

@@ -28,6 +28,8 @@ type options struct {
 	timeout   time.Duration
 	json      string
 	keep      bool
+	callgrind int // ops per fabric benchmark under callgrind; 0: none
+	cgTop     int
 }
 
 // build is one revision's binaries.
@@ -87,11 +89,31 @@ func fdCaseDef(name, title string, workload string, size int64, args ...string) 
 			if err != nil {
 				return nil, rep.Poll, err
 			}
-			if workload == "paged" {
-				return map[string]float64{"Mop/s": c.Mops}, rep.Poll, nil
-			}
-			return map[string]float64{"Gbit/s": c.Gbits}, rep.Poll, nil
+			return fdFigures(c), rep.Poll, nil
 		}}
+}
+
+// fdFigures are a fabric-debug case's figures. The rate at the median
+// iteration (bytes or pages over the p50 latency) is computed the same way
+// from every build's output; the rate the tool reports is not: earlier
+// builds printed the mean of the iterations' rates, later ones the timed
+// payload over the timed iterations' total time, which a few slow
+// iterations on a loaded machine pull far down. Both are shown; compare
+// the p50 ones.
+func fdFigures(c fdCase) map[string]float64 {
+	m := map[string]float64{}
+	if c.Workload == "paged" {
+		m["tool's Mop/s"] = c.Mops
+		if c.P50us > 0 {
+			m["p50 Mop/s"] = float64(c.Pages) / c.P50us
+		}
+		return m
+	}
+	m["tool's Gbit/s"] = c.Gbits
+	if c.P50us > 0 {
+		m["p50 Gbit/s"] = float64(c.Bytes) * 8 / (c.P50us * 1e3)
+	}
+	return m
 }
 
 // allCases are the cases in table order.
@@ -169,6 +191,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit on each run of a case")
 	fs.StringVar(&o.json, "json", "", "also write the samples and summaries as JSON to FILE")
 	fs.BoolVar(&o.keep, "keep", false, "keep the built binaries (their folder is printed)")
+	fs.IntVar(&o.callgrind, "callgrind", 0, "also count each fabric benchmark's instructions per op under valgrind --tool=callgrind, over this many ops (0: not)")
+	fs.IntVar(&o.cgTop, "callgrind-top", 25, "functions shown per benchmark under --callgrind")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -453,6 +477,28 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 	}
 	printCeilings(stdout, rows)
+	if o.callgrind > 0 {
+		for _, k := range order {
+			c, metric, _ := strings.Cut(k, "\x00")
+			name, ok := strings.CutSuffix(metric, " ns/op")
+			if c != "go-bench" || !ok {
+				continue
+			}
+			iters := callgrindOps(name, o.callgrind)
+			fmt.Fprintf(stderr, "# callgrind: %s, %d iterations per build\n", name, iters)
+			bc, err := runCallgrind(ctx, builds[0], name, iters, tmp)
+			if err != nil {
+				fmt.Fprintf(stdout, "# callgrind %s: base: %v\n", name, err)
+				continue
+			}
+			nc, err := runCallgrind(ctx, builds[1], name, iters, tmp)
+			if err != nil {
+				fmt.Fprintf(stdout, "# callgrind %s: new: %v\n", name, err)
+				continue
+			}
+			printCallgrind(stdout, name, bc, nc, o.cgTop)
+		}
+	}
 	fmt.Fprintf(stdout, "# %.0f s in all\n", time.Since(start).Seconds())
 
 	if o.json != "" {
@@ -554,11 +600,11 @@ func pad(s string, n int) string {
 }
 
 // printCeilings prints engine ÷ raw loop for the cases that have both, per
-// build, from the medians.
+// build, from the medians of the p50 rates.
 func printCeilings(w io.Writer, rows map[string]*row) {
 	for _, p := range []struct{ eng, raw, label string }{
-		{"tcp-64M\x00Gbit/s", "tcp-64M-raw\x00Gbit/s", "tcp;ofi_rxm 64 MiB"},
-		{"shm-paged\x00Mop/s", "shm-paged-raw\x00Mop/s", "shm paged 64 B"},
+		{"tcp-64M\x00p50 Gbit/s", "tcp-64M-raw\x00p50 Gbit/s", "tcp;ofi_rxm 64 MiB"},
+		{"shm-paged\x00p50 Mop/s", "shm-paged-raw\x00p50 Mop/s", "shm paged 64 B"},
 	} {
 		e, r := rows[p.eng], rows[p.raw]
 		if e == nil || r == nil {
@@ -570,6 +616,6 @@ func printCeilings(w io.Writer, rows map[string]*row) {
 			}
 			return fmt.Sprintf("%.3f", summarize(ev).Median/summarize(rv).Median)
 		}
-		fmt.Fprintf(w, "# ceiling %s, engine ÷ raw loop (medians): base %s, new %s\n", p.label, part(e.Base, r.Base), part(e.New, r.New))
+		fmt.Fprintf(w, "# ceiling %s, engine ÷ raw loop (medians of the p50 rates): base %s, new %s\n", p.label, part(e.Base, r.Base), part(e.New, r.New))
 	}
 }

@@ -111,12 +111,12 @@ func TestSummarize(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	rows := map[string]*row{
-		"tcp-64M\x00Gbit/s":     {Case: "tcp", Metric: "Gbit/s", Base: []float64{10, 20, 30}, New: []float64{15, 25, 35}, Paired: []float64{1.5, 1.25, 35.0 / 30}},
-		"tcp-64M-raw\x00Gbit/s": {Case: "tcp raw", Metric: "Gbit/s", Base: []float64{40}, New: []float64{25}},
-		"ipc\x00Mop/s":          {Case: "ipc", Metric: "Mop/s", New: []float64{7}},
+		"tcp-64M\x00p50 Gbit/s":     {Case: "tcp", Metric: "p50 Gbit/s", Base: []float64{10, 20, 30}, New: []float64{15, 25, 35}, Paired: []float64{1.5, 1.25, 35.0 / 30}},
+		"tcp-64M-raw\x00p50 Gbit/s": {Case: "tcp raw", Metric: "p50 Gbit/s", Base: []float64{40}, New: []float64{25}},
+		"ipc\x00Mop/s":              {Case: "ipc", Metric: "Mop/s", New: []float64{7}},
 	}
 	var b bytes.Buffer
-	printTable(&b, []*row{rows["tcp-64M\x00Gbit/s"], rows["ipc\x00Mop/s"]})
+	printTable(&b, []*row{rows["tcp-64M\x00p50 Gbit/s"], rows["ipc\x00Mop/s"]})
 	printCeilings(&b, rows)
 	out := b.String()
 	// Medians 20 and 25: 1.250 of the medians, 1.250 paired.
@@ -124,7 +124,16 @@ func TestTable(t *testing.T) {
 	require.Regexp(t, `25.00 \[15.00, 35.00\]\s+1.250\s+1.250`, out)
 	// A case one build could not run has figures on one side only.
 	require.Regexp(t, `ipc\s+Mop/s\s+-\s+7.000 \[7.000, 7.000\]\s+-\s+-`, out)
-	require.Contains(t, out, "engine ÷ raw loop (medians): base 0.500, new 1.000")
+	require.Contains(t, out, "engine ÷ raw loop (medians of the p50 rates): base 0.500, new 1.000")
+}
+
+func TestFigures(t *testing.T) {
+	paged := fdFigures(fdCase{Workload: "paged", Bytes: 64, Pages: 10000, Mops: 0.05, P50us: 50000})
+	require.Equal(t, map[string]float64{"tool's Mop/s": 0.05, "p50 Mop/s": 0.2}, paged)
+	single := fdFigures(fdCase{Workload: "single", Bytes: 64 << 20, Gbits: 9, P50us: 33554.432})
+	require.InDelta(t, 16.0, single["p50 Gbit/s"], 1e-9)
+	require.Equal(t, 9.0, single["tool's Gbit/s"])
+	require.Equal(t, metric{"Mop/s", true}, metricOf("p50 Mop/s"))
 }
 
 func TestMetricOf(t *testing.T) {
@@ -140,4 +149,37 @@ func TestUsage(t *testing.T) {
 	require.Contains(t, e.String(), "usage: bench-compare --base REV")
 	e.Reset()
 	require.Equal(t, 2, run([]string{"--base", "HEAD", "--n", "0"}, &o, &e))
+}
+
+func TestCallgrindParsing(t *testing.T) {
+	ann := `--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+328,718,761 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                   file:function
+--------------------------------------------------------------------------------
+51,890,165 (15.79%)  /src/fabric/worker.go:github.com/ferryrdma/ferry/fabric.(*worker).loop'2 [/tmp/f.test]
+ 2,819,413 ( 0.86%)  /src/fabric/worker.go:github.com/ferryrdma/ferry/fabric.(*worker).loop [/tmp/f.test]
+21,798,180 ( 6.63%)  /usr/local/go/src/runtime/sys_linux_amd64.s:runtime.nanotime1.abi0 [/tmp/f.test]
+`
+	m, err := parseCallgrind(strings.NewReader(ann))
+	require.NoError(t, err)
+	require.Equal(t, map[string]float64{"fabric.(*worker).loop": 54709578, "runtime.nanotime1.abi0": 21798180}, m)
+	_, err = parseCallgrind(strings.NewReader("nothing\n"))
+	require.Error(t, err)
+
+	require.Equal(t, "^BenchmarkNullImm$", benchPattern("NullImm"))
+	require.Equal(t, "^BenchmarkNullPaged$/^pages=100$", benchPattern("NullPaged/pages=100"))
+	require.Equal(t, 20000, callgrindOps("NullImm", 20000))
+	require.Equal(t, 200, callgrindOps("NullPaged/pages=100", 20000))
+	require.Equal(t, 20, callgrindOps("NullPaged/pages=10000", 20000))
+
+	var b bytes.Buffer
+	printCallgrind(&b, "NullImm", map[string]float64{"a": 10, "b": 100}, map[string]float64{"a": 12, "b": 50, "c": 5}, 2)
+	out := b.String()
+	require.Contains(t, out, "base 110, new 67 in all")
+	// b moved most, then c, and a (the smallest move) is left out.
+	require.Regexp(t, `(?s)100.0\s+50.0\s+-50.0  b\n.*0.0\s+5.0\s+\+5.0  c\n$`, out)
 }
