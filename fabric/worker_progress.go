@@ -52,8 +52,12 @@ func (w *worker) postWrites(ds *domState) bool {
 			}
 			i0 := c.next
 			k := w.fill(c, ds.batch[nb:room])
+			// writeTag's bits but the op index, once per context: a
+			// refused batch is filled again on the next pass, so this
+			// loop runs several times per op on a busy provider.
+			tag := c.writeTag(ci, 0)
 			for j := 0; j < k; j++ {
-				ds.batch[nb+j].Context = c.writeTag(ci, i0+j)
+				ds.batch[nb+j].Context = tag | uint64(min(i0+j, ctxOpMask))<<ctxOpShift
 			}
 			if k > 0 {
 				ds.segs = append(ds.segs, batchSeg{ctx: ci, n: k})
