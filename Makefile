@@ -190,3 +190,16 @@ test-python: wheel
 test-python-full: wheel
 	scripts/test-python.sh $(BIN) full
 test: test-python
+
+# bench-compare: paired timing of the work tree against BASE (a revision):
+# fabric-debug (tcp, shm, ipc, null), bench-a2a and go test -bench of
+# ./fabric, each build of each case alternated N times (default 7); prints
+# medians, min/max and new ÷ base (bench/bench-compare, README).
+# CASES=a,b picks cases; BENCHFLAGS passes more flags (--poll spin, --json F).
+N          ?= 7
+CASES      ?=
+BENCHFLAGS ?=
+.PHONY: bench-compare
+bench-compare: deps
+	@if [ -z "$(BASE)" ]; then echo "usage: make bench-compare BASE=<rev> [N=7] [CASES=tcp-64M,...]"; exit 2; fi
+	scripts/bench-compare.sh "$(BASE)" "$(N)" $(if $(CASES),--cases "$(CASES)") $(BENCHFLAGS)

@@ -42,9 +42,12 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	if err != nil {
 		return n, callError(d.transport, "fi_writemsg", err)
 	}
-	if n > 0 && (len(d.stalls) > 0 || len(d.dead) > 0) {
-		for i := range n {
-			d.accepted(ops[i].Peer)
+	// Once per run of ops to one peer, and only while some peer is
+	// stalled or dead: a batch accepted after a refusal (the provider's
+	// queue was full) would otherwise pay two map deletes per op.
+	for i := 0; i < n && (len(d.stalls) > 0 || len(d.dead) > 0); i++ {
+		if p := ops[i].Peer; i == 0 || p != ops[i-1].Peer {
+			d.accepted(p)
 		}
 	}
 	if n < len(ops) {
@@ -65,9 +68,9 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 	if err != nil {
 		return n, callError(d.transport, "fi_sendmsg", err)
 	}
-	if n > 0 && (len(d.stalls) > 0 || len(d.dead) > 0) {
-		for i := range n {
-			d.accepted(ops[i].Peer)
+	for i := 0; i < n && (len(d.stalls) > 0 || len(d.dead) > 0); i++ {
+		if p := ops[i].Peer; i == 0 || p != ops[i-1].Peer {
+			d.accepted(p)
 		}
 	}
 	if n < len(ops) {

@@ -325,7 +325,9 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 		r.c.abort()
 		return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
 	}
-	if t := r.c.t; t != nil {
+	if t := r.c.t; t != nil && t.abandon.Load() != &w.abandon {
+		// A Transfer is usually reused on one worker: the store (a locked
+		// exchange) is paid when it changes, not per submit.
 		t.abandon.Store(&w.abandon)
 	}
 	select {

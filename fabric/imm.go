@@ -65,39 +65,46 @@ func (e *Engine) creditLocked(ent *immEntry, n int64) bool {
 	return counted
 }
 
-// immMissed handles an immediate a worker found no counter for in its
+// immMissedFast handles an immediate a worker found no counter for in its
 // lock-free read of the counter map, made for this very immediate (so it
 // sees every registration completed before the immediate was sent). With
 // OnImm callbacks installed (they are never removed) a last lock-free look
 // decides: a counter registered since counts it, else the callbacks get
 // it. Without callbacks the immediate must be held, and holding has to be
 // settled under the lock registrations take (a registration takes what is
-// held), so the map is read again under it: the immediate is counted by a
-// counter registered since, or held for the next counter of its value. It
-// is never dropped. It reports whether the OnImm callbacks must get it.
-func (e *Engine) immMissed(imm uint32) (ent *immEntry, reached, toCallbacks bool) {
-	if len(*e.immFns.Load()) > 0 {
-		if ent = (*e.imm.Load())[imm]; ent != nil {
-			if r, counted := ent.arrive(); counted {
-				return ent, r, false
-			}
-		}
-		return nil, false, true
+// held): settled is false then, and the worker settles it with the other
+// misses of its pass (immMissedLocked), in one hold of the lock. It is
+// never dropped.
+func (e *Engine) immMissedFast(imm uint32) (ent *immEntry, reached, toCallbacks, settled bool) {
+	if len(*e.immFns.Load()) == 0 {
+		return nil, false, false, false
 	}
-	e.immMu.Lock()
-	defer e.immMu.Unlock()
+	if ent = (*e.imm.Load())[imm]; ent != nil {
+		if r, counted := ent.arrive(); counted {
+			return ent, r, false, true
+		}
+	}
+	return nil, false, true, true
+}
+
+// immMissedLocked settles n immediates of value imm that missed every
+// counter and found no OnImm callback, with immMu held: the map is read
+// again under the lock, so they are counted by a counter registered since,
+// go to callbacks installed since, or are held for the next counter of
+// their value.
+func (e *Engine) immMissedLocked(imm uint32, n int64) (ent *immEntry, reached, toCallbacks bool) {
 	if ent = (*e.imm.Load())[imm]; ent != nil {
 		// Entries in the current map are live: removal swaps the map and
 		// retires the entry under this lock.
-		if r, counted := ent.arrive(); counted {
+		if r, counted := ent.arriveN(n); counted {
 			return ent, r, false
 		}
 	}
 	if len(*e.immFns.Load()) > 0 {
 		return nil, false, true // callbacks were installed meanwhile
 	}
-	e.held[imm]++
-	e.unclaimed.Add(1)
+	e.held[imm] += n
+	e.unclaimed.Add(uint64(n))
 	return nil, false, false
 }
 

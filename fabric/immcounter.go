@@ -21,12 +21,13 @@ import (
 // read for a whole poll pass, and lost immediates whose counters were
 // registered meanwhile), so no immediate sent after its counter was
 // registered can be missed. An immediate to be held is settled under the
-// registration lock (Engine.immMissed), since a registration takes what is
-// held: none is ever dropped.
+// registration lock (Engine.immMissedLocked, once per worker pass for all
+// the pass's misses), since a registration takes what is held: none is
+// ever dropped.
 //
 // A counter's value is one atomic int64, and removal swaps in a sentinel:
 // an arrival racing with removal either lands in the final count the
-// remover reads or, seeing the sentinel, is settled by immMissed as
+// remover reads or, seeing the sentinel, is settled by immMissedLocked as
 // above. No arrival is lost or counted twice.
 
 const immRemoved = math.MinInt64

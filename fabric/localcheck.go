@@ -3,6 +3,7 @@ package fabric
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // errLocalClosed is why a peer that was an endpoint of this process is
@@ -15,12 +16,18 @@ var errLocalClosed = errors.New("the endpoint, in this process, has been closed"
 // endpoint the process opens and every remotely writable region it
 // registers is listed here, and a write whose target endpoint is local is
 // checked against the list when it is accepted. That costs one boolean on
-// the path of writes to other processes, and one lock-free lookup for a
-// write to this process (tests, loopback pipelines).
+// the path of writes to other processes; for a write to this process
+// (tests, loopback pipelines) one lock-free lookup, or, when the peer's
+// last write used the same key and range and nothing left the lists since,
+// one atomic load (localOK).
 
 var local struct {
 	addrs   sync.Map // Address -> struct{}: endpoints open in this process
 	regions sync.Map // localKey -> localSpan: remotely writable registrations
+	// gen changes whenever an endpoint or a region leaves the lists: a
+	// peer's last check that passed (peerState.localOK) stands while gen
+	// is what it was then.
+	gen atomic.Uint64
 }
 
 type localKey struct {
@@ -30,8 +37,11 @@ type localKey struct {
 
 type localSpan struct{ base, len uint64 }
 
-func addLocalEndpoint(a Address)    { local.addrs.Store(a, struct{}{}) }
-func removeLocalEndpoint(a Address) { local.addrs.Delete(a) }
+func addLocalEndpoint(a Address) { local.addrs.Store(a, struct{}{}) }
+func removeLocalEndpoint(a Address) {
+	local.addrs.Delete(a)
+	local.gen.Add(1)
+}
 
 func isLocalEndpoint(a Address) bool {
 	_, ok := local.addrs.Load(a)
@@ -48,12 +58,28 @@ func removeLocalRegion(r *MemoryRegion) {
 	for _, k := range r.desc.NICs {
 		local.regions.Delete(localKey{k.Addr, k.Key})
 	}
+	local.gen.Add(1)
+}
+
+// localOK is the last descriptor range checkLocal passed for a peer, and
+// local.gen then: a peer's ops usually reuse one descriptor, and checking
+// it again needs no lookup until something leaves the lists. A lookup in
+// the lists hashes the endpoint address; it would cost more than the rest
+// of accepting an op.
+type localOK struct {
+	gen, key, base, len uint64
 }
 
 // checkLocal checks a descriptor that names an endpoint of this process
 // (p.local): the endpoint must still be open (else p is gone for good), its
 // key a live registration there, and its range inside that registration.
 func (w *worker) checkLocal(ds *domState, p *peerState, op string, k *RemoteKey, d *Descriptor) error {
+	// gen is read before the lists: a removal after this read changes it,
+	// so what passes below is checked again on the next op.
+	gen := local.gen.Load()
+	if c := &p.localOK; c.gen == gen && c.key == k.Key && c.base == d.Base && c.len == d.Length {
+		return nil
+	}
 	v, ok := local.regions.Load(localKey{k.Addr, k.Key})
 	if !ok && !isLocalEndpoint(k.Addr) {
 		// Declared lost after this pass: the context being built must
@@ -69,6 +95,7 @@ func (w *worker) checkLocal(ds *domState, p *peerState, op string, k *RemoteKey,
 		return reqErr(op, ErrOutOfBounds, "forged descriptor: [%#x, +%d) is not inside the region [%#x, +%d) key %#x names",
 			d.Base, d.Length, s.base, s.len, k.Key)
 	}
+	p.localOK = localOK{gen: gen, key: k.Key, base: d.Base, len: d.Length}
 	return nil
 }
 

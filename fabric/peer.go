@@ -44,6 +44,7 @@ type peerState struct {
 	answered int64
 	losses   uint32 // times declared lost: an op taken before the last loss says nothing of now
 	local    bool   // an endpoint of this process: descriptors are checked
+	localOK  localOK
 }
 
 // recentPeer is how long after its last op a peer is still checked.

@@ -104,7 +104,6 @@ func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
 	*x = xferSlot{live: true, kind: kind, c: c, sendSlot: -1, start: w.now, deadline: c.deadline}
 	w.inflight++
 	w.unreported++
-	w.live.Add(1)
 	w.watchDeadline(x)
 	return i
 }
@@ -190,7 +189,6 @@ func (w *worker) completeXfer(xi uint32) {
 	*x = xferSlot{}
 	w.freeXfer = append(w.freeXfer, xi)
 	w.inflight--
-	w.live.Add(-1)
 }
 
 // report delivers a transfer's end exactly once: its error, or nil.

@@ -55,8 +55,12 @@ func (w *worker) postWrites(ds *domState) bool {
 			}
 			i0 := c.next
 			k := w.fill(c, ds.batch[nb:room])
+			// writeTag's bits but the op index, once per context: a
+			// refused batch is filled again on the next pass, so this
+			// loop runs several times per op on a busy provider.
+			tag := c.writeTag(ci, 0)
 			for j := 0; j < k; j++ {
-				ds.batch[nb+j].Context = c.writeTag(ci, i0+j)
+				ds.batch[nb+j].Context = tag | uint64(min(i0+j, ctxOpMask))<<ctxOpShift
 			}
 			if k > 0 {
 				ds.segs = append(ds.segs, batchSeg{ctx: ci, n: k})
@@ -194,6 +198,11 @@ func (w *worker) poll() bool {
 				w.unmatched(ds, ev)
 			}
 		}
+		if ds.reaped > 0 {
+			// One atomic add per poll, not per completion.
+			ds.stats.InFlight.Add(-ds.reaped)
+			ds.reaped = 0
+		}
 		if n == len(ds.events) && ds.posted > 0 {
 			// A full batch: more are likely waiting; reap them before
 			// posting again so the queue depth frees up.
@@ -240,9 +249,12 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 		return
 	}
 	ds.posted--
-	ds.stats.InFlight.Add(-1)
+	ds.reaped++ // poll takes them off stats.InFlight, once per poll
 	c.finished++
 	if ev.Errno != 0 {
+		// Whoever hears of the failure sees the gauge settled.
+		ds.stats.InFlight.Add(-ds.reaped)
+		ds.reaped = 0
 		ds.stats.Errors.Add(1)
 		c.bad = true
 		err := ds.d.DescribeError(*ev)
@@ -275,8 +287,11 @@ func (w *worker) writeDone(ds *domState, ev *Event) {
 }
 
 // immArrived counts one incoming immediate. The counter map is read for
-// each immediate (one atomic load); a miss goes to immMissed, which takes
-// a lock only to hold an immediate no callback or counter takes.
+// each immediate (one atomic load). A miss with OnImm callbacks installed
+// is settled without a lock (immMissedFast); one without is kept for
+// flush, which settles the pass's misses under one lock (settleMissed):
+// the lock and the map of held immediates are paid per pass, not per
+// immediate.
 func (w *worker) immArrived(imm uint32) {
 	ent := (*w.e.imm.Load())[imm]
 	reached, counted := false, false
@@ -284,8 +299,16 @@ func (w *worker) immArrived(imm uint32) {
 		reached, counted = ent.arrive()
 	}
 	if !counted {
-		var toCallbacks bool
-		ent, reached, toCallbacks = w.e.immMissed(imm)
+		var toCallbacks, settled bool
+		ent, reached, toCallbacks, settled = w.e.immMissedFast(imm)
+		if !settled {
+			if n := len(w.missed); n > 0 && w.missed[n-1].imm == imm {
+				w.missed[n-1].n++
+			} else {
+				w.missed = append(w.missed, immRun{imm: imm, n: 1})
+			}
+			return
+		}
 		if toCallbacks {
 			w.pending = append(w.pending, dispEvent{kind: dispImm, imm: imm})
 			return
@@ -294,6 +317,31 @@ func (w *worker) immArrived(imm uint32) {
 	if reached {
 		w.pending = append(w.pending, dispEvent{kind: dispImmReached, ent: ent})
 	}
+}
+
+// immRun is n immediates of one value in a row.
+type immRun struct {
+	imm uint32
+	n   int64
+}
+
+// settleMissed settles the immediates of this pass that no counter took,
+// under one hold of the engine's immediate lock (see immMissedFast).
+func (w *worker) settleMissed() {
+	e := w.e
+	e.immMu.Lock()
+	for _, m := range w.missed {
+		ent, reached, toCallbacks := e.immMissedLocked(m.imm, m.n)
+		if toCallbacks {
+			for range m.n {
+				w.pending = append(w.pending, dispEvent{kind: dispImm, imm: m.imm})
+			}
+		} else if reached {
+			w.pending = append(w.pending, dispEvent{kind: dispImmReached, ent: ent})
+		}
+	}
+	e.immMu.Unlock()
+	w.missed = w.missed[:0]
 }
 
 // domainFailed fails everything on a domain whose provider reported a
