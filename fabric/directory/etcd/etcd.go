@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"maps"
 	"net/url"
 	"slices"
@@ -99,6 +101,14 @@ func Open(ctx context.Context, cfg Config) (*Directory, error) {
 		// client reconnects to it (or another) when it is back.
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
+		// gRPC's reconnection backoff grows to minutes by default: a
+		// server back after an outage must be reached again within a
+		// fraction of the TTL, before the leases it kept run out.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2,
+				MaxDelay: max(cfg.TTL/4, 100*time.Millisecond)},
+			MinConnectTimeout: time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open etcd directory %v: %w", cfg.Endpoints, err)
@@ -349,9 +359,18 @@ func (p *publication) keep() {
 			case <-time.After(backoff):
 			case <-p.ctx.Done():
 			}
-			backoff = min(2*backoff, 2*time.Second)
+			// Retry well within a TTL: after an outage the lease the
+			// server kept lives one TTL (plus an election) from its restart,
+			// and a renewal that comes later loses the entry.
+			backoff = min(2*backoff, p.d.retryMax())
 		}
 	}
+}
+
+// retryMax is the longest wait between tries to reach the server: a
+// quarter of the TTL, at least 100 ms.
+func (d *Directory) retryMax() time.Duration {
+	return max(time.Duration(d.ttl)*time.Second/4, 100*time.Millisecond)
 }
 
 // recover reports whether renewal can go on: the lease still lives, or
