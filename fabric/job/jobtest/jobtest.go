@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
 // Build builds the example in the current directory (a test's working
