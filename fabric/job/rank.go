@@ -127,7 +127,7 @@ func Mismatch(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMismatch, fmt.Sprintf(format, args...))
 }
 
-// Exit statuses of the example programs.
+// Exit statuses of programs built on this package (ExitCode).
 const (
 	ExitOK       = 0
 	ExitFail     = 1
