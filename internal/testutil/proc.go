@@ -291,6 +291,23 @@ func (c *Child) Kill() {
 	_ = c.cmd.Process.Kill()
 }
 
+// ReadLine returns the child's next stdout line (with Lines set),
+// failing the test if the child ends its output first or says nothing
+// within timeout. Call it from the test's goroutine.
+func (c *Child) ReadLine(timeout time.Duration) string {
+	c.tb.Helper()
+	select {
+	case l, ok := <-c.Lines:
+		if !ok {
+			c.tb.Fatalf("%s ended its output before its next line", c.role)
+		}
+		return l
+	case <-time.After(timeout):
+		c.tb.Fatalf("%s said nothing within %v", c.role, timeout)
+	}
+	return ""
+}
+
 // Done is closed once the child has exited and its output is read.
 func (c *Child) Done() <-chan struct{} { return c.done }
 

@@ -147,13 +147,8 @@ func TestStdinAndLines(t *testing.T) {
 		if _, err := fmt.Fprintln(c.Stdin, w); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case l := <-c.Lines:
-			if l != "echo "+w {
-				t.Fatalf("got %q, want %q", l, "echo "+w)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("no echo within a minute")
+		if l := c.ReadLine(time.Minute); l != "echo "+w {
+			t.Fatalf("got %q, want %q", l, "echo "+w)
 		}
 	}
 	if err := c.Stdin.Close(); err != nil {
@@ -170,7 +165,7 @@ func TestStdinAndLines(t *testing.T) {
 func TestStopSignalStatusCounts(t *testing.T) {
 	f := &fakeTB{}
 	c := Spawn(f, "term", SpawnOptions{Stop: syscall.SIGTERM, Lines: true})
-	if l := <-c.Lines; l != "ready" {
+	if l := c.ReadLine(time.Minute); l != "ready" {
 		t.Fatalf("child said %q", l)
 	}
 	f.runCleanups()

@@ -23,13 +23,15 @@ type Options struct {
 	KeepGoing bool
 }
 
+// Output is what a job's ranks printed, all ranks together.
+type Output struct{ Stdout, Stderr string }
+
 // Run runs world processes of this test binary in role as ranks
 // 0..world-1 of one job and waits for them. What the ranks print goes to
-// the test log, line by line, and is returned (stdout and stderr
-// together, in order) for the test to check; the error is
-// rendezvous.Spawn's (a *rendezvous.SpawnError naming the ranks that
-// failed), for the test to judge.
-func Run(tb testing.TB, world int, role string, opts Options) (string, error) {
+// the test log, line by line, and is returned for the test to check; the
+// error is rendezvous.Spawn's (a *rendezvous.SpawnError naming the ranks
+// that failed), for the test to judge.
+func Run(tb testing.TB, world int, role string, opts Options) (Output, error) {
 	tb.Helper()
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -37,16 +39,17 @@ func Run(tb testing.TB, world int, role string, opts Options) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out := &logBuffer{tb: tb}
+	stdout, stderr := &logBuffer{tb: tb}, &logBuffer{tb: tb}
 	err := rendezvous.Spawn(ctx, world, testutil.SelfArgv(), testutil.RoleEnviron(role, opts.Env...),
-		rendezvous.SpawnOptions{Stdout: out, Stderr: out, KeepGoing: opts.KeepGoing})
-	out.flush()
-	return out.String(), err
+		rendezvous.SpawnOptions{Stdout: stdout, Stderr: stderr, KeepGoing: opts.KeepGoing})
+	stdout.flush()
+	stderr.flush()
+	return Output{stdout.String(), stderr.String()}, err
 }
 
 // MustRun is Run for a job every rank of which must succeed: it fails tb
 // otherwise.
-func MustRun(tb testing.TB, world int, role string, opts Options) string {
+func MustRun(tb testing.TB, world int, role string, opts Options) Output {
 	tb.Helper()
 	out, err := Run(tb, world, role, opts)
 	if err != nil {

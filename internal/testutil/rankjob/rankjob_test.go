@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 func TestRun(t *testing.T) {
 	out := rankjob.MustRun(t, 3, "rank", rankjob.Options{Env: []string{"RANKJOB_TEST_WORD=hello"}})
 	for r := range 3 {
-		if want := fmt.Sprintf("rank %d of 3, hello", r); !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+		if want := fmt.Sprintf("rank %d of 3, hello", r); !strings.Contains(out.Stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, out.Stdout)
 		}
 	}
 }
@@ -55,7 +55,7 @@ func TestFailingRank(t *testing.T) {
 			t.Errorf("rank %d: %v", r.Rank, r.Err)
 		}
 	}
-	if !strings.Contains(out, "rank1-fails: rank 1 gives up") {
-		t.Errorf("output lacks the failing rank's error:\n%s", out)
+	if !strings.Contains(out.Stderr, "rank1-fails: rank 1 gives up") {
+		t.Errorf("stderr lacks the failing rank's error:\n%s", out.Stderr)
 	}
 }
