@@ -84,7 +84,8 @@ func playRole(name string, role func() error) int {
 func SelfArgv() []string { return []string{os.Args[0], "-test.run=^$"} }
 
 // RoleEnviron is this process's environment with role named and env
-// added (later entries win).
+// added (later entries win). An empty role runs the tests, whatever role
+// this process plays.
 func RoleEnviron(role string, env ...string) []string {
 	return append(append(os.Environ(), RoleEnv+"="+role), env...)
 }
@@ -161,11 +162,27 @@ type Child struct {
 // IgnoreExit. A child that cannot start fails tb at once.
 func Spawn(tb testing.TB, role string, opts SpawnOptions) *Child {
 	tb.Helper()
-	c, err := start(tb, role, opts)
+	c, err := start(tb, role, role, SelfArgv(), opts)
 	if err != nil {
 		tb.Fatalf("start %s: %v", role, err)
 	}
 	return c
+}
+
+// RunTest runs the test named name of this binary again, alone, in a
+// child process (under an environment of opts.Env that the test checks
+// for: a driver that does not exist, a fake one) and fails tb if it does
+// not pass; the child's verbose output goes to the test log.
+func RunTest(tb testing.TB, name string, opts SpawnOptions) {
+	tb.Helper()
+	argv := []string{os.Args[0], "-test.run=^" + name + "$", "-test.count=1", "-test.v"}
+	c, err := start(tb, "", name, argv, opts)
+	if err != nil {
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	if err := c.Wait(); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // Run runs this test binary in role to its end and fails tb if it does
@@ -177,8 +194,9 @@ func Run(tb testing.TB, role string, opts SpawnOptions) {
 	}
 }
 
-func start(tb testing.TB, role string, opts SpawnOptions) (*Child, error) {
-	argv := SelfArgv()
+// start runs argv with role in the environment (none for ""), naming
+// the child name in the log.
+func start(tb testing.TB, role, name string, argv []string, opts SpawnOptions) (*Child, error) {
 	command := opts.Command
 	if command == nil {
 		command = exec.Command
@@ -186,8 +204,8 @@ func start(tb testing.TB, role string, opts SpawnOptions) (*Child, error) {
 	cmd := command(argv[0], argv[1:]...)
 	cmd.Env = RoleEnviron(role, opts.Env...)
 	cmd.WaitDelay = waitDelay
-	c := &Child{tb: tb, role: role, opts: opts, cmd: cmd, done: make(chan struct{})}
-	logLine := func(l string) { tb.Logf("%s: %s", role, l) }
+	c := &Child{tb: tb, role: name, opts: opts, cmd: cmd, done: make(chan struct{})}
+	logLine := func(l string) { tb.Logf("%s: %s", name, l) }
 	errLine := logLine
 	if opts.Stderr != nil {
 		errLine = opts.Stderr

@@ -182,6 +182,30 @@ func TestStopSignalStatusCounts(t *testing.T) {
 	}
 }
 
+// TestRunTest re-runs itself: the child run sees the variable and checks
+// what it must, failing its parent if that is wrong.
+func TestRunTest(t *testing.T) {
+	if v, ok := os.LookupEnv("TESTUTIL_RUNTEST_CHILD"); ok {
+		if v != "yes" || os.Getenv(RoleEnv) != "" {
+			t.Fatalf("child environment: %q, role %q", v, os.Getenv(RoleEnv))
+		}
+		t.Log("child ran")
+		return
+	}
+	f := &fakeTB{}
+	RunTest(f, "TestRunTest", SpawnOptions{Env: []string{"TESTUTIL_RUNTEST_CHILD=yes"}})
+	f.runCleanups()
+	if f.failed || !strings.Contains(f.log(), "child ran") {
+		t.Fatalf("failed %v (%q), log:\n%s", f.failed, f.msg, f.log())
+	}
+	g := &fakeTB{}
+	RunTest(g, "TestRunTest", SpawnOptions{Env: []string{"TESTUTIL_RUNTEST_CHILD=no"}})
+	g.runCleanups()
+	if !g.failed {
+		t.Fatal("a child test that fails did not fail its parent")
+	}
+}
+
 func TestRequireCUDA(t *testing.T) {
 	noDriver := func() error { return fmt.Errorf("load driver: %w", errdefs.ErrNotSupported) }
 	present := func() error { return nil }
