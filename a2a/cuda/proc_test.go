@@ -24,9 +24,9 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/cudaemu"
 	"github.com/ferryrdma/ferry/internal/testutil"
-	"github.com/ferryrdma/ferry/internal/testutil/rankjob"
 )
 
 // Node ranks as processes: the test binary re-executes itself as the
@@ -199,13 +199,13 @@ func runProcJob(t *testing.T, j procJob) {
 		t.Fatal(err)
 	}
 	// The ranks' output goes to the test log.
-	opts := rankjob.Options{Env: []string{procJobEnv + "=" + string(js)}, Timeout: 5 * time.Minute, KeepGoing: j.Kill != nil}
+	opts := rendezvoustest.Options{Env: []string{procJobEnv + "=" + string(js)}, Timeout: 5 * time.Minute, KeepGoing: j.Kill != nil}
 	if j.Kill != nil {
-		_, err = rankjob.Run(t, j.Config.WorldSize, "rank", opts)
+		_, err = rendezvoustest.Run(t, j.Config.WorldSize, "rank", opts)
 		a2atest.KillResults(t, err, j.Config.WorldSize, *j.Kill)
 		return
 	}
-	rankjob.MustRun(t, j.Config.WorldSize, "rank", opts)
+	rendezvoustest.MustRun(t, j.Config.WorldSize, "rank", opts)
 }
 
 // TestKilledRankProcessesEmu: the CUDA backend on the emulator, ranks as

@@ -19,8 +19,8 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/testutil"
-	"github.com/ferryrdma/ferry/internal/testutil/rankjob"
 )
 
 // killJob is what the parent of TestKilledRankProcesses tells each rank.
@@ -165,7 +165,7 @@ func TestKilledRankProcesses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, err = rankjob.Run(t, cfg.WorldSize, "kill-rank", rankjob.Options{Timeout: 120 * time.Second,
+				_, err = rendezvoustest.Run(t, cfg.WorldSize, "kill-rank", rendezvoustest.Options{Timeout: 120 * time.Second,
 					Env: []string{killEnv + "=" + string(js)}, KeepGoing: true})
 				a2atest.KillResults(t, err, cfg.WorldSize, j.KillJob)
 			})
@@ -213,7 +213,7 @@ func TestKilledRankRestartsProcesses(t *testing.T) {
 			deadline := time.Now().Add(120 * time.Second)
 			job := make(chan error, 1)
 			go func() {
-				_, err := rankjob.Run(t, cfg.WorldSize, "kill-rank", rankjob.Options{Timeout: time.Until(deadline),
+				_, err := rendezvoustest.Run(t, cfg.WorldSize, "kill-rank", rendezvoustest.Options{Timeout: time.Until(deadline),
 					Env: []string{killEnv + "=" + string(js)}, KeepGoing: true})
 				job <- err
 			}()

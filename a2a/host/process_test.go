@@ -18,8 +18,8 @@ import (
 	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/testutil"
-	"github.com/ferryrdma/ferry/internal/testutil/rankjob"
 )
 
 // The test binary re-executes itself as the ranks of a job: in the role
@@ -123,7 +123,7 @@ func TestHostProcesses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rankjob.MustRun(t, cfg.WorldSize, "rank", rankjob.Options{Timeout: 120 * time.Second,
+				rendezvoustest.MustRun(t, cfg.WorldSize, "rank", rendezvoustest.Options{Timeout: 120 * time.Second,
 					Env: []string{"A2A_HOST_CHILD=" + transport, "A2A_HOST_CFG=" + string(js), "A2A_HOST_SEED=17"}})
 			})
 		}

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/testutil"
-	"github.com/ferryrdma/ferry/internal/testutil/rankjob"
 )
 
 // The test binary re-executes itself as the ranks of a job: in the role
@@ -81,7 +81,7 @@ func childRank(mode string) error {
 
 func TestEightRanksAsProcesses(t *testing.T) {
 	start := time.Now()
-	out := rankjob.MustRun(t, 8, "full", rankjob.Options{Timeout: 60 * time.Second})
+	out := rendezvoustest.MustRun(t, 8, "full", rendezvoustest.Options{Timeout: 60 * time.Second})
 	t.Logf("8 processes bootstrapped, exchanged and exited in %v", time.Since(start))
 	for r := range 8 {
 		assert.Contains(t, out.Stdout, fmt.Sprintf("rank %d/8 ok", r))
@@ -89,7 +89,7 @@ func TestEightRanksAsProcesses(t *testing.T) {
 }
 
 func TestProcessJobWithMissingRank(t *testing.T) {
-	out, err := rankjob.Run(t, 4, "skip2", rankjob.Options{Timeout: 30 * time.Second})
+	out, err := rendezvoustest.Run(t, 4, "skip2", rendezvoustest.Options{Timeout: 30 * time.Second})
 	errOut := out.Stdout + out.Stderr
 	var se *rendezvous.SpawnError
 	require.ErrorAs(t, err, &se, "output:\n%s", errOut)

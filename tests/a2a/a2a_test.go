@@ -15,8 +15,8 @@ import (
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/testutil"
-	"github.com/ferryrdma/ferry/internal/testutil/rankjob"
 )
 
 // The test binary re-executes itself as the ranks of a job: in the role
@@ -220,7 +220,7 @@ func runCases(t *testing.T, cases []testCase, seed uint64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rankjob.MustRun(t, tc.cfg.WorldSize, "rank", rankjob.Options{Env: []string{jobEnv + "=" + string(js)},
+			rendezvoustest.MustRun(t, tc.cfg.WorldSize, "rank", rendezvoustest.Options{Env: []string{jobEnv + "=" + string(js)},
 				Timeout: 3 * time.Minute})
 			b, err := os.ReadFile(j.PathsFile)
 			if err != nil || len(b) != 4 {

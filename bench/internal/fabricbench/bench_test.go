@@ -15,8 +15,8 @@ import (
 	"gonum.org/v1/plot"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/testutil"
-	"github.com/ferryrdma/ferry/internal/testutil/rankjob"
 )
 
 var loopbackProviders = []struct{ provider, node string }{
@@ -129,7 +129,7 @@ func TestRanksSpawn(t *testing.T) {
 	s.Sizes = []uint64{4096}
 	js, err := json.Marshal(s)
 	require.NoError(t, err)
-	out := rankjob.MustRun(t, 3, "rank", rankjob.Options{Env: []string{envSpec + "=" + string(js)},
+	out := rendezvoustest.MustRun(t, 3, "rank", rendezvoustest.Options{Env: []string{envSpec + "=" + string(js)},
 		Timeout: 3 * time.Minute}).Stdout
 	rows := 0
 	for _, line := range strings.Split(out, "\n") {

@@ -1,4 +1,4 @@
-package rankjob
+package rendezvoustest
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package rankjob_test
+package rendezvoustest_test
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/testutil"
-	"github.com/ferryrdma/ferry/internal/testutil/rankjob"
 )
 
 func TestMain(m *testing.M) {
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestRun(t *testing.T) {
-	out := rankjob.MustRun(t, 3, "rank", rankjob.Options{Env: []string{"RANKJOB_TEST_WORD=hello"}})
+	out := rendezvoustest.MustRun(t, 3, "rank", rendezvoustest.Options{Env: []string{"RANKJOB_TEST_WORD=hello"}})
 	for r := range 3 {
 		if want := fmt.Sprintf("rank %d of 3, hello", r); !strings.Contains(out.Stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, out.Stdout)
@@ -45,7 +45,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestFailingRank(t *testing.T) {
-	out, err := rankjob.Run(t, 3, "rank1-fails", rankjob.Options{KeepGoing: true})
+	out, err := rendezvoustest.Run(t, 3, "rank1-fails", rendezvoustest.Options{KeepGoing: true})
 	var se *rendezvous.SpawnError
 	if !errors.As(err, &se) {
 		t.Fatalf("error %v, want a *rendezvous.SpawnError", err)
