@@ -229,7 +229,7 @@ func TestKilledRankRestartsProcesses(t *testing.T) {
 					}
 					restarted = testutil.Spawn(t, "kill-rank", testutil.SpawnOptions{Env: []string{killEnv + "=" + string(ajs)},
 						Timeout: time.Until(deadline)})
-					break
+					continue
 				}
 				if len(job) > 0 || time.Now().After(deadline) {
 					t.Fatalf("the victim was not killed; the job: %v", <-job)
