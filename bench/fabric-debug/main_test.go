@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // built is the fabric-debug binary the tests share, in a directory
@@ -24,11 +26,11 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
+	testutil.Main(m, nil, func() {
+		if built.dir != "" {
+			os.RemoveAll(built.dir)
+		}
+	})
 }
 
 // buildCommand builds fabric-debug once for the tests that run it as a
