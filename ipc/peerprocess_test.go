@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // startTarget runs the test binary as a target process (see runTarget in
 // process_test.go) and returns it with the address it prints.
-func startTarget(t *testing.T) (*exec.Cmd, fabric.Address) {
+func startTarget(t *testing.T) (*exec.Cmd, rdma.Address) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "FERRY_IPC_TEST_ROLE=target")
 	cmd.Stderr = os.Stderr
@@ -43,7 +42,7 @@ func startTarget(t *testing.T) (*exec.Cmd, fabric.Address) {
 	var key uint64
 	_, err = fmt.Sscanf(l, "ADDR %s %d", &hex, &key)
 	require.NoError(t, err, "target said %q", l)
-	addr, err := fabric.ParseAddress(hex)
+	addr, err := rdma.ParseAddress(hex)
 	require.NoError(t, err)
 	return cmd, addr
 }
@@ -51,7 +50,7 @@ func startTarget(t *testing.T) (*exec.Cmd, fabric.Address) {
 // waitFor polls d until cond holds, failing after timeout.
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool, ds ...*Domain) {
 	t.Helper()
-	evs := make([]fabric.Event, 16)
+	evs := make([]rdma.Event, 16)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -109,19 +108,19 @@ func TestProcessEndMarksEveryConnection(t *testing.T) {
 	require.NoError(t, cmd.Process.Kill())
 	waitFor(t, 10*time.Second, func() bool { return a.CheckPeer(pa) != nil }, a)
 	err = b.CheckPeer(pb)
-	require.ErrorIs(t, err, fabric.ErrPeerLost, "the second endpoint's peer, its reader held back")
-	require.ErrorIs(t, err, fabric.ErrProvider)
+	require.ErrorIs(t, err, rdma.ErrPeerLost, "the second endpoint's peer, its reader held back")
+	require.ErrorIs(t, err, rdma.ErrProvider)
 	require.Contains(t, err.Error(), "process exited")
 
-	n, err := b.PostWrites([]fabric.WriteOp{{Peer: pb, Context: 7, Imm: 1, Flags: fabric.WriteHasImm}})
+	n, err := b.PostWrites([]rdma.WriteOp{{Peer: pb, Context: 7, Imm: 1, Flags: rdma.WriteHasImm}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	evs := make([]fabric.Event, 4)
+	evs := make([]rdma.Event, 4)
 	n, err = b.Poll(evs)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "completed at once")
 	require.Equal(t, uint64(7), evs[0].Context)
-	require.ErrorIs(t, b.DescribeError(evs[0]), fabric.ErrPeerLost, "not carried into the dead process's ring")
+	require.ErrorIs(t, b.DescribeError(evs[0]), rdma.ErrPeerLost, "not carried into the dead process's ring")
 
 	select {
 	case <-held:

@@ -12,8 +12,8 @@ import (
 	"github.com/ferryrdma/ferry/a2a/internal/onedevice"
 	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	"github.com/ferryrdma/ferry/cuda"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 	"github.com/ferryrdma/ferry/internal/testutil"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // These tests need a GPU (make gpu-build, then make gpu-test on the GPU
