@@ -8,20 +8,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // startTarget runs the test binary as a target process (see runTarget in
 // process_test.go) and returns it with the address it prints.
-func startTarget(t *testing.T) (*testutil.Child, fabric.Address) {
+func startTarget(t *testing.T) (*testutil.Child, rdma.Address) {
 	cmd := testutil.Spawn(t, "target", testutil.SpawnOptions{Stdin: true, Lines: true})
 	l := cmd.ReadLine(30 * time.Second)
 	var hex string
 	var key uint64
 	_, err := fmt.Sscanf(l, "ADDR %s %d", &hex, &key)
 	require.NoError(t, err, "target said %q", l)
-	addr, err := fabric.ParseAddress(hex)
+	addr, err := rdma.ParseAddress(hex)
 	require.NoError(t, err)
 	return cmd, addr
 }
@@ -29,7 +29,7 @@ func startTarget(t *testing.T) (*testutil.Child, fabric.Address) {
 // waitFor polls d until cond holds, failing after timeout.
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool, ds ...*Domain) {
 	t.Helper()
-	evs := make([]fabric.Event, 16)
+	evs := make([]rdma.Event, 16)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -87,19 +87,19 @@ func TestProcessEndMarksEveryConnection(t *testing.T) {
 	cmd.Kill()
 	waitFor(t, 10*time.Second, func() bool { return a.CheckPeer(pa) != nil }, a)
 	err = b.CheckPeer(pb)
-	require.ErrorIs(t, err, fabric.ErrPeerLost, "the second endpoint's peer, its reader held back")
-	require.ErrorIs(t, err, fabric.ErrProvider)
+	require.ErrorIs(t, err, rdma.ErrPeerLost, "the second endpoint's peer, its reader held back")
+	require.ErrorIs(t, err, rdma.ErrProvider)
 	require.Contains(t, err.Error(), "process exited")
 
-	n, err := b.PostWrites([]fabric.WriteOp{{Peer: pb, Context: 7, Imm: 1, Flags: fabric.WriteHasImm}})
+	n, err := b.PostWrites([]rdma.WriteOp{{Peer: pb, Context: 7, Imm: 1, Flags: rdma.WriteHasImm}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	evs := make([]fabric.Event, 4)
+	evs := make([]rdma.Event, 4)
 	n, err = b.Poll(evs)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "completed at once")
 	require.Equal(t, uint64(7), evs[0].Context)
-	require.ErrorIs(t, b.DescribeError(evs[0]), fabric.ErrPeerLost, "not carried into the dead process's ring")
+	require.ErrorIs(t, b.DescribeError(evs[0]), rdma.ErrPeerLost, "not carried into the dead process's ring")
 
 	select {
 	case <-held:

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
 	"github.com/ferryrdma/ferry/ipc"
 )
@@ -34,7 +35,7 @@ func runTarget() error {
 	if err != nil {
 		return err
 	}
-	k, err := d.RegisterMemory(buf.Span(), fabric.AccessRemoteWrite)
+	k, err := d.RegisterMemory(buf.Span(), rdma.AccessRemoteWrite)
 	if err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func runTarget() error {
 // parent's region, waits for their local completions, says so, and waits
 // to be killed.
 func runInitiator() error {
-	addr, err := fabric.ParseAddress(os.Getenv("FERRY_IPC_PEER"))
+	addr, err := rdma.ParseAddress(os.Getenv("FERRY_IPC_PEER"))
 	if err != nil {
 		return err
 	}
@@ -70,15 +71,15 @@ func runInitiator() error {
 	if err != nil {
 		return err
 	}
-	ops := make([]fabric.WriteOp, childWrites)
+	ops := make([]rdma.WriteOp, childWrites)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{Local: uint64(buf.Addr()) + uint64(i)*64, Length: 64, Remote: uint64(i) * 64,
-			RemoteKey: key, Peer: peer, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm}
+		ops[i] = rdma.WriteOp{Local: uint64(buf.Addr()) + uint64(i)*64, Length: 64, Remote: uint64(i) * 64,
+			RemoteKey: key, Peer: peer, Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm}
 	}
 	if _, err := d.PostWrites(ops); err != nil {
 		return err
 	}
-	evs := make([]fabric.Event, 64)
+	evs := make([]rdma.Event, 64)
 	deadline := time.Now().Add(20 * time.Second)
 	for done := 0; done < childWrites; {
 		if time.Now().After(deadline) {
@@ -109,7 +110,7 @@ func startChild(t *testing.T, role string, env ...string) (*testutil.Child, stri
 }
 
 // TestTargetProcessDies: writes held for a target whose ring is full fail
-// with fabric.ErrPeerLost once it is killed, its mappings are released, and
+// with rdma.ErrPeerLost once it is killed, its mappings are released, and
 // later writes and connections to it fail the same way, without hanging.
 func TestTargetProcessDies(t *testing.T) {
 	cmd, line := startChild(t, "target")
@@ -117,7 +118,7 @@ func TestTargetProcessDies(t *testing.T) {
 	var key uint64
 	_, err := fmt.Sscanf(line, "ADDR %s %d", &hex, &key)
 	require.NoError(t, err, "child said %q", line)
-	addr, err := fabric.ParseAddress(hex)
+	addr, err := rdma.ParseAddress(hex)
 	require.NoError(t, err)
 
 	a := openSide(t, 1<<20)
@@ -125,10 +126,10 @@ func TestTargetProcessDies(t *testing.T) {
 	peer, err := a.d.ResolvePeer(addr)
 	require.NoError(t, err)
 	const total = 1<<14 + 300
-	ops := make([]fabric.WriteOp, total)
+	ops := make([]rdma.WriteOp, total)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{Local: a.addr(0), Length: 64, Remote: 64, RemoteKey: key, Peer: peer,
-			Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm}
+		ops[i] = rdma.WriteOp{Local: a.addr(0), Length: 64, Remote: 64, RemoteKey: key, Peer: peer,
+			Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm}
 	}
 	a.post(ops...)
 	pump(t, 20*time.Second, func() bool { return len(a.byCtx) == 1<<14 }, a)
@@ -142,20 +143,20 @@ func TestTargetProcessDies(t *testing.T) {
 		if ev.Errno != 0 {
 			failed++
 			err := a.d.DescribeError(ev)
-			require.ErrorIs(t, err, fabric.ErrPeerLost)
-			require.ErrorIs(t, err, fabric.ErrProvider)
+			require.ErrorIs(t, err, rdma.ErrPeerLost)
+			require.ErrorIs(t, err, rdma.ErrProvider)
 		}
 	}
 	require.Equal(t, 300, failed, "every held write failed, once")
-	require.ErrorIs(t, a.d.CheckPeer(peer), fabric.ErrPeerLost)
+	require.ErrorIs(t, a.d.CheckPeer(peer), rdma.ErrPeerLost)
 	// The reader goroutine unmaps the regions and the worker the page as
 	// soon as they see the connection end, not necessarily before the
 	// writes failed.
 	pump(t, 5*time.Second, func() bool { return ipc.LiveMappings() == base }, a)
 
-	a.post(fabric.WriteOp{Local: a.addr(0), Length: 8, RemoteKey: key, Peer: peer, Context: total})
+	a.post(rdma.WriteOp{Local: a.addr(0), Length: 8, RemoteKey: key, Peer: peer, Context: total})
 	pump(t, 5*time.Second, func() bool { return len(a.byCtx) == total+1 }, a)
-	require.ErrorIs(t, a.d.DescribeError(a.byCtx[total]), fabric.ErrPeerLost)
+	require.ErrorIs(t, a.d.DescribeError(a.byCtx[total]), rdma.ErrPeerLost)
 	// Once the process is reaped its listening socket is gone too (its
 	// descriptors close one by one as it exits, so not necessarily before
 	// the connection's).
@@ -164,7 +165,7 @@ func TestTargetProcessDies(t *testing.T) {
 	require.NoError(t, err)
 	defer d2.Close()
 	_, err = d2.ResolvePeer(addr)
-	require.ErrorIs(t, err, fabric.ErrPeerLost)
+	require.ErrorIs(t, err, rdma.ErrPeerLost)
 }
 
 // TestInitiatorProcessDies: a target that polls only after its initiator

@@ -11,8 +11,8 @@ import (
 	a2acuda "github.com/ferryrdma/ferry/a2a/cuda"
 	"github.com/ferryrdma/ferry/a2a/internal/onedevice"
 	"github.com/ferryrdma/ferry/a2a/internal/workload"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 	"github.com/ferryrdma/ferry/internal/testutil/cudatest"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // These tests need a GPU (make gpu-build, then make gpu-test on the GPU
