@@ -123,7 +123,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	own := b.send[b.me]
 	for _, run := range rp.Runs[:rp.RemoteRuns] {
 		for c := int32(0); c < run.Count; c++ {
-			copy(b.crow(own, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+			rows.Copy(b.crow(own, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
 		}
 	}
 	if err := b.wire.Combine(rp.Combine); err != nil {
@@ -137,7 +137,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 			dst := b.recv[b.peer(q)]
 			for c := int32(0); c < run.Count; c++ {
-				copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+				rows.Copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
 			}
 		}
 	}
