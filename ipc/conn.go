@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/shm"
 )
 
 // inConn is a connection from an initiator: this domain is its target.
@@ -204,7 +205,7 @@ func (d *Domain) runIncoming(c *inConn) {
 			return
 		}
 		if len(fds) > 0 { // initiators never send files
-			closeAll(fds)
+			shm.CloseAll(fds)
 			return
 		}
 		switch {
@@ -332,7 +333,7 @@ func (d *Domain) runOutgoing(p *outPeer) {
 		default:
 			ok = false
 		}
-		closeAll(fds)
+		shm.CloseAll(fds)
 		if !ok {
 			return
 		}

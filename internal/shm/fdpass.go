@@ -104,11 +104,17 @@ func parseRights(oob []byte) ([]int, error) {
 // connection's deadline into the past. stop undoes both, and returns only
 // once a cancellation that raced it has finished, so a later call never
 // sees a stale deadline.
+//
+// A context that never ends leaves the connection's deadline alone.
 func bound(ctx context.Context, set func(time.Time) error) (stop func()) {
-	if dl, ok := ctx.Deadline(); ok {
+	dl, ok := ctx.Deadline()
+	if ok {
 		_ = set(dl)
 	}
 	if ctx.Done() == nil {
+		if !ok {
+			return func() {}
+		}
 		return func() { _ = set(time.Time{}) }
 	}
 	fired := make(chan struct{})
