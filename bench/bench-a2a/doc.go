@@ -10,13 +10,18 @@
 //	bench-a2a --world-size W --spawn [shape and run flags]
 //	bench-a2a --world-size W --rank R --master HOST:PORT [flags]   (one rank; FERRY_JOB_TOKEN set)
 //	torchrun / mpirun / srun ... bench-a2a [flags]                  (ranks from the launcher's environment)
+//	bench-a2a --directory etcd://HOST:PORT/PREFIX --world-size W [--name N] [flags]  (W of these; FERRY_JOB_TOKEN set)
 //
 // --spawn starts W local processes of this program (rendezvous.SpawnLocal)
 // and waits for them; without it, this process is one rank and finds the
 // others through the rendezvous store of rank 0 (package
 // fabric/rendezvous reads torchrun, Open MPI, Slurm and FERRY_*
 // variables; --rank, --world-size, --local-rank and --master override
-// them).
+// them). With --directory, ranks started anywhere, in any order, meet in
+// an etcd directory instead (package fabric/directory): each publishes
+// its engine labelled role=bench-a2a with its rendezvous listener
+// (--listen), waits for --world-size of them, and takes its rank from the
+// order of their names (--name; the first serves the store).
 //
 // The shape flags mirror the reference benchmark, with its decode shape as
 // the defaults: --tokens 128 --hidden 7168 --scales 56 --experts 256
