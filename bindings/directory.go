@@ -40,10 +40,8 @@ type dirObj struct {
 	ctx     context.Context // ends at close: watches and lose-on-leave
 	cancel  context.CancelFunc
 
-	mu       sync.Mutex
-	closed   bool
-	children map[uint64]struct{}
-	stops    []func()
+	family          // its publication and watch handles; mu also guards stops
+	stops  []func() // lose-on-leave watches
 }
 
 // pubObj is what a ferry_publication_t names.
@@ -82,20 +80,31 @@ func directoryOf(h C.ferry_directory_t) (*dirObj, error) {
 	return lookup[*dirObj](&handles, uint64(h), "directory")
 }
 
-func (o *dirObj) adopt(h uint64) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
-		return false
+// dirOp is how every timed directory call starts: its handle and its
+// deadline (cancel it when done).
+func dirOp(op string, h C.ferry_directory_t, timeoutMS C.int64_t) (*dirObj, context.Context, context.CancelFunc, error) {
+	o, err := directoryOf(h)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	o.children[h] = struct{}{}
-	return true
+	ctx, cancel, err := timeoutCtx(op, timeoutMS)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return o, ctx, cancel, nil
 }
 
-func (o *dirObj) disown(h uint64) {
-	o.mu.Lock()
-	delete(o.children, h)
-	o.mu.Unlock()
+// pubOp is dirOp for a publication handle.
+func pubOp(op string, h C.ferry_publication_t, timeoutMS C.int64_t) (*pubObj, context.Context, context.CancelFunc, error) {
+	po, err := lookup[*pubObj](&handles, uint64(h), "publication")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel, err := timeoutCtx(op, timeoutMS)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return po, ctx, cancel, nil
 }
 
 // dirError gives directory errors their ABI category: a stored entry that
@@ -197,7 +206,7 @@ func ferry_directory_open(curl *C.char, ttlMS, timeoutMS C.int64_t, out *C.ferry
 		return fail(err)
 	}
 	defer cancel()
-	o := &dirObj{children: make(map[uint64]struct{})}
+	o := &dirObj{family: family{children: make(map[uint64]struct{})}}
 	switch {
 	case strings.HasPrefix(raw, "mem://"):
 		name := strings.TrimPrefix(raw, "mem://")
@@ -302,10 +311,11 @@ func ferry_directory_close(h C.ferry_directory_t) (rc C.int) {
 func ferry_directory_publish(h C.ferry_directory_t, eh C.ferry_engine_t, cname *C.char, labels **C.char, count C.size_t, timeoutMS C.int64_t, out *C.ferry_publication_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory publish"
-	o, err := directoryOf(h)
+	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
+	defer cancel()
 	eo, err := engineOf(eh)
 	if err != nil {
 		return fail(err)
@@ -321,11 +331,6 @@ func ferry_directory_publish(h C.ferry_directory_t, eh C.ferry_engine_t, cname *
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
 	e, err := directory.EntryOf(eo.e, name, lm)
 	if err != nil {
 		return fail(dirError(op, err))
@@ -345,18 +350,15 @@ func ferry_directory_publish(h C.ferry_directory_t, eh C.ferry_engine_t, cname *
 	return C.int(codeOK)
 }
 
-func publicationOf(h C.ferry_publication_t) (*pubObj, error) {
-	return lookup[*pubObj](&handles, uint64(h), "publication")
-}
-
 //export ferry_publication_add_region
 func ferry_publication_add_region(h C.ferry_publication_t, cname *C.char, dh C.ferry_descriptor_t, meta **C.char, count C.size_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "publication add region"
-	po, err := publicationOf(h)
+	po, ctx, cancel, err := pubOp(op, h, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
+	defer cancel()
 	name, err := cName(op, "name", cname)
 	if err != nil {
 		return fail(err)
@@ -369,11 +371,6 @@ func ferry_publication_add_region(h C.ferry_publication_t, cname *C.char, dh C.f
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
 	return result(dirError(op, po.p.PublishRegion(ctx, name, *d, mm)))
 }
 
@@ -381,19 +378,15 @@ func ferry_publication_add_region(h C.ferry_publication_t, cname *C.char, dh C.f
 func ferry_publication_remove_region(h C.ferry_publication_t, cname *C.char, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "publication remove region"
-	po, err := publicationOf(h)
-	if err != nil {
-		return fail(err)
-	}
-	name, err := cName(op, "name", cname)
-	if err != nil {
-		return fail(err)
-	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
+	po, ctx, cancel, err := pubOp(op, h, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
 	defer cancel()
+	name, err := cName(op, "name", cname)
+	if err != nil {
+		return fail(err)
+	}
 	return result(dirError(op, po.p.WithdrawRegion(ctx, name)))
 }
 
@@ -401,19 +394,15 @@ func ferry_publication_remove_region(h C.ferry_publication_t, cname *C.char, tim
 func ferry_publication_set_labels(h C.ferry_publication_t, labels **C.char, count C.size_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "publication set labels"
-	po, err := publicationOf(h)
-	if err != nil {
-		return fail(err)
-	}
-	lm, err := cPairs(op, "labels", labels, count)
-	if err != nil {
-		return fail(err)
-	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
+	po, ctx, cancel, err := pubOp(op, h, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
 	defer cancel()
+	lm, err := cPairs(op, "labels", labels, count)
+	if err != nil {
+		return fail(err)
+	}
 	return result(dirError(op, po.p.SetLabels(ctx, lm)))
 }
 
@@ -438,19 +427,15 @@ func ferry_publication_close(h C.ferry_publication_t, timeoutMS C.int64_t) (rc C
 func ferry_directory_lookup(h C.ferry_directory_t, cname *C.char, timeoutMS C.int64_t, buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory lookup"
-	o, err := directoryOf(h)
-	if err != nil {
-		return fail(err)
-	}
-	name, err := cName(op, "name", cname)
-	if err != nil {
-		return fail(err)
-	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
+	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
 	defer cancel()
+	name, err := cName(op, "name", cname)
+	if err != nil {
+		return fail(err)
+	}
 	e, err := o.d.Lookup(ctx, name)
 	if err != nil {
 		return fail(dirError(op, err))
@@ -482,19 +467,15 @@ func entriesJSON(es []directory.Entry) string {
 func ferry_directory_select(h C.ferry_directory_t, csel *C.char, timeoutMS C.int64_t, buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory select"
-	o, err := directoryOf(h)
-	if err != nil {
-		return fail(err)
-	}
-	sel, err := parseSelector(op, csel)
-	if err != nil {
-		return fail(err)
-	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
+	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
 	defer cancel()
+	sel, err := parseSelector(op, csel)
+	if err != nil {
+		return fail(err)
+	}
 	es, err := o.d.Select(ctx, sel)
 	var ee *directory.EntryError
 	if err != nil && !errors.As(err, &ee) {
@@ -509,10 +490,11 @@ func ferry_directory_select(h C.ferry_directory_t, csel *C.char, timeoutMS C.int
 func ferry_directory_wait_for(h C.ferry_directory_t, csel *C.char, count C.int32_t, timeoutMS C.int64_t, buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory wait for"
-	o, err := directoryOf(h)
+	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
+	defer cancel()
 	sel, err := parseSelector(op, csel)
 	if err != nil {
 		return fail(err)
@@ -520,11 +502,6 @@ func ferry_directory_wait_for(h C.ferry_directory_t, csel *C.char, count C.int32
 	if count < 1 {
 		return fail(errInvalid(op, "n %d (want >= 1)", int32(count)))
 	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
 	// The handle's close ends the wait too.
 	stop := context.AfterFunc(o.ctx, cancel)
 	defer stop()
@@ -542,10 +519,11 @@ func ferry_directory_wait_for(h C.ferry_directory_t, csel *C.char, count C.int32
 func ferry_directory_region(h C.ferry_directory_t, cengine, cname *C.char, timeoutMS C.int64_t, desc *C.ferry_descriptor_t, buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory region"
-	o, err := directoryOf(h)
+	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
 	if err != nil {
 		return fail(err)
 	}
+	defer cancel()
 	engine, err := cName(op, "engine", cengine)
 	if err != nil {
 		return fail(err)
@@ -557,11 +535,6 @@ func ferry_directory_region(h C.ferry_directory_t, cengine, cname *C.char, timeo
 	if desc == nil {
 		return fail(errInvalid(op, "desc is NULL"))
 	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
 	r, err := o.d.Region(ctx, engine, name)
 	if err != nil {
 		return fail(dirError(op, err))

@@ -1058,7 +1058,8 @@ int ferry_directory_watch(ferry_directory_t d, ferry_dir_watch_t *out);
  * {"kind":"lost","entry":{...}} ("error":"..." for FERRY_DIR_REJECTED).
  * FERRY_E_TIMEOUT when none came within timeout_ms (0 polls);
  * FERRY_E_CLOSED once the directory was closed and every event read. An
- * event that does not fit buf stays first in line. */
+ * event that does not fit buf stays first in line. One reader at a time
+ * per watch (FERRY_E_BUSY for a second thread). */
 int ferry_dir_watch_next(ferry_dir_watch_t w, int64_t timeout_ms,
                          int32_t *kind, char *buf, size_t cap, size_t *len);
 
