@@ -139,6 +139,16 @@ func (p *pool) watch(ctx context.Context, d directory.Directory, res *decodeResu
 func runDecode(ctx context.Context, o options, d directory.Directory, out io.Writer) (decodeResult, error) {
 	res := decodeResult{LostAfter: make(map[string]time.Duration)}
 	var resMu sync.Mutex
+	// The KV pool: slots of one request each. It outlives the engine
+	// (deferred calls run last first).
+	chunkBytes := o.chunkKiB << 10
+	slots := o.inflight + spareSlots
+	slotBytes := o.chunks * chunkBytes
+	kv, err := fabric.AllocHost(slots * slotBytes)
+	if err != nil {
+		return res, err
+	}
+	defer kv.Free()
 	eng, err := openEngine(ctx, o.provider)
 	if err != nil {
 		return res, err
@@ -148,16 +158,6 @@ func runDecode(ctx context.Context, o options, d directory.Directory, out io.Wri
 		defer cancel()
 		_ = eng.Close(cctx)
 	}()
-
-	// The KV pool: slots of one request each.
-	chunkBytes := o.chunkKiB << 10
-	slots := o.inflight + spareSlots
-	slotBytes := o.chunks * chunkBytes
-	kv, err := fabric.AllocHost(slots * slotBytes)
-	if err != nil {
-		return res, err
-	}
-	defer kv.Free()
 	kvRegion, err := eng.RegisterHost(kv, fabric.AccessRemoteWrite)
 	if err != nil {
 		return res, err

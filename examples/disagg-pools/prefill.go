@@ -22,6 +22,13 @@ var errCrashed = errors.New("crashed")
 // order. crash (the demo's simulated SIGKILL; nil otherwise) stops it
 // without withdrawing anything, as a killed process would.
 func runPrefill(ctx context.Context, o options, d directory.Directory, out io.Writer, crash <-chan struct{}) error {
+	// The memory outlives the engine (deferred calls run last first).
+	chunkBytes := o.chunkKiB << 10
+	src, err := fabric.AllocHost(prefillWorkers * chunkBytes)
+	if err != nil {
+		return err
+	}
+	defer src.Free()
 	eng, err := openEngine(ctx, o.provider)
 	if err != nil {
 		return err
@@ -33,12 +40,6 @@ func runPrefill(ctx context.Context, o options, d directory.Directory, out io.Wr
 	}
 	defer closeEngine()
 
-	chunkBytes := o.chunkKiB << 10
-	src, err := fabric.AllocHost(prefillWorkers * chunkBytes)
-	if err != nil {
-		return err
-	}
-	defer src.Free()
 	srcRegion, err := eng.RegisterHost(src, fabric.AccessLocal)
 	if err != nil {
 		return err
