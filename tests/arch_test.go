@@ -80,10 +80,57 @@ func TestLayers(t *testing.T) {
 			continue
 		}
 		for _, d := range p.Deps {
-			if d == module+"/fabric" || strings.HasPrefix(d, module+"/fabric/") {
-				t.Errorf("%s depends on %s: cuda and internal/* sit below the engine (shared error categories are in internal/errdefs)", rel, d)
+			if isEngine(d) {
+				t.Errorf("%s depends on %s: cuda and internal/* sit below the engine (shared error categories are in internal/errdefs; the op and event types the C shims read are in the contract, fabric/rdma)", rel, d)
 			}
 		}
+	}
+}
+
+// contract is the provider contract package: a leaf that engine and
+// providers share (ARCHITECTURE.md), as database/sql/driver serves drivers.
+const contract = module + "/fabric/rdma"
+
+// isEngine reports whether the import path d is the engine: fabric or one
+// of its subpackages other than the contract.
+func isEngine(d string) bool {
+	return d == module+"/fabric" || (strings.HasPrefix(d, module+"/fabric/") && d != contract)
+}
+
+// providerRoots are the provider packages (with their subpackages) and the
+// package that links them all in.
+var providerRoots = []string{"efa", "verbs", "ipc", "memfabric", "providers"}
+
+// TestProvidersUseOnlyTheContract holds the provider boundary: a provider
+// imports the contract (fabric/rdma), never the engine, so the engine can
+// change without touching them and a provider's dependencies stay small;
+// and the contract itself is a leaf, depending on nothing of the module but
+// internal/* helpers below it.
+func TestProvidersUseOnlyTheContract(t *testing.T) {
+	var sawProvider, sawContract bool
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if p.ImportPath == contract {
+			sawContract = true
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, module+"/") && !strings.HasPrefix(d, module+"/internal/") {
+					t.Errorf("fabric/rdma depends on %s: the contract is a leaf (only internal/* helpers below it)", d)
+				}
+			}
+			continue
+		}
+		if !slices.ContainsFunc(providerRoots, func(r string) bool { return rel == r || strings.HasPrefix(rel, r+"/") }) {
+			continue
+		}
+		sawProvider = true
+		for _, d := range p.Deps {
+			if isEngine(d) {
+				t.Errorf("%s depends on %s: providers import the contract (fabric/rdma), never the engine", rel, d)
+			}
+		}
+	}
+	if !sawProvider || !sawContract {
+		t.Fatalf("go list found no provider package (%v) or no contract package (%s): the rule checked nothing", sawProvider, contract)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric/directory/etcd/etcdtest"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // TestDirectoryWorld: two rank processes started with nothing but
@@ -36,7 +37,7 @@ func TestDirectoryWorld(t *testing.T) {
 		cmd := exec.CommandContext(ctx, os.Args[0], "--directory", url, "--name", name, "--world-size", "2",
 			"--provider", "shm", "--check-iters=1", "--tokens=5", "--hidden=96", "--scales=3", "--experts=8",
 			"--topk=2", "--iters=3", "--warmup=1", "--timeout=20s", "--peers=false")
-		cmd.Env = append(os.Environ(), asMain+"=1", "FERRY_JOB_TOKEN=directory-test")
+		cmd.Env = append(os.Environ(), testutil.RoleEnv+"="+asMain, "FERRY_JOB_TOKEN=directory-test")
 		cmd.Stdout, cmd.Stderr = &r.out, &r.errOut
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
