@@ -552,7 +552,7 @@ func ferry_directory_region(h C.ferry_directory_t, cengine, cname *C.char, timeo
 }
 
 //export ferry_directory_watch
-func ferry_directory_watch(h C.ferry_directory_t, out *C.ferry_dir_watch_t) (rc C.int) {
+func ferry_directory_watch(h C.ferry_directory_t, timeoutMS C.int64_t, out *C.ferry_dir_watch_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory watch"
 	o, err := directoryOf(h)
@@ -562,10 +562,12 @@ func ferry_directory_watch(h C.ferry_directory_t, out *C.ferry_dir_watch_t) (rc 
 	if out == nil {
 		return fail(errInvalid(op, "out is NULL"))
 	}
-	ctx, cancel := context.WithCancel(o.ctx)
-	events, err := o.d.Watch(ctx)
+	var events <-chan directory.Event
+	cancel, err := startBounded(op, o.ctx, timeoutMS, func(ctx context.Context) (err error) {
+		events, err = o.d.Watch(ctx)
+		return err
+	})
 	if err != nil {
-		cancel()
 		return fail(dirError(op, err))
 	}
 	w := &watchObj{dir: o, events: events, cancel: cancel}
@@ -577,6 +579,29 @@ func ferry_directory_watch(h C.ferry_directory_t, out *C.ferry_dir_watch_t) (rc 
 	}
 	*out = C.ferry_dir_watch_t(wh)
 	return C.int(codeOK)
+}
+
+// startBounded starts something that lives as long as the context it is
+// given (a watch) but must begin within timeoutMS: on etcd, starting a
+// watch reads the current entries first, which waits for a server that
+// does not answer. The context ends when parent does, when the start
+// overran its time (then the error wraps ErrTimeout), or at cancel.
+func startBounded(op string, parent context.Context, timeoutMS C.int64_t, start func(context.Context) error) (context.CancelFunc, error) {
+	if timeoutMS < 0 {
+		return nil, errInvalid(op, "timeout %d ms (want >= 0)", int64(timeoutMS))
+	}
+	ctx, cancel := context.WithCancel(parent)
+	timer := time.AfterFunc(time.Duration(timeoutMS)*time.Millisecond, cancel)
+	err := start(ctx)
+	if !timer.Stop() {
+		cancel()
+		return nil, fmt.Errorf("%s: not started within %d ms: %w", op, int64(timeoutMS), errors.Join(fabric.ErrTimeout, err))
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return cancel, nil
 }
 
 // eventJSON is an event's JSON form in the ABI.
@@ -664,7 +689,7 @@ func ferry_dir_watch_close(h C.ferry_dir_watch_t) (rc C.int) {
 }
 
 //export ferry_directory_lose_on_leave
-func ferry_directory_lose_on_leave(h C.ferry_directory_t, eh C.ferry_engine_t) (rc C.int) {
+func ferry_directory_lose_on_leave(h C.ferry_directory_t, eh C.ferry_engine_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory lose on leave"
 	o, err := directoryOf(h)
@@ -675,9 +700,17 @@ func ferry_directory_lose_on_leave(h C.ferry_directory_t, eh C.ferry_engine_t) (
 	if err != nil {
 		return fail(err)
 	}
-	stop, err := directory.LoseOnLeave(o.ctx, o.d, eo.e)
+	var stopWatch func()
+	cancel, err := startBounded(op, o.ctx, timeoutMS, func(ctx context.Context) (err error) {
+		stopWatch, err = directory.LoseOnLeave(ctx, o.d, eo.e)
+		return err
+	})
 	if err != nil {
 		return fail(dirError(op, err))
+	}
+	stop := func() {
+		cancel()
+		stopWatch()
 	}
 	o.mu.Lock()
 	if o.closed {

@@ -1051,8 +1051,10 @@ int ferry_directory_region(ferry_directory_t d, const char *engine,
 
 /* Starts a watch: the first events are a FERRY_DIR_JOINED per live
  * engine, then every change, in order, held for ferry_dir_watch_next
- * until read. */
-int ferry_directory_watch(ferry_directory_t d, ferry_dir_watch_t *out);
+ * until read. Starting reads the live entries: FERRY_E_TIMEOUT when that
+ * took longer than timeout_ms. */
+int ferry_directory_watch(ferry_directory_t d, int64_t timeout_ms,
+                          ferry_dir_watch_t *out);
 
 /* The next event: *kind gets its FERRY_DIR_* kind and buf the JSON text
  * {"kind":"lost","entry":{...}} ("error":"..." for FERRY_DIR_REJECTED).
@@ -1070,8 +1072,10 @@ int ferry_dir_watch_close(ferry_dir_watch_t w);
  * (FERRY_DIR_LOST or FERRY_DIR_CLOSED), every address it published is
  * declared lost in e, so transfers queued to it fail with
  * FERRY_E_PEER_LOST at once and ferry_on_peer_lost callbacks run, without
- * waiting for e's own checks. Lasts until the directory handle closes. */
-int ferry_directory_lose_on_leave(ferry_directory_t d, ferry_engine_t e);
+ * waiting for e's own checks. Lasts until the directory handle closes;
+ * starting it is a watch's start, bounded by timeout_ms. */
+int ferry_directory_lose_on_leave(ferry_directory_t d, ferry_engine_t e,
+                                  int64_t timeout_ms);
 
 /* Decodes an address's hex text form (an entry's addrs) into the binary
  * form the peer functions and ferry_send take. Size rules as

@@ -90,8 +90,9 @@ int main(int argc, char **argv) {
 	expect(ferry_region_descriptor(sreg, &sdesc), FERRY_OK);
 
 	ferry_dir_watch_t w;
-	expect(ferry_directory_watch(dir, &w), FERRY_OK);
-	expect(ferry_directory_watch(dir, NULL), FERRY_E_INVALID);
+	expect(ferry_directory_watch(dir, TIMEOUT_MS, &w), FERRY_OK);
+	expect(ferry_directory_watch(dir, TIMEOUT_MS, NULL), FERRY_E_INVALID);
+	expect_err(ferry_directory_watch(dir, -1, &w), FERRY_E_INVALID, "timeout");
 
 	const char *wl[] = {"role=prefill", "model=m1"};
 	const char *tl[] = {"role=decode", "model=m1"};
@@ -211,7 +212,7 @@ int main(int argc, char **argv) {
 	 * its publication open: the entry is lost (at once in memory, within
 	 * the TTL on etcd), and the writer declares the target's address lost
 	 * without any check of its own. */
-	expect(ferry_directory_lose_on_leave(dir, writer), FERRY_OK);
+	expect(ferry_directory_lose_on_leave(dir, writer, TIMEOUT_MS), FERRY_OK);
 	ferry_publication_t tp2;
 	expect(ferry_directory_publish(other, target, "t-again", NULL, 0, TIMEOUT_MS, &tp2), FERRY_OK);
 	next_event(__LINE__, w, FERRY_DIR_JOINED, "t-again", buf);
@@ -237,7 +238,7 @@ int main(int argc, char **argv) {
 
 	/* Close ends the watch and releases it. */
 	ferry_dir_watch_t w2;
-	expect(ferry_directory_watch(dir, &w2), FERRY_OK);
+	expect(ferry_directory_watch(dir, TIMEOUT_MS, &w2), FERRY_OK);
 	expect(ferry_dir_watch_close(w2), FERRY_OK);
 	expect(ferry_dir_watch_close(w2), FERRY_E_BAD_HANDLE);
 	expect(ferry_directory_close(dir), FERRY_OK);

@@ -350,10 +350,10 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_directory_wait_for": (C.c_int, [_u64, C.c_char_p, C.c_int32, C.c_int64, C.c_char_p, C.c_size_t, _psz]),
     "ferry_directory_region": (C.c_int, [_u64, C.c_char_p, C.c_char_p, C.c_int64, _pu64, C.c_char_p, C.c_size_t,
                                          _psz]),
-    "ferry_directory_watch": (C.c_int, [_u64, _pu64]),
+    "ferry_directory_watch": (C.c_int, [_u64, C.c_int64, _pu64]),
     "ferry_dir_watch_next": (C.c_int, [_u64, C.c_int64, _pi32, C.c_char_p, C.c_size_t, _psz]),
     "ferry_dir_watch_close": (C.c_int, [_u64]),
-    "ferry_directory_lose_on_leave": (C.c_int, [_u64, _u64]),
+    "ferry_directory_lose_on_leave": (C.c_int, [_u64, _u64, C.c_int64]),
     "ferry_address_from_hex": (C.c_int, [C.c_char_p, _pu8, C.c_size_t, _psz]),
 }
 

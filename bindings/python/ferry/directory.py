@@ -276,20 +276,21 @@ class Directory(Handle):
                    C.byref(d))
         return Descriptor(d.value), {str(k): str(v) for k, v in json.loads(raw).items()}
 
-    def watch(self) -> Watch:
-        """A new watch (a context manager)."""
+    def watch(self, *, timeout: Optional[float] = None) -> Watch:
+        """A new watch (a context manager); starting it reads the live
+        entries, within timeout."""
         h = C.c_uint64()
-        check("ferry_directory_watch", self.handle, C.byref(h))
+        check("ferry_directory_watch", self.handle, self._ms(timeout), C.byref(h))
         w = Watch(h.value, self)
         self._children.add(w)
         return w
 
-    def lose_on_leave(self, engine: Engine) -> None:
+    def lose_on_leave(self, engine: Engine, *, timeout: Optional[float] = None) -> None:
         """Ties engine's peer liveness to this directory until it closes:
         when an engine leaves (lost or closed), every address it published
         is declared lost in engine, so work queued to it fails with
         PeerLostError at once."""
-        check("ferry_directory_lose_on_leave", self.handle, engine.handle)
+        check("ferry_directory_lose_on_leave", self.handle, engine.handle, self._ms(timeout))
 
 
 def address_from_hex(hex_text: str) -> bytes:
