@@ -176,7 +176,8 @@ install: bindings
 # installs what it needs). test-python: mypy over the package, then its
 # tests (bindings/python/tests) with the wheel in a fresh venv of
 # /usr/bin/python3: engines in one and two processes (shm, tcp;ofi_rxm,
-# ipc), the README's Python example, the Python examples, AllToAll on the
+# ipc), the directory (in process and against etcd), the README's Python
+# example, the Python examples, AllToAll on the
 # emulator at W 2 and 4 and on the host backend with torch.distributed
 # groups, errors and leaks (a few minutes). test-python-full: the whole
 # AllToAll configuration matrix.

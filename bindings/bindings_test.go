@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferryrdma/ferry/internal/testutil"
 
+	"github.com/ferryrdma/ferry/fabric/directory/etcd/etcdtest"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
 
@@ -489,4 +490,25 @@ func TestCA2ACUDAMemory(t *testing.T) {
 	if !strings.Contains(out, "a2a host cuda-memory: ok") {
 		t.Fatalf("no ok line:\n%s", out)
 	}
+}
+
+// TestCDirectory runs examples/directory.c (ABI 1.3): publish, lookup,
+// select, wait, regions, watch events and lose-on-leave, on the
+// in-process directory and on a real etcd server on loopback.
+func TestCDirectory(t *testing.T) {
+	bin := compileExample(t, "directory")
+	t.Run("mem", func(t *testing.T) {
+		out, _ := run(t, bin, "mem://c-test", "mem")
+		if !strings.Contains(out, "directory mem over mem: ok") {
+			t.Fatalf("no ok line:\n%s", out)
+		}
+	})
+	t.Run("etcd", func(t *testing.T) {
+		srv := etcdtest.Start(t)
+		url := "etcd://" + strings.TrimPrefix(srv.Client, "http://") + etcdtest.Prefix(t)
+		out, _ := run(t, bin, url, "ipc")
+		if !strings.Contains(out, "directory etcd over ipc: ok") {
+			t.Fatalf("no ok line:\n%s", out)
+		}
+	})
 }

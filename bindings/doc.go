@@ -47,6 +47,16 @@
 // caller's buffer. Explicit-rank worlds meet in memory by world_name
 // (localWorld: an all-gather and the node memory of each domain).
 //
+// The directory (directory.go, ABI 1.3) wraps package fabric/directory: a
+// ferry_directory_t owns the publication and watch handles made through
+// it (a family, like an engine's) and releases them when it closes; etcd://
+// URLs open the etcd backend (whose client is why libferry links gRPC),
+// mem:// names share one in-process directory per name, reference
+// counted. Entries and events cross as JSON text; a watch keeps an event
+// that did not fit the caller's buffer for the next call, so nothing is
+// lost to a short buffer, and every wait is bounded by the caller's
+// timeout.
+//
 // ferry.h is a single file although it is larger than the style guide's
 // 15 KB: users of a C library look for one header, and its comments are
 // the ABI's documentation.
@@ -59,6 +69,7 @@
 // open/close leaks nothing; closerace.c: close while threads submit;
 // overhead.c: the ABI's cost; a2a.c: dispatch and combine on the host and
 // cuda-emu backends, as threads and as processes; gpu.c: GPU memory with
-// no driver and with the cuda tests' fake driver), check that the library exports exactly ferry.h's functions, and
+// no driver and with the cuda tests' fake driver; directory.c: the
+// directory on mem:// and a real etcd), check that the library exports exactly ferry.h's functions, and
 // run the Python example.
 package main

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -26,30 +25,10 @@ import (
 type engineObj struct {
 	e *fabric.Engine
 
-	mu       sync.Mutex
-	closed   bool
-	children map[uint64]struct{} // region and imm counter handles
+	family // its region and imm counter handles; mu also guards owner
 	// owner says which credit counter handle currently owns an immediate
 	// value, so freeing a replaced counter does not remove its successor.
 	owner map[uint32]uint64
-}
-
-// adopt registers h as a child; false if the engine closed meanwhile (the
-// caller then undoes what it made).
-func (o *engineObj) adopt(h uint64) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
-		return false
-	}
-	o.children[h] = struct{}{}
-	return true
-}
-
-func (o *engineObj) disown(h uint64) {
-	o.mu.Lock()
-	delete(o.children, h)
-	o.mu.Unlock()
 }
 
 func engineOf(h C.ferry_engine_t) (*engineObj, error) {
@@ -176,7 +155,7 @@ func ferry_engine_open(in *C.ferry_config, timeoutMS C.int64_t, out *C.ferry_eng
 		}
 		return fail(err)
 	}
-	o := &engineObj{e: e, children: map[uint64]struct{}{}, owner: map[uint32]uint64{}}
+	o := &engineObj{e: e, family: family{children: map[uint64]struct{}{}}, owner: map[uint32]uint64{}}
 	*out = C.ferry_engine_t(handles.add(o))
 	return C.int(codeOK)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/directory"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
 
@@ -37,6 +38,9 @@ const (
 	codeCallOrder      = -22
 	codeBroken         = -23
 	codeExpertOverflow = -24
+	codeNotFound       = -25
+	codeExists         = -26
+	codeUnavailable    = -27
 	codeInternal       = -99
 )
 
@@ -62,6 +66,9 @@ var codes = []struct {
 	// timeout or a lost peer), and the caller must learn that the
 	// context needs ferry_a2a_set_active, not that the cause recurred.
 	{a2a.ErrBroken, codeBroken},
+	// A directory server that could not be reached within the timeout is
+	// unavailable, more than the timeout that showed it.
+	{errUnavailable, codeUnavailable},
 	{a2a.ErrExpertOverflow, codeExpertOverflow},
 	{a2a.ErrCallOrder, codeCallOrder},
 	{fabric.ErrClosed, codeClosed},
@@ -92,6 +99,15 @@ var codes = []struct {
 	{rendezvous.ErrRejected, codeRendezvous},
 	{rendezvous.ErrProtocol, codeRendezvous},
 	{errBufferTooSmall, codeBufferTooSmall},
+	// The directory's kinds (1.3). A stored entry that failed validation
+	// reaches here already wrapped in ErrBadEncoding or ErrNICMismatch
+	// (dirError), which match first.
+	{directory.ErrNotFound, codeNotFound},
+	{directory.ErrExists, codeExists},
+	{directory.ErrClosed, codeClosed},
+	{directory.ErrTooLarge, codeTooLarge},
+	{directory.ErrNICMismatch, codeNICMismatch},
+	{directory.ErrInvalid, codeInvalid},
 }
 
 // codeOf returns the FERRY_E_* code for err (codeOK for nil). Errors that

@@ -77,7 +77,7 @@ extern "C" {
  * version only adds functions and appends fields to structs that carry a
  * struct_size. */
 #define FERRY_VERSION_MAJOR 1
-#define FERRY_VERSION_MINOR 2
+#define FERRY_VERSION_MINOR 3
 #define FERRY_VERSION_PATCH 0
 #define FERRY_VERSION                                                          \
 	((FERRY_VERSION_MAJOR << 16) | (FERRY_VERSION_MINOR << 8) |            \
@@ -111,6 +111,10 @@ extern "C" {
 #define FERRY_E_CALL_ORDER (-22)      /* a2a call out of its cycle; nothing changed */
 #define FERRY_E_BROKEN (-23)          /* a2a context broken by an earlier failure: set_active or close */
 #define FERRY_E_EXPERT_OVERFLOW (-24) /* batched layout: an expert got more tokens than max_tokens_per_expert */
+/* Directory (1.3): */
+#define FERRY_E_NOT_FOUND (-25)       /* no directory entry or region under that name */
+#define FERRY_E_EXISTS (-26)          /* a live publication already holds the engine name */
+#define FERRY_E_UNAVAILABLE (-27)     /* the directory's server cannot be reached */
 #define FERRY_E_INTERNAL (-99)        /* anything else (a bug): see the message */
 
 #ifndef FERRY_NO_PROTOTYPES
@@ -925,6 +929,159 @@ int ferry_a2a_set_active(ferry_a2a_t a, uint32_t generation,
  * FERRY_E_BAD_HANDLE. Not collective, but peers still iterating with this
  * rank then fail. */
 int ferry_a2a_close(ferry_a2a_t a);
+#endif
+
+/* -------------------------------------------------------- directory (1.3) */
+
+/* A directory is where engines that come and go find each other (Go
+ * package fabric/directory): an engine publishes its entry (a name, its
+ * NIC addresses, labels such as role=prefill) and named regions (a
+ * descriptor and metadata); others look them up by name or by a label
+ * selector, or watch for engines joining and leaving.
+ *
+ * URLs:
+ *   etcd://HOST:PORT[,HOST:PORT...]/PREFIX   an etcd cluster (v3 API;
+ *       plain http). Entries live under a lease of ttl_ms that this
+ *       process renews: a process that dies, hangs or is cut off from etcd
+ *       disappears within the TTL and watchers see FERRY_DIR_LOST, while
+ *       ferry_publication_close removes its entry at once
+ *       (FERRY_DIR_CLOSED).
+ *   mem://NAME   in-process: every handle of this process opened with the
+ *       same NAME shares one directory (tests, engines of one process).
+ *
+ * Names (engines, regions, label and metadata keys) are 1 to 128
+ * characters of [A-Za-z0-9._:-]. Labels and metadata are passed as count
+ * "key=value" strings. Entries are returned as JSON text:
+ *   {"name":"p0","nics":1,"addrs":["<hex>",...],"labels":{"role":"prefill"}}
+ * where addrs are the NIC addresses in the hex form of
+ * ferry_engine_address_hex, the main address first (decode it with
+ * ferry_address_from_hex for ferry_send and the peer functions).
+ * Everything read back is validated: a malformed entry a buggy or hostile
+ * writer left is refused (FERRY_E_BAD_ENCODING, or FERRY_E_NIC_MISMATCH
+ * for a region whose descriptor does not match its engine). Text outputs
+ * follow the size rules of ferry_engine_address_hex.
+ *
+ * Errors: FERRY_E_INVALID names the bad argument; FERRY_E_NOT_FOUND,
+ * FERRY_E_EXISTS; FERRY_E_TIMEOUT when timeout_ms passed first;
+ * FERRY_E_UNAVAILABLE when the server cannot be reached; FERRY_E_CLOSED
+ * after close. */
+
+typedef uint64_t ferry_directory_t;   /* an open directory */
+typedef uint64_t ferry_publication_t; /* this process's live entry of one engine */
+typedef uint64_t ferry_dir_watch_t;   /* a stream of directory events */
+
+/* ferry_dir_watch_next's event kinds. */
+#define FERRY_DIR_JOINED 1   /* an engine appeared (or was there when the watch began) */
+#define FERRY_DIR_UPDATED 2  /* a live engine changed its labels */
+#define FERRY_DIR_LOST 3     /* an engine vanished without closing: its lease ran out */
+#define FERRY_DIR_CLOSED 4   /* an engine closed its publication in order */
+#define FERRY_DIR_REJECTED 5 /* a value under the prefix failed validation */
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Opens the directory at url. ttl_ms is the lease of this handle's
+ * publications on etcd (0: 10000; whole seconds; the server raises a TTL
+ * below its minimum of about 2 s) and is ignored by mem://. Waits up to
+ * timeout_ms for the server to answer. */
+int ferry_directory_open(const char *url, int64_t ttl_ms, int64_t timeout_ms,
+                         ferry_directory_t *out);
+
+/* Ends the handle's watches and releases its watch and publication
+ * handles. Publications not closed before stop being renewed: on etcd
+ * their entries expire within the TTL (watchers see FERRY_DIR_LOST), on
+ * mem:// at once, the same way. */
+int ferry_directory_close(ferry_directory_t d);
+
+/* Publishes engine e as name with count "key=value" labels (labels may be
+ * NULL when count is 0). FERRY_E_EXISTS while another live publication
+ * holds name. Close the publication before the engine. */
+int ferry_directory_publish(ferry_directory_t d, ferry_engine_t e,
+                            const char *name, const char *const *labels,
+                            size_t count, int64_t timeout_ms,
+                            ferry_publication_t *out);
+
+/* Publishes (or replaces) the region name of the publication's engine:
+ * the descriptor (of a region of that engine: FERRY_E_NIC_MISMATCH
+ * otherwise) with count "key=value" metadata strings. */
+int ferry_publication_add_region(ferry_publication_t p, const char *name,
+                                 ferry_descriptor_t desc,
+                                 const char *const *meta, size_t count,
+                                 int64_t timeout_ms);
+
+/* Withdraws the region name (FERRY_E_NOT_FOUND if not published). */
+int ferry_publication_remove_region(ferry_publication_t p, const char *name,
+                                    int64_t timeout_ms);
+
+/* Replaces the entry's labels; watchers see FERRY_DIR_UPDATED. */
+int ferry_publication_set_labels(ferry_publication_t p,
+                                 const char *const *labels, size_t count,
+                                 int64_t timeout_ms);
+
+/* Removes the entry and its regions in order (watchers see
+ * FERRY_DIR_CLOSED, not FERRY_DIR_LOST) and releases the handle, which is
+ * released even when the removal fails. */
+int ferry_publication_close(ferry_publication_t p, int64_t timeout_ms);
+
+/* The entry of engine name, as JSON text. */
+int ferry_directory_lookup(ferry_directory_t d, const char *name,
+                           int64_t timeout_ms, char *buf, size_t cap,
+                           size_t *len);
+
+/* The live entries whose labels match selector, a comma list of
+ * key=value, key!=value or key (present); "" or NULL matches all. A JSON
+ * array of entries sorted by name. Malformed entries are left out. */
+int ferry_directory_select(ferry_directory_t d, const char *selector,
+                           int64_t timeout_ms, char *buf, size_t cap,
+                           size_t *len);
+
+/* Waits until at least n live entries match selector, then writes them
+ * as ferry_directory_select does: how a process started late finds the
+ * engines it needs. FERRY_E_TIMEOUT (with the count found) when fewer
+ * than n matched within timeout_ms. */
+int ferry_directory_wait_for(ferry_directory_t d, const char *selector,
+                             int32_t n, int64_t timeout_ms, char *buf,
+                             size_t cap, size_t *len);
+
+/* The region name of engine: a new descriptor handle in *desc (free it
+ * with ferry_descriptor_free) and its metadata as a JSON object in buf.
+ * When buf is too small, FERRY_E_BUFFER_TOO_SMALL and no handle is made. */
+int ferry_directory_region(ferry_directory_t d, const char *engine,
+                           const char *name, int64_t timeout_ms,
+                           ferry_descriptor_t *desc, char *buf, size_t cap,
+                           size_t *len);
+
+/* Starts a watch: the first events are a FERRY_DIR_JOINED per live
+ * engine, then every change, in order, held for ferry_dir_watch_next
+ * until read. Starting reads the live entries: FERRY_E_TIMEOUT when that
+ * took longer than timeout_ms. */
+int ferry_directory_watch(ferry_directory_t d, int64_t timeout_ms,
+                          ferry_dir_watch_t *out);
+
+/* The next event: *kind gets its FERRY_DIR_* kind and buf the JSON text
+ * {"kind":"lost","entry":{...}} ("error":"..." for FERRY_DIR_REJECTED).
+ * FERRY_E_TIMEOUT when none came within timeout_ms (0 polls);
+ * FERRY_E_CLOSED once the directory was closed and every event read. An
+ * event that does not fit buf stays first in line. One reader at a time
+ * per watch (FERRY_E_BUSY for a second thread). */
+int ferry_dir_watch_next(ferry_dir_watch_t w, int64_t timeout_ms,
+                         int32_t *kind, char *buf, size_t cap, size_t *len);
+
+/* Ends the watch and releases its handle. */
+int ferry_dir_watch_close(ferry_dir_watch_t w);
+
+/* Ties engine e's peer liveness to the directory: when an engine leaves
+ * (FERRY_DIR_LOST or FERRY_DIR_CLOSED), every address it published is
+ * declared lost in e, so transfers queued to it fail with
+ * FERRY_E_PEER_LOST at once and ferry_on_peer_lost callbacks run, without
+ * waiting for e's own checks. Lasts until the directory handle closes;
+ * starting it is a watch's start, bounded by timeout_ms. */
+int ferry_directory_lose_on_leave(ferry_directory_t d, ferry_engine_t e,
+                                  int64_t timeout_ms);
+
+/* Decodes an address's hex text form (an entry's addrs) into the binary
+ * form the peer functions and ferry_send take. Size rules as
+ * ferry_engine_address. */
+int ferry_address_from_hex(const char *hex, uint8_t *buf, size_t cap,
+                           size_t *len);
 #endif
 
 #ifdef __cplusplus

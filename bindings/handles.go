@@ -67,3 +67,31 @@ func release[T any](t *handleTable, h uint64, kind string) (T, error) {
 	}
 	return o, nil
 }
+
+// family is an object that owns other handles (an engine its regions and
+// counters, a directory its publications and watches): they are released
+// when it closes.
+type family struct {
+	mu       sync.Mutex
+	closed   bool
+	children map[uint64]struct{}
+}
+
+// adopt registers h as a child; false if the owner closed meanwhile (the
+// caller then undoes what it made).
+func (f *family) adopt(h uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.children[h] = struct{}{}
+	return true
+}
+
+// disown forgets h, released on its own.
+func (f *family) disown(h uint64) {
+	f.mu.Lock()
+	delete(f.children, h)
+	f.mu.Unlock()
+}

@@ -63,6 +63,9 @@ const char *ferry_strerror(int code) {
 	case FERRY_E_CALL_ORDER: return "FERRY_E_CALL_ORDER";
 	case FERRY_E_BROKEN: return "FERRY_E_BROKEN";
 	case FERRY_E_EXPERT_OVERFLOW: return "FERRY_E_EXPERT_OVERFLOW";
+	case FERRY_E_NOT_FOUND: return "FERRY_E_NOT_FOUND";
+	case FERRY_E_EXISTS: return "FERRY_E_EXISTS";
+	case FERRY_E_UNAVAILABLE: return "FERRY_E_UNAVAILABLE";
 	case FERRY_E_INTERNAL: return "FERRY_E_INTERNAL";
 	}
 	return "FERRY_E_UNKNOWN_CODE";

@@ -135,13 +135,17 @@ func TestProvidersUseOnlyTheContract(t *testing.T) {
 }
 
 // etcdAllowed are the only packages that may depend on the etcd client:
-// the directory's etcd backend and the tools that take an etcd://
-// directory. The engine, and the directory's core with its in-process
+// the directory's etcd backend and the programs that take an etcd://
+// directory (the tools, libferry's ferry_directory_open, the worked
+// program of pools meeting through one). The engine, and the directory's core with its in-process
 // backend, stay free of it, so programs that do not use etcd do not link
 // its client (and gRPC).
 var etcdAllowed = []string{
 	"fabric/directory/etcd",
 	"bench/fabric-debug",
+	"bench/bench-a2a",
+	"bindings",
+	"examples/disagg-pools",
 }
 
 // TestEtcdStaysOptional holds the above.

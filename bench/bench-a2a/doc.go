@@ -10,6 +10,7 @@
 //	bench-a2a --world-size W --spawn [shape and run flags]
 //	bench-a2a --world-size W --rank R --master HOST:PORT [flags]   (one rank; FERRY_JOB_TOKEN set)
 //	torchrun / mpirun / srun ... bench-a2a [flags]                  (ranks from the launcher's environment)
+//	bench-a2a --directory etcd://HOST:PORT/PREFIX --world-size W [--name N] [flags]  (W of these; FERRY_JOB_TOKEN set)
 //	bench-a2a transports                                           (every transport name and its provider)
 //
 // --spawn starts W local processes of this program (rendezvous.SpawnLocal)
@@ -17,7 +18,11 @@
 // others through the rendezvous store of rank 0 (package
 // fabric/rendezvous reads torchrun, Open MPI, Slurm and FERRY_*
 // variables; --rank, --world-size, --local-rank and --master override
-// them).
+// them). With --directory, ranks started anywhere, in any order, meet in
+// an etcd directory instead (package fabric/directory): each publishes
+// its engine labelled role=bench-a2a with its rendezvous listener
+// (--listen), waits for --world-size of them, and takes its rank from the
+// order of their names (--name; the first serves the store).
 //
 // The shape flags mirror the reference benchmark, with its decode shape as
 // the defaults: --tokens 128 --hidden 7168 --scales 56 --experts 256

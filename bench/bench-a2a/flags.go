@@ -42,6 +42,8 @@ type options struct {
 	metrics string
 	// cpuProfile is the --cpuprofile prefix (each rank adds .rankR).
 	cpuProfile string
+	// dir: ranks meet through a directory (directory.go).
+	dir dirFlags
 }
 
 // jobFlags are the rendezvous flags a spawned child must not inherit:
@@ -68,6 +70,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	}
 	o.rdv.BindFlags(fs)
 	fs.BoolVar(&o.spawn, "spawn", false, "start --world-size local ranks of this program and wait for them")
+	o.dir.bind(fs)
 
 	cfg := &o.spec.Config
 	fs.IntVar(&cfg.NVLinkSize, "nvlink", 1, "ranks per shared-memory (NVLink) domain; 1: every pair crosses the fabric")
@@ -139,6 +142,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 		return nil, fmt.Errorf("%w: --out-dtype %q: want bf16, fp16 or fp32", errUsage, *out)
 	}
 	cfg.WorldSize = o.rdv.WorldSize
+	if err := o.dir.check(fs, o.spawn || s.Mode != "" || s.Graph, cfg.WorldSize); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
 	if s.Graph && s.Mode == "" {
 		s.Mode = "lockstep"
 	}

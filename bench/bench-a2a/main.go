@@ -120,6 +120,15 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 	if joinTimeout <= 0 {
 		joinTimeout = rendezvous.DefaultJoinTimeout
 	}
+	var dirEngine *fabric.Engine // --directory: the engine published there
+	if o.dir.url != "" {
+		dr, err := joinDirectory(ctx, o, &cfg, stderr)
+		if err != nil {
+			return fmt.Errorf("meet through %s: %w", o.dir.url, err)
+		}
+		defer dr.close()
+		dirEngine = dr.eng
+	}
 	g, err := rendezvous.Join(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("join the job: %w", err)
@@ -145,6 +154,7 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 	if o.verbose {
 		opt.LogLevel = slog.LevelDebug
 	}
+	opt.Engine = dirEngine
 	if o.metrics != "" {
 		srv, err := serveMetrics(o, g.Rank(), stderr, &opt)
 		if err != nil {
@@ -156,6 +166,9 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 			}
 			_ = srv.Close()
 		}()
+		if dirEngine != nil {
+			opt.OnEngine(dirEngine) // Run tells OnEngine only of engines it opens
+		}
 	}
 	var p *printer
 	if g.Rank() == 0 {

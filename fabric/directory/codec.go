@@ -54,6 +54,11 @@ type wireRegion struct {
 	Meta   map[string]string `json:"meta,omitempty"`
 }
 
+// CheckName checks an engine or region name: 1 to MaxNameLen characters
+// of [A-Za-z0-9._:-] (ErrInvalid otherwise). Backends check the names they
+// are asked for, so a name cannot reach into another's keys.
+func CheckName(what, s string) error { return checkName(what, s) }
+
 // checkName accepts 1 to MaxNameLen characters of [A-Za-z0-9._:-]: names
 // are parts of keys, so no slashes, and printable in logs.
 func checkName(what, s string) error {

@@ -112,6 +112,9 @@ func (m *Memory) Select(ctx context.Context, sel Selector) ([]Entry, error) {
 
 // Region implements Directory.
 func (m *Memory) Region(ctx context.Context, engine, name string) (Region, error) {
+	if err := errors.Join(checkName("engine name", engine), checkName("region name", name)); err != nil {
+		return Region{}, fmt.Errorf("region: %w", err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

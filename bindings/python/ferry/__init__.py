@@ -25,6 +25,11 @@ ClosedError ValueErrors (ferry.errors lists them). Objects are context
 managers; close() releases them at once, and a forgotten engine is closed
 by its finaliser. Durations are seconds.
 
+Engines that come and go find each other through a Directory (etcd or
+in-process; ferry.directory): publish an engine with labels and named
+regions, look them up by name or selector, wait for a pool, watch joins
+and leaves (lost vs closed) with timeouts.
+
 The library: FERRY_LIBRARY when set, else the copy inside the package,
 else the system's libferry.so.1 (`make install`).
 """
@@ -32,10 +37,11 @@ else the system's libferry.so.1 (`make install`).
 from __future__ import annotations
 
 from ._memory import HostBuffer, RawMemory
+from .directory import Directory, Entry, Event, Publication, Watch, address_from_hex
 from .engine import (Callback, Completion, Counter, Descriptor, Engine, ImmCounter, Region, Transfer,
                      abi_version, gpu_dmabuf_supported, library_path, live_handles, transports, version)
 from .errors import (AbandonedError, BadEncodingError, BrokenError, BusyError, CallOrderError, ClosedError,
-                     ExpertOverflowError, FerryError,
+                     ExistsError, ExpertOverflowError, FerryError, NotFoundError, UnavailableError,
                      FerryTimeoutError, InternalError, InvalidArgumentError, NICMismatchError,
                      NoMemoryError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
                      QueueFullError, RemovedError, RendezvousError, TimeoutError_, TooLargeError,
@@ -50,5 +56,6 @@ __all__ = [
     "NICMismatchError", "TooLargeError", "ClosedError", "FerryTimeoutError", "TimeoutError_", "PeerLostError",
     "RendezvousError", "NotSupportedError", "NoMemoryError", "ProviderError", "BusyError", "QueueFullError",
     "RemovedError", "AbandonedError", "UnknownRegionError", "InternalError", "CallOrderError", "BrokenError",
-    "ExpertOverflowError",
+    "ExpertOverflowError", "NotFoundError", "ExistsError", "UnavailableError",
+    "Directory", "Publication", "Watch", "Entry", "Event", "address_from_hex",
 ]

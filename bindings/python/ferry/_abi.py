@@ -40,6 +40,9 @@ E_NO_MEMORY = -21
 E_CALL_ORDER = -22
 E_BROKEN = -23
 E_EXPERT_OVERFLOW = -24
+E_NOT_FOUND = -25
+E_EXISTS = -26
+E_UNAVAILABLE = -27
 E_INTERNAL = -99
 
 POLL_ADAPTIVE = 0
@@ -69,6 +72,11 @@ A2A_BACKEND_HOST = 0
 A2A_BACKEND_CUDA = 1
 A2A_BACKEND_CUDA_EMU = 2
 A2A_NO_PRIVATE_WINDOW = -1
+DIR_JOINED = 1
+DIR_UPDATED = 2
+DIR_LOST = 3
+DIR_CLOSED = 4
+DIR_REJECTED = 5
 
 # Handles are opaque 64-bit integers.
 handle = C.c_uint64
@@ -254,7 +262,7 @@ _pi64 = C.POINTER(C.c_int64)
 _pi32 = C.POINTER(C.c_int32)
 _pu8 = C.POINTER(C.c_uint8)
 
-# name: (result type, argument types). Every function of ferry.h 1.1.
+# name: (result type, argument types). Every function of ferry.h 1.3.
 PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_strerror": (C.c_char_p, [C.c_int]),
     "ferry_last_error": (C.c_size_t, [C.c_char_p, C.c_size_t]),
@@ -327,6 +335,26 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_a2a_dropped": (C.c_int, [_u64, _pi64, _pi32, C.c_size_t]),
     "ferry_a2a_set_active": (C.c_int, [_u64, C.c_uint32, _pu8, C.c_size_t, C.c_int64]),
     "ferry_a2a_close": (C.c_int, [_u64]),
+    # 1.3
+    "ferry_directory_open": (C.c_int, [C.c_char_p, C.c_int64, C.c_int64, _pu64]),
+    "ferry_directory_close": (C.c_int, [_u64]),
+    "ferry_directory_publish": (C.c_int, [_u64, _u64, C.c_char_p, C.POINTER(C.c_char_p), C.c_size_t, C.c_int64,
+                                          _pu64]),
+    "ferry_publication_add_region": (C.c_int, [_u64, C.c_char_p, _u64, C.POINTER(C.c_char_p), C.c_size_t,
+                                               C.c_int64]),
+    "ferry_publication_remove_region": (C.c_int, [_u64, C.c_char_p, C.c_int64]),
+    "ferry_publication_set_labels": (C.c_int, [_u64, C.POINTER(C.c_char_p), C.c_size_t, C.c_int64]),
+    "ferry_publication_close": (C.c_int, [_u64, C.c_int64]),
+    "ferry_directory_lookup": (C.c_int, [_u64, C.c_char_p, C.c_int64, C.c_char_p, C.c_size_t, _psz]),
+    "ferry_directory_select": (C.c_int, [_u64, C.c_char_p, C.c_int64, C.c_char_p, C.c_size_t, _psz]),
+    "ferry_directory_wait_for": (C.c_int, [_u64, C.c_char_p, C.c_int32, C.c_int64, C.c_char_p, C.c_size_t, _psz]),
+    "ferry_directory_region": (C.c_int, [_u64, C.c_char_p, C.c_char_p, C.c_int64, _pu64, C.c_char_p, C.c_size_t,
+                                         _psz]),
+    "ferry_directory_watch": (C.c_int, [_u64, C.c_int64, _pu64]),
+    "ferry_dir_watch_next": (C.c_int, [_u64, C.c_int64, _pi32, C.c_char_p, C.c_size_t, _psz]),
+    "ferry_dir_watch_close": (C.c_int, [_u64]),
+    "ferry_directory_lose_on_leave": (C.c_int, [_u64, _u64, C.c_int64]),
+    "ferry_address_from_hex": (C.c_int, [C.c_char_p, _pu8, C.c_size_t, _psz]),
 }
 
 

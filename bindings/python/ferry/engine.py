@@ -547,7 +547,7 @@ def version() -> str:
 
 def abi_version() -> Tuple[int, int, int]:
     """The library's ABI version (major, minor, patch): 1.2 has the
-    all-to-all and GPU registration."""
+    all-to-all and GPU registration, 1.3 the directory."""
     v = int(lib().ferry_version())
     return v >> 16, (v >> 8) & 0xFF, v & 0xFF
 

@@ -17,6 +17,9 @@ of the built-in exception a Python caller would catch for it.
       CallOrderError                 RuntimeError: an a2a call out of its cycle, nothing changed
       BrokenError                    RuntimeError: an a2a context broken by an earlier failure
       ExpertOverflowError            ValueError: batched layout, an expert got more than max_tokens_per_expert
+      NotFoundError                  LookupError: no directory entry or region of that name
+      ExistsError                    ValueError: a live publication already holds the engine name
+      UnavailableError               ConnectionError: the directory's server cannot be reached
       ProviderError, BusyError, QueueFullError, RemovedError, AbandonedError,
       UnknownRegionError, InternalError
 """
@@ -101,6 +104,18 @@ class ExpertOverflowError(FerryError, ValueError):
     pass
 
 
+class NotFoundError(FerryError, LookupError):
+    pass
+
+
+class ExistsError(FerryError, ValueError):
+    pass
+
+
+class UnavailableError(FerryError, ConnectionError):
+    pass
+
+
 class ProviderError(FerryError):
     pass
 
@@ -157,6 +172,9 @@ _BY_CODE: Dict[int, Type[FerryError]] = {
     _abi.E_CALL_ORDER: CallOrderError,
     _abi.E_BROKEN: BrokenError,
     _abi.E_EXPERT_OVERFLOW: ExpertOverflowError,
+    _abi.E_NOT_FOUND: NotFoundError,
+    _abi.E_EXISTS: ExistsError,
+    _abi.E_UNAVAILABLE: UnavailableError,
     _abi.E_INTERNAL: InternalError,
 }
 

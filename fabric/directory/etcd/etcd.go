@@ -174,6 +174,9 @@ func (d *Directory) Lookup(ctx context.Context, name string) (directory.Entry, e
 	if err := d.closedErr("lookup " + name); err != nil {
 		return directory.Entry{}, err
 	}
+	if err := directory.CheckName("engine name", name); err != nil {
+		return directory.Entry{}, fmt.Errorf("lookup: %w", err)
+	}
 	resp, err := d.cli.Get(ctx, d.engineKey(name))
 	if err != nil {
 		return directory.Entry{}, fmt.Errorf("lookup %s: %w", name, err)
@@ -223,6 +226,9 @@ func (d *Directory) Select(ctx context.Context, sel directory.Selector) ([]direc
 func (d *Directory) Region(ctx context.Context, engine, name string) (directory.Region, error) {
 	if err := d.closedErr("region " + engine + "/" + name); err != nil {
 		return directory.Region{}, err
+	}
+	if err := errors.Join(directory.CheckName("engine name", engine), directory.CheckName("region name", name)); err != nil {
+		return directory.Region{}, fmt.Errorf("region: %w", err)
 	}
 	resp, err := d.cli.Txn(ctx).Then(clientv3.OpGet(d.engineKey(engine)), clientv3.OpGet(d.regionKey(engine, name))).Commit()
 	if err != nil {
