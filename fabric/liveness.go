@@ -160,6 +160,19 @@ func peerClosed(err error) bool {
 // and returns them (in w.peerHealth.swept; their work is not failed yet).
 func (w *worker) sweepGone() []lostPeer {
 	found := w.peerHealth.swept[:0]
+	w.askProviders(func(ds *domState, ps *peerState, err error) {
+		if w.declareLost(ds, ps, err, true) {
+			found = append(found, lostPeer{ds, ps})
+		}
+	})
+	w.peerHealth.swept = found
+	return found
+}
+
+// askProviders asks each domain that can check its peers
+// (rdma.PeerChecker) about every peer not yet gone for good, in order, and
+// calls gone for each one its provider reports gone, with the evidence.
+func (w *worker) askProviders(gone func(ds *domState, ps *peerState, err error)) {
 	for _, ds := range w.doms {
 		pc, ok := ds.d.(rdma.PeerChecker)
 		if !ok {
@@ -169,13 +182,11 @@ func (w *worker) sweepGone() []lostPeer {
 			if ps.gone {
 				continue
 			}
-			if err := pc.CheckPeer(ps.id); err != nil && w.declareLost(ds, ps, err, true) {
-				found = append(found, lostPeer{ds, ps})
+			if err := pc.CheckPeer(ps.id); err != nil {
+				gone(ds, ps, err)
 			}
 		}
 	}
-	w.peerHealth.swept = found
-	return found
 }
 
 // peerBack clears a lost peer that completed an op again. Callers pass
@@ -449,20 +460,9 @@ func (w *worker) lookForGonePeer(start int64) {
 		err error
 	}
 	var lost []found
-	for _, ds := range w.doms {
-		pc, ok := ds.d.(rdma.PeerChecker)
-		if !ok {
-			continue
-		}
-		for _, ps := range ds.peerList {
-			if ps.gone {
-				continue
-			}
-			if err := pc.CheckPeer(ps.id); err != nil {
-				lost = append(lost, found{ds, ps, err})
-			}
-		}
-	}
+	w.askProviders(func(ds *domState, ps *peerState, err error) {
+		lost = append(lost, found{ds, ps, err})
+	})
 	if len(lost) == 0 {
 		w.releaseCall(s)
 		return
