@@ -44,7 +44,7 @@ test: deps vet
 	$(GO) test $(TESTFLAGS) -count=1 -skip '^TestKernelGate$$' -timeout 20m $(PKGS)
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./ipc ./tests
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m -run TestConformance ./efa
-	CGO_ENABLED=0 $(GO) build ./fabric/... ./ipc
+	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 FERRY_TEST_REQUIRE= $(GO) test -count=1 ./efa # no cgo, no libfabric: its tests must skip cleanly
 
 vet:
@@ -64,7 +64,7 @@ examples: deps
 	$(GO) build -o $(BIN)/ ./examples/...
 
 demo: deps
-	$(GO) run ./bench/fabric-debug loopback --provider shm
+	$(GO) run ./bench/fabric-debug loopback --transport shm
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./fabric/...

@@ -8,12 +8,14 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"time"
+
+	"github.com/ferryrdma/ferry/internal/shm"
 )
 
 // File descriptors between processes. A unix socket carries the fd with
-// SCM_RIGHTS, which needs no capability (pidfd_getfd needs ptrace rights
-// over the exporter). This file is pure Go and works without a driver.
+// SCM_RIGHTS (internal/shm), which needs no capability (pidfd_getfd needs
+// ptrace rights over the exporter). This file is pure Go and works
+// without a driver.
 
 // SendFD sends fd and payload (at least one byte; a message without data
 // may be dropped by the receiver's read) in one message. The caller keeps
@@ -22,12 +24,8 @@ func SendFD(conn *net.UnixConn, fd int, payload []byte) error {
 	if conn == nil || fd < 0 || len(payload) == 0 {
 		return invalid("send fd", "conn %v fd %d payload %d bytes", conn != nil, fd, len(payload))
 	}
-	n, oobn, err := conn.WriteMsgUnix(payload, syscall.UnixRights(fd), nil)
-	if err != nil {
-		return fmt.Errorf("cuda: send fd: %w", err)
-	}
-	if n != len(payload) || oobn == 0 {
-		return fmt.Errorf("cuda: send fd: short write %d/%d", n, len(payload))
+	if err := shm.Send(context.Background(), conn, payload, fd); err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
 	return nil
 }
@@ -40,76 +38,19 @@ func ReceiveFD(ctx context.Context, conn *net.UnixConn, buf []byte) (fd, n int, 
 	if conn == nil || len(buf) == 0 {
 		return -1, 0, invalid("receive fd", "nil conn or empty buffer")
 	}
-	stop := watchContext(ctx, conn)
-	oob := make([]byte, syscall.CmsgSpace(4*4))
-	n, oobn, flags, _, rerr := conn.ReadMsgUnix(buf, oob)
-	stop()
-	fds, perr := parseRights(oob[:oobn])
-	if rerr != nil {
-		closeAll(fds)
-		if ctx.Err() != nil {
-			return -1, 0, fmt.Errorf("cuda: receive fd: %w (%w)", ErrTimeout, ctx.Err())
-		}
-		return -1, 0, fmt.Errorf("cuda: receive fd: %w", rerr)
-	}
-	if perr != nil || flags&syscall.MSG_CTRUNC != 0 || len(fds) != 1 {
-		closeAll(fds)
-		return -1, 0, fmt.Errorf("cuda: receive fd: want one fd, got %d (flags %#x, %v): %w",
-			len(fds), flags, perr, ErrInvalidArgument)
+	n, fds, err := shm.Receive(ctx, conn, buf, 1)
+	switch {
+	case errors.Is(err, shm.ErrTimeout):
+		return -1, 0, fmt.Errorf("cuda: receive fd: %w (%w)", ErrTimeout, err)
+	case errors.Is(err, shm.ErrMalformed):
+		return -1, 0, fmt.Errorf("cuda: %w: %w", err, ErrInvalidArgument)
+	case err != nil:
+		return -1, 0, fmt.Errorf("cuda: %w", err)
+	case len(fds) != 1:
+		shm.CloseAll(fds)
+		return -1, 0, fmt.Errorf("cuda: receive fd: want one fd, got %d: %w", len(fds), ErrInvalidArgument)
 	}
 	return fds[0], n, nil
-}
-
-// watchContext makes a blocking read on conn return when ctx ends. The
-// returned stop function ends the watcher and waits for it.
-func watchContext(ctx context.Context, conn *net.UnixConn) (stop func()) {
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetReadDeadline(dl)
-	}
-	if ctx.Done() == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		select {
-		case <-ctx.Done():
-			conn.SetReadDeadline(time.Unix(1, 0))
-		case <-done:
-		}
-	}()
-	return func() {
-		close(done)
-		<-exited
-		conn.SetReadDeadline(time.Time{})
-	}
-}
-
-func parseRights(oob []byte) ([]int, error) {
-	if len(oob) == 0 {
-		return nil, nil
-	}
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, err
-	}
-	var fds []int
-	for _, m := range msgs {
-		got, err := syscall.ParseUnixRights(&m)
-		if err != nil {
-			closeAll(fds)
-			return nil, err
-		}
-		fds = append(fds, got...)
-	}
-	return fds, nil
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		closeFD(fd)
-	}
 }
 
 // memoryHeader travels with an exported VMM allocation.

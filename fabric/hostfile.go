@@ -7,6 +7,8 @@ import (
 	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/hostfiles"
 	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/internal/shm"
 )
 
 // Host memory is a shared mapping of a memfd so that a provider of the
@@ -18,44 +20,23 @@ import (
 // hostFileName is the memfd's name, as /proc/PID/maps shows it.
 const hostFileName = "ferry-host"
 
-const hostFileSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
-
 // allocHostFile maps size bytes of a new sealed memfd. It returns nil and
 // no error where the kernel refuses memfd_create (old kernels, seccomp
 // filters): the caller then falls back to anonymous memory.
 func allocHostFile(size int) (*HostBuffer, error) {
-	fd, err := memfdCreate(hostFileName)
+	fd, err := shm.Create(hostFileName, int64(size))
 	if err != nil {
 		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("memfd_create: %w", memErr(err))
+		return nil, fmt.Errorf("host memory of %d bytes: %w", size, memErr(err))
 	}
-	fail := func(op string, err error) (*HostBuffer, error) {
-		_ = unix.Close(fd)
-		return nil, fmt.Errorf("host memory of %d bytes: %s: %w", size, op, memErr(err))
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return fail("ftruncate", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, hostFileSeals); err != nil {
-		return fail("seal", err)
-	}
-	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := shm.Map(fd, 0, size)
 	if err != nil {
-		return fail("mmap", err)
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("host memory of %d bytes: %w", size, memErr(err))
 	}
 	return &HostBuffer{b: b, file: fd}, nil
-}
-
-// memfdCreate asks for a non-executable memfd where the kernel knows the
-// flag (6.3 and later warn without it) and a plain one elsewhere.
-func memfdCreate(name string) (int, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
-	if errors.Is(err, unix.EINVAL) {
-		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	}
-	return fd, err
 }
 
 // HostFile is a duplicate descriptor of the memory file behind a range of
@@ -81,28 +62,20 @@ func MapHostFile(fd int, size int) (*HostBuffer, error) {
 	if fd < 0 || size <= 0 {
 		return nil, fmt.Errorf("map host file %d of %d bytes: %w", fd, size, ErrInvalidArgument)
 	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		return nil, fmt.Errorf("map host file %d: not a memfd sealed with F_SEAL_SHRINK (seals %#x, %v): %w", fd, seals, err, ErrInvalidArgument)
+	if err := shm.CheckSealed(fd, uint64(size)); err != nil {
+		return nil, fmt.Errorf("map host file %d: %w: %w", fd, err, ErrInvalidArgument)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("map host file %d: %w", fd, err)
-	}
-	if int64(size) > st.Size {
-		return nil, fmt.Errorf("map host file %d: %d bytes of a %d-byte file: %w", fd, size, st.Size, ErrInvalidArgument)
-	}
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	dup, err := shm.Dup(fd)
 	if err != nil {
-		return nil, fmt.Errorf("map host file %d: dup: %w", fd, err)
+		return nil, fmt.Errorf("map host file %d: %w", fd, err)
 	}
 	// Whole pages, as Free unmaps them; the part of the last page past the
 	// end of the file is never handed out.
 	ps := unix.Getpagesize()
-	b, err := unix.Mmap(dup, 0, (size+ps-1)/ps*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := shm.Map(dup, 0, (size+ps-1)/ps*ps)
 	if err != nil {
 		_ = unix.Close(dup)
-		return nil, fmt.Errorf("map host file %d: mmap %d bytes: %w", fd, size, memErr(err))
+		return nil, fmt.Errorf("map host file %d: %w", fd, memErr(err))
 	}
 	h := &HostBuffer{b: b[:size:size], file: dup}
 	hostfiles.Add(h.Addr(), uint64(cap(h.b)), h.file)

@@ -7,8 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
+	"github.com/ferryrdma/ferry/internal/shm"
 )
 
 // inConn is a connection from an initiator: this domain is its target.
@@ -203,7 +205,7 @@ func (d *Domain) runIncoming(c *inConn) {
 			return
 		}
 		if len(fds) > 0 { // initiators never send files
-			closeAll(fds)
+			shm.CloseAll(fds)
 			return
 		}
 		switch {
@@ -331,7 +333,7 @@ func (d *Domain) runOutgoing(p *outPeer) {
 		default:
 			ok = false
 		}
-		closeAll(fds)
+		shm.CloseAll(fds)
 		if !ok {
 			return
 		}

@@ -1,16 +1,20 @@
 package ipc
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/internal/shm"
 )
 
 // The control protocol runs over one SOCK_SEQPACKET unix connection per
@@ -87,7 +91,11 @@ type ctlConn struct {
 	uc  *net.UnixConn
 	raw syscall.RawConn
 	rb  [ctlLen]byte
-	oob []byte
+	// sendMu keeps one blocking send at a time: each bounds the socket's
+	// write deadline and clears it when done, which would lift the bound
+	// of a concurrent one (the reader's acks and the domain's revokes run
+	// in different goroutines).
+	sendMu sync.Mutex
 }
 
 func newCtlConn(uc *net.UnixConn) (*ctlConn, error) {
@@ -95,7 +103,7 @@ func newCtlConn(uc *net.UnixConn) (*ctlConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ctlConn{uc: uc, raw: raw, oob: make([]byte, unix.CmsgSpace(4*2))}, nil
+	return &ctlConn{uc: uc, raw: raw}, nil
 }
 
 // checkPeer refuses processes of other users (root excepted): a peer that
@@ -121,13 +129,11 @@ func (c *ctlConn) checkPeer() (pid int, err error) {
 func (c *ctlConn) send(m ctlMsg, fds ...int) error {
 	var b [ctlLen]byte
 	m.encode(&b)
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	_ = c.uc.SetWriteDeadline(time.Now().Add(ctlTimeout()))
-	_, _, err := c.uc.WriteMsgUnix(b[:], oob, nil)
-	return err
+	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout())
+	defer cancel()
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return shm.Send(ctx, c.uc, b[:], fds...)
 }
 
 // trySend writes m if the socket has room now; sent is false when it has
@@ -136,11 +142,9 @@ func (c *ctlConn) trySend(m ctlMsg) (sent bool, err error) {
 	var b [ctlLen]byte
 	m.encode(&b)
 	var serr error
-	// Control, not Write: Write would first check the write deadline that
-	// send leaves on the connection, and fail with a timeout once it has
-	// passed, long after that send (a healthy connection then closed, its
-	// peer reported gone with both ends alive). A non-blocking send needs
-	// no deadline.
+	// Control, not Write: Write would check whatever write deadline a
+	// concurrent send has set, and park when the socket is full. A
+	// non-blocking send needs no deadline.
 	if err := c.raw.Control(func(fd uintptr) {
 		serr = unix.Sendmsg(int(fd), b[:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	}); err != nil {
@@ -156,17 +160,18 @@ func (c *ctlConn) trySend(m ctlMsg) (sent bool, err error) {
 // two; the caller closes them). Any error means the connection is over:
 // EOF when the peer closed it or exited.
 func (c *ctlConn) recv() (ctlMsg, []int, error) {
-	n, oobn, flags, _, err := c.uc.ReadMsgUnix(c.rb[:], c.oob)
-	fds := receivedFiles(c.oob[:oobn])
-	if err == nil && n == 0 {
-		err = errEOF
-	}
-	if err == nil && (n != ctlLen || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || len(fds) > 2) {
-		err = fmt.Errorf("control message of %d bytes, %d files, flags %#x: %w", n, len(fds), flags, errProtocol)
-	}
-	if err != nil {
-		closeAll(fds)
+	n, fds, err := shm.Receive(context.Background(), c.uc, c.rb[:], 2)
+	switch {
+	case errors.Is(err, shm.ErrMalformed):
+		return ctlMsg{}, nil, fmt.Errorf("control message: %w: %w", err, errProtocol)
+	case err != nil:
 		return ctlMsg{}, nil, err
+	case n == 0:
+		shm.CloseAll(fds)
+		return ctlMsg{}, nil, errEOF
+	case n != ctlLen:
+		shm.CloseAll(fds)
+		return ctlMsg{}, nil, fmt.Errorf("control message of %d bytes: %w", n, errProtocol)
 	}
 	var m ctlMsg
 	m.decode(c.rb[:])
@@ -195,26 +200,3 @@ var (
 	errEOF      = errors.New("connection closed by peer")
 	errProtocol = errors.New("ipc protocol violation")
 )
-
-func receivedFiles(oob []byte) []int {
-	if len(oob) == 0 {
-		return nil
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for i := range msgs {
-		if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-			fds = append(fds, f...)
-		}
-	}
-	return fds
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		_ = unix.Close(fd)
-	}
-}

@@ -1,11 +1,9 @@
 package ipc_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,32 +13,15 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rdma"
+	"github.com/ferryrdma/ferry/internal/testutil"
 	"github.com/ferryrdma/ferry/ipc"
 )
 
 // Tests across processes: the test binary re-runs itself in a role, and
 // the parent kills it with SIGKILL at the interesting moment.
 
-const roleEnv = "FERRY_IPC_TEST_ROLE"
-
 func TestMain(m *testing.M) {
-	switch os.Getenv(roleEnv) {
-	case "":
-		os.Exit(m.Run())
-	case "target":
-		exitOn(runTarget())
-	case "initiator":
-		exitOn(runInitiator())
-	}
-	exitOn(fmt.Errorf("unknown role %q", os.Getenv(roleEnv)))
-}
-
-func exitOn(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	testutil.Main(m, testutil.Roles{"target": runTarget, "initiator": runInitiator})
 }
 
 // runTarget registers a buffer, says where it is, and never polls: the
@@ -123,32 +104,9 @@ func runInitiator() error {
 const childWrites = 1000
 
 // startChild runs the test binary in role and returns its first line.
-func startChild(t *testing.T, role string, env ...string) (*exec.Cmd, string) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(out)
-		if s.Scan() {
-			line <- s.Text()
-		}
-		close(line)
-	}()
-	select {
-	case l, ok := <-line:
-		require.True(t, ok, "%s child exited without a word", role)
-		return cmd, l
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s child said nothing", role)
-	}
-	return nil, ""
+func startChild(t *testing.T, role string, env ...string) (*testutil.Child, string) {
+	c := testutil.Spawn(t, role, testutil.SpawnOptions{Env: env, Stdin: true, Lines: true})
+	return c, c.ReadLine(30 * time.Second)
 }
 
 // TestTargetProcessDies: writes held for a target whose ring is full fail
@@ -178,7 +136,7 @@ func TestTargetProcessDies(t *testing.T) {
 	require.Equal(t, base+2, ipc.LiveMappings(), "the target's page and region are mapped")
 	require.NoError(t, a.d.CheckPeer(peer), "alive")
 
-	require.NoError(t, cmd.Process.Kill())
+	cmd.Kill()
 	pump(t, 20*time.Second, func() bool { return len(a.byCtx) == total }, a)
 	failed := 0
 	for _, ev := range a.byCtx {
@@ -220,7 +178,7 @@ func TestInitiatorProcessDies(t *testing.T) {
 		"FERRY_IPC_KEY="+strconv.FormatUint(b.keys.Remote, 10))
 	require.Equal(t, "WROTE", strings.TrimSpace(line))
 	require.Equal(t, maps+1, ipcMaps(t), "the connection page is mapped")
-	require.NoError(t, cmd.Process.Kill())
+	cmd.Kill()
 	_ = cmd.Wait()
 	pump(t, 20*time.Second, func() bool { return len(b.imms) == childWrites && ipcMaps(t) == maps }, b)
 	for i, v := range b.imms {

@@ -6,8 +6,10 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
+	"github.com/ferryrdma/ferry/internal/shm"
 )
 
 // Shared memory: every mapping this package makes goes through mapFile and
@@ -16,24 +18,7 @@ var liveMaps atomic.Int64
 
 // newMemfd returns a sealed memfd of size bytes (pages are allocated only
 // when touched).
-func newMemfd(name string, size int) (int, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
-	if errors.Is(err, unix.EINVAL) {
-		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	}
-	if err != nil {
-		return -1, fmt.Errorf("memfd_create: %w", err)
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		_ = unix.Close(fd)
-		return -1, fmt.Errorf("size memfd: %w", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		_ = unix.Close(fd)
-		return -1, fmt.Errorf("seal memfd: %w", err)
-	}
-	return fd, nil
-}
+func newMemfd(name string, size int) (int, error) { return shm.Create(name, int64(size)) }
 
 // mapFile maps [off, off+n) of fd shared and writable. A file received
 // from a peer (need > 0) must be sealed against shrinking and at least
@@ -45,21 +30,21 @@ func mapFile(fd int, off, n, need uint64) ([]byte, error) {
 		return nil, fmt.Errorf("map [%d, +%d): %w", off, n, rdma.ErrInvalidArgument)
 	}
 	if need > 0 {
-		seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-		if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-			return nil, fmt.Errorf("peer memory file is not sealed against shrinking (seals %#x, %v): %w", seals, err, rdma.ErrNotSupported)
+		if need > off+n {
+			return nil, fmt.Errorf("peer memory file: mapping [%d, +%d) up to %d: %w", off, n, need, rdma.ErrInvalidArgument)
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return nil, fmt.Errorf("stat peer memory file: %w", err)
-		}
-		if st.Size < 0 || uint64(st.Size) < need || need > off+n {
-			return nil, fmt.Errorf("peer memory file of %d bytes, mapping [%d, +%d) up to %d: %w", st.Size, off, n, need, rdma.ErrInvalidArgument)
+		switch err := shm.CheckSealed(fd, need); {
+		case errors.Is(err, shm.ErrNotSealed):
+			return nil, fmt.Errorf("peer memory file: %w: %w", err, rdma.ErrNotSupported)
+		case errors.Is(err, shm.ErrTooSmall):
+			return nil, fmt.Errorf("peer memory file: mapping [%d, +%d): %w: %w", off, n, err, rdma.ErrInvalidArgument)
+		case err != nil:
+			return nil, fmt.Errorf("peer memory file: %w", err)
 		}
 	}
-	b, err := unix.Mmap(fd, int64(off), int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := shm.Map(fd, int64(off), int(n))
 	if err != nil {
-		return nil, fmt.Errorf("mmap %d bytes: %w", n, err)
+		return nil, err
 	}
 	liveMaps.Add(1)
 	return b, nil
@@ -69,7 +54,7 @@ func unmap(b []byte) {
 	if b == nil {
 		return
 	}
-	if err := unix.Munmap(b); err == nil {
+	if err := shm.Unmap(b); err == nil {
 		liveMaps.Add(-1)
 	}
 }

@@ -11,8 +11,7 @@ import (
 	a2acuda "github.com/ferryrdma/ferry/a2a/cuda"
 	"github.com/ferryrdma/ferry/a2a/internal/onedevice"
 	"github.com/ferryrdma/ferry/a2a/internal/workload"
-	"github.com/ferryrdma/ferry/cuda"
-	"github.com/ferryrdma/ferry/internal/testutil"
+	"github.com/ferryrdma/ferry/internal/testutil/cudatest"
 	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
@@ -24,19 +23,7 @@ import (
 
 func requireDevice(tb testing.TB) *a2acuda.DriverDevice {
 	tb.Helper()
-	testutil.SkipIfNotSupported(tb, "cuda", cuda.Init())
-	dev, err := cuda.GetDevice(0)
-	testutil.SkipIfNotSupported(tb, "cuda", err)
-	c, err := dev.PrimaryContext()
-	if err != nil {
-		tb.Fatalf("primary context: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			tb.Errorf("context close at cleanup (leaked objects?): %v", err)
-		}
-	})
-	d, err := a2acuda.NewDriverDevice(c)
+	d, err := a2acuda.NewDriverDevice(cudatest.Context(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
+	"github.com/ferryrdma/ferry/a2a/internal/nodeshare"
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -238,8 +239,8 @@ func TestProcessNodeRefusesBadOffers(t *testing.T) {
 	cfg := procCfg
 	cfg.WorldSize = 2
 	const sendBytes, recvBytes = 8192, 4096
-	peer := offer{index: 1, size: 2, rank: 1, sendBytes: sendBytes, recvBytes: recvBytes, sendSize: sendBytes,
-		recvSize: recvBytes}
+	peer := nodeshare.Offer{Index: 1, Size: 2, Rank: 1, Asked: [2]uint64{sendBytes, recvBytes},
+		Exported: [2]uint64{sendBytes, recvBytes}}
 	fds, maps := resources(t)
 	// Real memfds for the fake peer to pass.
 	dev := memfdDevice{}
@@ -253,20 +254,20 @@ func TestProcessNodeRefusesBadOffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fa)
-	mod := func(f func(o *offer)) []byte { o := peer; f(&o); return o.encode() }
+	mod := func(f func(o *nodeshare.Offer)) []byte { o := peer; f(&o); return o.Encode() }
 	cases := []struct {
 		name string
 		msg  []byte
 		fds  []int
 	}{
 		{"malformed", []byte("hello"), []int{fa, fa}},
-		{"one descriptor", peer.encode(), []int{fa}},
-		{"three descriptors", peer.encode(), []int{fa, fa, fa}},
-		{"no descriptors", peer.encode(), nil},
-		{"from itself", mod(func(o *offer) { o.index, o.rank = 0, 0 }), []int{fa, fa}},
-		{"other world rank", mod(func(o *offer) { o.rank = 3 }), []int{fa, fa}},
-		{"other config", mod(func(o *offer) { o.recvBytes = 2 * recvBytes }), []int{fa, fa}},
-		{"short export", mod(func(o *offer) { o.sendSize = sendBytes - 1 }), []int{fa, fa}},
+		{"one descriptor", peer.Encode(), []int{fa}},
+		{"three descriptors", peer.Encode(), []int{fa, fa, fa}},
+		{"no descriptors", peer.Encode(), nil},
+		{"from itself", mod(func(o *nodeshare.Offer) { o.Index, o.Rank = 0, 0 }), []int{fa, fa}},
+		{"other world rank", mod(func(o *nodeshare.Offer) { o.Rank = 3 }), []int{fa, fa}},
+		{"other config", mod(func(o *nodeshare.Offer) { o.Asked[1] = 2 * recvBytes }), []int{fa, fa}},
+		{"short export", mod(func(o *nodeshare.Offer) { o.Exported[0] = sendBytes - 1 }), []int{fa, fa}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,8 +282,8 @@ func TestProcessNodeRefusesBadOffers(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { _, _, err := n.Share(ctx, sendBytes, recvBytes); done <- err }()
 			name := fakePeer(t, x, ctx)
-			if ans := sendRaw(t, name, tc.msg, tc.fds...); ans != ackRefused {
-				t.Fatalf("answer %d, want %d (refused)", ans, ackRefused)
+			if ans := sendRaw(t, name, tc.msg, tc.fds...); ans != nodeshare.AckRefused {
+				t.Fatalf("answer %d, want %d (refused)", ans, nodeshare.AckRefused)
 			}
 			if err := <-done; !errors.Is(err, a2a.ErrInvalidArgument) {
 				t.Fatalf("share: %v, want ErrInvalidArgument", err)
