@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -50,20 +52,20 @@ func (e *Engine) Close(ctx context.Context) error {
 	if e == nil {
 		return errNilEngine
 	}
-	e.closeOnce.Do(func() { e.closeErr = e.close(ctx) })
-	return e.closeErr
+	e.life.closeOnce.Do(func() { e.life.closeErr = e.close(ctx) })
+	return e.life.closeErr
 }
 
 func (e *Engine) close(ctx context.Context) error {
-	e.closed.Store(true)
-	close(e.closing)
-	<-e.watchdogDone // it may be failing a stuck worker's transfers
-	for _, ent := range *e.imm.Load() {
+	e.life.closed.Store(true)
+	close(e.life.closing)
+	<-e.life.watchdogDone // it may be failing a stuck worker's transfers
+	for _, ent := range *e.imms.counters.Load() {
 		ent.signal() // ImmCounter waits end with ErrClosed
 	}
 	// Submitters in the queue's slow path see closing; the others are
 	// between two atomics.
-	for e.submitters.Load() > 0 && ctx.Err() == nil {
+	for e.life.submitters.Load() > 0 && ctx.Err() == nil {
 		time.Sleep(10 * time.Microsecond)
 	}
 	drain, giveUp := closeDeadlines(ctx)
@@ -101,23 +103,23 @@ func (e *Engine) close(ctx context.Context) error {
 	// worker any more. A stuck worker closes its own when it returns.
 	for _, w := range e.workers {
 		if w.exitState.Load() == workerExited {
-			w.wake.close()
+			w.sleep.wake.close()
 		}
 	}
 	if e.disp != nil {
 		e.disp.stop(ctx)
 	}
-	e.regMu.Lock()
-	for r := range e.regions {
+	e.regs.mu.Lock()
+	for r := range e.regs.regions {
 		r.state.Store(regDead)
 	}
-	clear(e.regions)
-	e.regMu.Unlock()
+	clear(e.regs.regions)
+	e.regs.mu.Unlock()
 	if len(stuck) == 0 || stuck[0] != e.main() {
 		// The send and immediate buffers belong to the main worker's
 		// domains: freed only when it closed them.
-		if e.sendBuf != nil {
-			_ = e.sendBuf.Free()
+		if e.send.buf != nil {
+			_ = e.send.buf.Free()
 		}
 		if e.immBuf != nil {
 			_ = e.immBuf.Free()
@@ -151,7 +153,7 @@ func closeDeadlines(ctx context.Context) (drain, giveUp time.Time) {
 // false if giveUp fired first (a stuck worker with a full control queue).
 func (w *worker) stop(deadline time.Time, giveUp <-chan time.Time) bool {
 	select {
-	case w.ctl <- func(w *worker) { w.stopping, w.deadline = true, deadline }:
+	case w.queue.ctl <- func(w *worker) { w.stopping, w.deadline = true, deadline }:
 		w.kick()
 	case <-w.exited:
 	case <-giveUp:
@@ -160,41 +162,15 @@ func (w *worker) stop(deadline time.Time, giveUp <-chan time.Time) bool {
 	return true
 }
 
-// enqueueFull waits for room in w's full queue until the request's
-// deadline (its Completion's, else Config.RequestTimeout), its context, or
-// Close. This is the engine's back-pressure: a worker accepts at most
-// Config.MaxPending unfinished transfers, so a peer that stops taking
-// writes stops their submitters here instead of growing the queues.
-func (e *Engine) enqueueFull(w *worker, r *request) error {
-	var timeout <-chan time.Time
-	wait := time.Duration(-1)
-	switch d := r.c.deadline; {
-	case d == 0:
-		wait = e.cfg.RequestTimeout
-	case d != noDeadline:
-		wait = max(time.Duration(d-nanotime()), 0)
-	}
-	if wait >= 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var done <-chan struct{}
-	if r.c.ctx != nil {
-		done = r.c.ctx.Done()
-	}
-	select {
-	case w.reqs <- *r:
-		return nil
-	case <-w.exited:
-		return ErrClosed
-	case <-e.closing:
-		return ErrClosed
-	case <-w.abandon:
-		return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
-	case <-timeout:
-		return reqErr(r.kind.String(), ErrQueueFull, "the worker's queue stayed full until the request's deadline")
-	case <-done:
-		return reqErr(r.kind.String(), ctxErr(r.c.ctx), "context ended while the worker's queue was full")
-	}
+// lifecycle is the engine's open-and-close state. closing is closed when
+// Close starts; watchdogDone when the watchdog goroutine has ended (or at
+// Open when there is none); submitters counts calls inside the engine
+// (enter, leave), which Close waits out.
+type lifecycle struct {
+	closed       atomic.Bool
+	closing      chan struct{}
+	watchdogDone chan struct{}
+	submitters   atomic.Int64
+	closeOnce    sync.Once
+	closeErr     error
 }

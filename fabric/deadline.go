@@ -27,12 +27,12 @@ func (w *worker) watchDeadline(x *xferSlot) {
 	if x.deadline == 0 {
 		x.deadline = w.defaultDeadline()
 	}
-	if x.deadline < w.nextScan {
-		w.nextScan = x.deadline
+	if x.deadline < w.deadlines.nextScan {
+		w.deadlines.nextScan = x.deadline
 	}
 	if x.c.ctx != nil {
-		w.ctxWatched++
-		w.nextScan = min(w.nextScan, w.now+ctxPollInterval)
+		w.deadlines.ctxWatched++
+		w.deadlines.nextScan = min(w.deadlines.nextScan, w.now+ctxPollInterval)
 	}
 }
 
@@ -48,8 +48,8 @@ func (w *worker) defaultDeadline() int64 {
 // or whose context was cancelled, and sets the next time to look.
 func (w *worker) scanDeadlines() {
 	next := int64(noDeadline)
-	for i := range w.xfers {
-		x := &w.xfers[i]
+	for i := range w.pool.xfers {
+		x := &w.pool.xfers[i]
 		if !x.live || x.reported {
 			continue
 		}
@@ -70,14 +70,14 @@ func (w *worker) scanDeadlines() {
 		}
 		next = min(next, x.deadline)
 	}
-	w.nextScan = next
+	w.deadlines.nextScan = next
 }
 
 // expire ends transfer xi now with err (its first error, if it already
 // had one). Unposted sends go at once; unposted writes are dropped as they
 // reach the head of their FIFO; posted ops keep the slot fenced.
 func (w *worker) expire(xi uint32, err error) {
-	x := &w.xfers[xi]
+	x := &w.pool.xfers[xi]
 	if x.err == nil {
 		x.err = err
 	}
@@ -103,4 +103,12 @@ func (w *worker) dropQueuedSend(xi uint32) {
 			}
 		}
 	}
+}
+
+// deadlineScan is a worker's deadline state: nextScan is the earliest
+// deadline the worker knows of (see scanDeadlines); ctxWatched counts
+// transfers bound to a context.
+type deadlineScan struct {
+	nextScan   int64
+	ctxWatched int
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,41 +22,18 @@ type Engine struct {
 	workers []*worker // sorted by device; workers[0] is the main worker
 	byDev   map[Device]*worker
 
-	imm    atomic.Pointer[map[uint32]*immEntry]
-	immMu  sync.Mutex
-	immFns atomic.Pointer[[]func(uint32)]
-	// held counts immediates that arrived with no counter and no OnImm
-	// callback, per value, until a counter claims them; guarded by immMu.
-	held map[uint32]int64
-	// immOut holds dispatcher events raised outside the workers (a
-	// registration that finds held immediates); guarded by immMu.
-	immOut []dispEvent
+	// Each concern's state is kept in its own struct, declared in the
+	// file of that concern's functions.
+	imms   immTable     // immediate counters and callbacks (imm.go)
+	life   lifecycle    // open, close and the watchdog's end (close.go)
+	regs   regTable     // registered memory (register.go)
+	groups groupTable   // peer groups (peergroup.go)
+	send   sendChannel  // the two-sided side channel's buffers (sendrecv.go)
+	peers  peerRegistry // lost and watched peers (peerwatch.go)
 
 	disp *dispatcher
 
-	// peers is the engine-wide view of lost and watched peers.
-	peers peerRegistry
-
-	closed  atomic.Bool
-	closing chan struct{} // closed when Close starts
-	// watchdogDone is closed when the watchdog goroutine has ended (or
-	// at Open when there is none).
-	watchdogDone chan struct{}
-	submitters   atomic.Int64
-	closeOnce    sync.Once
-	closeErr     error
-	regMu        sync.Mutex
-	regions      map[*MemoryRegion]struct{}
-	groupsMu     sync.Mutex
-	groupIDs     map[string]PeerGroup
-	nextGroupID  uint32
-
-	sendPool chan int32
-	sendBuf  *HostBuffer
-	sendReg  *MemoryRegion
-	sendOnce sync.Once
-	sendErr  error
-	immBuf   *HostBuffer
+	immBuf *HostBuffer
 
 	engineCounters
 }
@@ -77,20 +53,18 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	e := &Engine{
-		cfg:      cfg,
-		log:      newEngineLogger(cfg.Logger, cfg.LogLevel),
-		choice:   choice,
-		byDev:    make(map[Device]*worker),
-		regions:  make(map[*MemoryRegion]struct{}),
-		groupIDs: make(map[string]PeerGroup),
-		held:     make(map[uint32]int64),
-		closing:  make(chan struct{}),
-
-		watchdogDone: make(chan struct{}),
+		cfg:    cfg,
+		log:    newEngineLogger(cfg.Logger, cfg.LogLevel),
+		choice: choice,
+		byDev:  make(map[Device]*worker),
+		regs:   regTable{regions: make(map[*MemoryRegion]struct{})},
+		groups: groupTable{ids: make(map[string]PeerGroup)},
+		imms:   immTable{held: make(map[uint32]int64)},
+		life:   lifecycle{closing: make(chan struct{}), watchdogDone: make(chan struct{})},
 	}
 	empty := map[uint32]*immEntry{}
-	e.imm.Store(&empty)
-	e.immFns.Store(new([]func(uint32)))
+	e.imms.counters.Store(&empty)
+	e.imms.fns.Store(new([]func(uint32)))
 
 	if len(cfg.Groups) == 0 {
 		spec := topology.Spec{}
@@ -150,9 +124,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.byDev[g.Device] = w
 	}
 	for i, w := range e.workers {
-		if err := w.wake.open(); err != nil {
+		if err := w.sleep.wake.open(); err != nil {
 			for _, o := range e.workers[:i] {
-				o.wake.close()
+				o.sleep.wake.close()
 			}
 			return nil, fmt.Errorf("open engine: %w", err)
 		}
@@ -183,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.StuckTimeout > 0 {
 		go e.runWatchdog()
 	} else {
-		close(e.watchdogDone)
+		close(e.life.watchdogDone)
 	}
 	if len(errs) == 0 {
 		if err := e.initImmSource(); err != nil {
@@ -277,12 +251,12 @@ func (e *Engine) control(w *worker, f func(*worker)) error {
 	}
 	done := make(chan struct{})
 	select {
-	case w.ctl <- func(w *worker) { f(w); close(done) }:
+	case w.queue.ctl <- func(w *worker) { f(w); close(done) }:
 		w.kick()
 	case <-w.exited:
 		e.leave()
 		return ErrClosed
-	case <-e.closing:
+	case <-e.life.closing:
 		e.leave()
 		return ErrClosed
 	}
@@ -299,47 +273,12 @@ func (e *Engine) control(w *worker, f func(*worker)) error {
 
 // enter registers a submitter; false once the engine is closing.
 func (e *Engine) enter() bool {
-	e.submitters.Add(1)
-	if e.closed.Load() {
-		e.submitters.Add(-1)
+	e.life.submitters.Add(1)
+	if e.life.closed.Load() {
+		e.life.submitters.Add(-1)
 		return false
 	}
 	return true
 }
 
-func (e *Engine) leave() { e.submitters.Add(-1) }
-
-// enqueue hands r to w without blocking on the NIC. While the worker's
-// queue is full it waits, as back-pressure, until the request's deadline
-// (see enqueueFull).
-func (e *Engine) enqueue(w *worker, r *request) error {
-	if err := r.c.begin(); err != nil {
-		return err
-	}
-	if !e.enter() {
-		r.c.abort()
-		return ErrClosed
-	}
-	if w.exitState.Load() == workerAbandoned {
-		e.leave()
-		r.c.abort()
-		return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
-	}
-	if t := r.c.t; t != nil && t.abandon.Load() != &w.abandon {
-		// A Transfer is usually reused on one worker: the store (a locked
-		// exchange) is paid when it changes, not per submit.
-		t.abandon.Store(&w.abandon)
-	}
-	select {
-	case w.reqs <- *r:
-	default:
-		if err := e.enqueueFull(w, r); err != nil {
-			e.leave()
-			r.c.abort()
-			return err
-		}
-	}
-	w.kick()
-	e.leave()
-	return nil
-}
+func (e *Engine) leave() { e.life.submitters.Add(-1) }

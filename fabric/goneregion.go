@@ -31,15 +31,15 @@ func (w *worker) regionGone(ps *peerState, c *opCtx, op int) {
 	} else if c.ps == nil {
 		return
 	}
-	if w.goneRegions == nil {
-		w.goneRegions = make(map[regionRef]struct{})
+	if w.peerHealth.goneRegions == nil {
+		w.peerHealth.goneRegions = make(map[regionRef]struct{})
 	}
-	w.goneRegions[regionRef{ps.addr, key}] = struct{}{}
+	w.peerHealth.goneRegions[regionRef{ps.addr, key}] = struct{}{}
 }
 
 // checkRegion fails a write to a region found unregistered.
 func (w *worker) checkRegion(what string, p *peerState, key uint64) error {
-	if _, gone := w.goneRegions[regionRef{p.addr, key}]; gone {
+	if _, gone := w.peerHealth.goneRegions[regionRef{p.addr, key}]; gone {
 		return fmt.Errorf("%s: region %#x of peer %s was unregistered (an earlier write found it gone): %w",
 			what, key, p.addr, ErrUnknownRegion)
 	}

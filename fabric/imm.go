@@ -3,6 +3,8 @@ package fabric
 import (
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // OnImm adds fn to the callbacks that receive immediates no counter claims.
@@ -12,10 +14,10 @@ func (e *Engine) OnImm(fn func(imm uint32)) {
 	if e == nil {
 		return
 	}
-	e.immMu.Lock()
-	defer e.immMu.Unlock()
-	fns := append(slices.Clone(*e.immFns.Load()), fn)
-	e.immFns.Store(&fns)
+	e.imms.mu.Lock()
+	defer e.imms.mu.Unlock()
+	fns := append(slices.Clone(*e.imms.fns.Load()), fn)
+	e.imms.fns.Store(&fns)
 }
 
 // PrevCount is what a replaced or removed counter had counted.
@@ -28,9 +30,9 @@ type PrevCount struct {
 // previous counter, whose count is returned. A new counter starts with the
 // immediates held for its value.
 func (e *Engine) setEntry(imm uint32, ent *immEntry) (PrevCount, bool) {
-	e.immMu.Lock()
-	defer e.immMu.Unlock()
-	old := *e.imm.Load()
+	e.imms.mu.Lock()
+	defer e.imms.mu.Unlock()
+	old := *e.imms.counters.Load()
 	m := make(map[uint32]*immEntry, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -40,13 +42,13 @@ func (e *Engine) setEntry(imm uint32, ent *immEntry) (PrevCount, bool) {
 		delete(m, imm)
 	} else {
 		m[imm] = ent
-		if n := e.held[imm]; n > 0 {
-			delete(e.held, imm)
+		if n := e.imms.held[imm]; n > 0 {
+			delete(e.imms.held, imm)
 			e.unclaimed.Add(^uint64(n - 1))
 			e.creditLocked(ent, n)
 		}
 	}
-	e.imm.Store(&m)
+	e.imms.counters.Store(&m)
 	if !had {
 		return PrevCount{}, false
 	}
@@ -59,7 +61,7 @@ func (e *Engine) setEntry(imm uint32, ent *immEntry) (PrevCount, bool) {
 func (e *Engine) creditLocked(ent *immEntry, n int64) bool {
 	reached, counted := ent.arriveN(n)
 	if reached {
-		e.immOut = append(e.immOut, dispEvent{kind: dispImmReached, ent: ent})
+		e.imms.out = append(e.imms.out, dispEvent{kind: dispImmReached, ent: ent})
 		e.disp.kick()
 	}
 	return counted
@@ -76,10 +78,10 @@ func (e *Engine) creditLocked(ent *immEntry, n int64) bool {
 // misses of its pass (immMissedLocked), in one hold of the lock. It is
 // never dropped.
 func (e *Engine) immMissedFast(imm uint32) (ent *immEntry, reached, toCallbacks, settled bool) {
-	if len(*e.immFns.Load()) == 0 {
+	if len(*e.imms.fns.Load()) == 0 {
 		return nil, false, false, false
 	}
-	if ent = (*e.imm.Load())[imm]; ent != nil {
+	if ent = (*e.imms.counters.Load())[imm]; ent != nil {
 		if r, counted := ent.arrive(); counted {
 			return ent, r, false, true
 		}
@@ -93,17 +95,17 @@ func (e *Engine) immMissedFast(imm uint32) (ent *immEntry, reached, toCallbacks,
 // go to callbacks installed since, or are held for the next counter of
 // their value.
 func (e *Engine) immMissedLocked(imm uint32, n int64) (ent *immEntry, reached, toCallbacks bool) {
-	if ent = (*e.imm.Load())[imm]; ent != nil {
+	if ent = (*e.imms.counters.Load())[imm]; ent != nil {
 		// Entries in the current map are live: removal swaps the map and
 		// retires the entry under this lock.
 		if r, counted := ent.arriveN(n); counted {
 			return ent, r, false
 		}
 	}
-	if len(*e.immFns.Load()) > 0 {
+	if len(*e.imms.fns.Load()) > 0 {
 		return nil, false, true // callbacks were installed meanwhile
 	}
-	e.held[imm] += n
+	e.imms.held[imm] += n
 	e.unclaimed.Add(uint64(n))
 	return nil, false, false
 }
@@ -126,7 +128,7 @@ func (e *Engine) ExpectImm(imm uint32, expected uint32, fn func() bool) (PrevCou
 	if expected == 0 || fn == nil {
 		return PrevCount{}, false, fmt.Errorf("expect imm %#x: expected %d: %w", imm, expected, ErrInvalidArgument)
 	}
-	if e.closed.Load() {
+	if e.life.closed.Load() {
 		return PrevCount{}, false, ErrClosed
 	}
 	prev, had := e.setEntry(imm, e.newEntry(imm, immExpected, int64(expected), fn, nil))
@@ -147,7 +149,7 @@ func (e *Engine) ImmCounter(imm uint32) (*ImmCounter, error) {
 	if e == nil {
 		return nil, errNilEngine
 	}
-	if e.closed.Load() {
+	if e.life.closed.Load() {
 		return nil, ErrClosed
 	}
 	ent := e.newEntry(imm, immCredit, 0, nil, nil)
@@ -165,7 +167,7 @@ func (e *Engine) FlagCounter(imm uint32, flag Flag) (*FlagCounter, error) {
 	if flag == nil {
 		return nil, fmt.Errorf("flag counter %#x: nil flag: %w", imm, ErrInvalidArgument)
 	}
-	if e.closed.Load() {
+	if e.life.closed.Load() {
 		return nil, ErrClosed
 	}
 	ent := e.newEntry(imm, immFlag, 0, nil, flag)
@@ -175,26 +177,26 @@ func (e *Engine) FlagCounter(imm uint32, flag Flag) (*FlagCounter, error) {
 
 func (e *Engine) newEntry(imm uint32, mode immMode, expected int64, fn func() bool, flag Flag) *immEntry {
 	return &immEntry{imm: imm, mode: mode, expected: expected, fn: fn, flag: flag,
-		wake: make(chan struct{}, 1), closed: &e.closed, eng: e}
+		wake: make(chan struct{}, 1), closed: &e.life.closed, eng: e}
 }
 
 // replayImm hands n immediates of imm that a removed counter had counted
 // to whoever claims imm now: a counter registered since, else the OnImm
 // callbacks, else the held store. Runs on the dispatcher.
 func (e *Engine) replayImm(imm uint32, n int64) {
-	e.immMu.Lock()
-	if ent := (*e.imm.Load())[imm]; ent != nil && e.creditLocked(ent, n) {
-		e.immMu.Unlock()
+	e.imms.mu.Lock()
+	if ent := (*e.imms.counters.Load())[imm]; ent != nil && e.creditLocked(ent, n) {
+		e.imms.mu.Unlock()
 		return
 	}
-	fns := *e.immFns.Load()
+	fns := *e.imms.fns.Load()
 	if len(fns) == 0 {
-		e.held[imm] += n
+		e.imms.held[imm] += n
 		e.unclaimed.Add(uint64(n))
-		e.immMu.Unlock()
+		e.imms.mu.Unlock()
 		return
 	}
-	e.immMu.Unlock()
+	e.imms.mu.Unlock()
 	for ; n > 0; n-- {
 		for _, fn := range fns {
 			fn(imm)
@@ -205,7 +207,7 @@ func (e *Engine) replayImm(imm uint32, n int64) {
 // deliverImm calls the OnImm callbacks for one immediate the worker found
 // no counter for.
 func (e *Engine) deliverImm(imm uint32) {
-	for _, fn := range *e.immFns.Load() {
+	for _, fn := range *e.imms.fns.Load() {
 		fn(imm)
 	}
 }
@@ -225,9 +227,9 @@ func (e *Engine) immReached(ent *immEntry) {
 			return
 		}
 	}
-	e.immMu.Lock()
-	cur := (*e.imm.Load())[ent.imm]
-	e.immMu.Unlock()
+	e.imms.mu.Lock()
+	cur := (*e.imms.counters.Load())[ent.imm]
+	e.imms.mu.Unlock()
 	if cur != ent {
 		return
 	}
@@ -239,10 +241,24 @@ func (e *Engine) immReached(ent *immEntry) {
 
 // takeImmOut moves the events raised outside the workers into batch.
 func (e *Engine) takeImmOut(batch []dispEvent) []dispEvent {
-	e.immMu.Lock()
-	defer e.immMu.Unlock()
-	batch = append(batch, e.immOut...)
-	clear(e.immOut)
-	e.immOut = e.immOut[:0]
+	e.imms.mu.Lock()
+	defer e.imms.mu.Unlock()
+	batch = append(batch, e.imms.out...)
+	clear(e.imms.out)
+	e.imms.out = e.imms.out[:0]
 	return batch
+}
+
+// immTable is the engine's immediate state: the counters by value
+// (copied on write, read by the workers without a lock), the OnImm
+// callbacks, and what mu guards: held counts immediates that arrived with
+// no counter and no OnImm callback, per value, until a counter claims
+// them; out holds dispatcher events raised outside the workers (a
+// registration that finds held immediates).
+type immTable struct {
+	counters atomic.Pointer[map[uint32]*immEntry]
+	mu       sync.Mutex
+	fns      atomic.Pointer[[]func(uint32)]
+	held     map[uint32]int64
+	out      []dispEvent
 }

@@ -3,6 +3,7 @@ package fabric
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 type peerGroupState struct {
@@ -36,13 +37,13 @@ func (e *Engine) AddPeerGroup(dev Device, peers [][]Address) (PeerGroup, error) 
 		}
 		key.WriteByte(1)
 	}
-	e.groupsMu.Lock()
-	defer e.groupsMu.Unlock()
-	if g, ok := e.groupIDs[key.String()]; ok {
+	e.groups.mu.Lock()
+	defer e.groups.mu.Unlock()
+	if g, ok := e.groups.ids[key.String()]; ok {
 		return g, nil
 	}
-	e.nextGroupID++
-	g := PeerGroup{id: e.nextGroupID}
+	e.groups.next++
+	g := PeerGroup{id: e.groups.next}
 	var resErr error
 	err = e.control(w, func(w *worker) {
 		st := &peerGroupState{peers: make([][MaxNICs]*peerState, len(peers))}
@@ -64,6 +65,14 @@ func (e *Engine) AddPeerGroup(dev Device, peers [][]Address) (PeerGroup, error) 
 	if err != nil {
 		return PeerGroup{}, err
 	}
-	e.groupIDs[key.String()] = g
+	e.groups.ids[key.String()] = g
 	return g, nil
+}
+
+// groupTable numbers the engine's peer groups, guarded by mu: ids by the
+// key of their addresses, next the number the next new group gets.
+type groupTable struct {
+	mu   sync.Mutex
+	ids  map[string]PeerGroup
+	next uint32
 }

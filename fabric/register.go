@@ -3,6 +3,7 @@ package fabric
 import (
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Register registers span with every NIC of the group that owns its device
@@ -34,9 +35,9 @@ func (e *Engine) Register(span MemorySpan, access Access) (*MemoryRegion, error)
 	if regErr != nil {
 		return nil, regErr
 	}
-	e.regMu.Lock()
-	e.regions[r] = struct{}{}
-	e.regMu.Unlock()
+	e.regs.mu.Lock()
+	e.regs.regions[r] = struct{}{}
+	e.regs.mu.Unlock()
 	return r, nil
 }
 
@@ -84,9 +85,9 @@ func (e *Engine) Unregister(r *MemoryRegion) error {
 	if !r.state.CompareAndSwap(regLive, regDying) {
 		return fmt.Errorf("unregister %#x: already unregistered: %w", r.span.Addr, ErrUnknownRegion)
 	}
-	e.regMu.Lock()
-	delete(e.regions, r)
-	e.regMu.Unlock()
+	e.regs.mu.Lock()
+	delete(e.regs.regions, r)
+	e.regs.mu.Unlock()
 	var unregErr error
 	done := make(chan struct{})
 	err := e.control(r.w, func(w *worker) {
@@ -134,7 +135,13 @@ func (e *Engine) Regions() int {
 	if e == nil {
 		return 0
 	}
-	e.regMu.Lock()
-	defer e.regMu.Unlock()
-	return len(e.regions)
+	e.regs.mu.Lock()
+	defer e.regs.mu.Unlock()
+	return len(e.regs.regions)
+}
+
+// regTable is the engine's registered memory, guarded by mu.
+type regTable struct {
+	mu      sync.Mutex
+	regions map[*MemoryRegion]struct{}
 }

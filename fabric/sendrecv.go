@@ -3,6 +3,7 @@ package fabric
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/ferryrdma/ferry/fabric/rdma"
 )
@@ -41,17 +42,17 @@ func (e *Engine) Send(ctx context.Context, to Address, data []byte, c Completion
 	}
 	var slot int32
 	select {
-	case slot = <-e.sendPool:
+	case slot = <-e.send.pool:
 	default:
 		select {
-		case slot = <-e.sendPool:
+		case slot = <-e.send.pool:
 		case <-ctx.Done():
 			return ctxErr(ctx)
-		case <-e.closing:
+		case <-e.life.closing:
 			return ErrClosed
 		}
 	}
-	dst := bytesAt(e.sendBuf.Addr()+uintptr(int(slot)*e.cfg.SendBufferSize), len(data))
+	dst := bytesAt(e.send.buf.Addr()+uintptr(int(slot)*e.cfg.SendBufferSize), len(data))
 	copy(dst, data)
 	r := request{kind: reqSend, c: c, to: to, slot: slot, bytes: uint64(len(data))}
 	if err := e.enqueue(e.main(), &r); err != nil {
@@ -62,32 +63,32 @@ func (e *Engine) Send(ctx context.Context, to Address, data []byte, c Completion
 }
 
 func (e *Engine) initSendPool() error {
-	e.sendOnce.Do(func() {
+	e.send.once.Do(func() {
 		buf, err := AllocHost(e.cfg.SendBuffers * e.cfg.SendBufferSize)
 		if err != nil {
-			e.sendErr = err
+			e.send.err = err
 			return
 		}
 		reg, err := e.Register(buf.Span(), AccessLocal)
 		if err != nil {
 			_ = buf.Free()
-			e.sendErr = fmt.Errorf("register send buffers: %w", err)
+			e.send.err = fmt.Errorf("register send buffers: %w", err)
 			return
 		}
-		e.sendBuf, e.sendReg = buf, reg
-		e.sendPool = make(chan int32, e.cfg.SendBuffers)
+		e.send.buf, e.send.reg = buf, reg
+		e.send.pool = make(chan int32, e.cfg.SendBuffers)
 		for i := 0; i < e.cfg.SendBuffers; i++ {
-			e.sendPool <- int32(i)
+			e.send.pool <- int32(i)
 		}
 	})
-	return e.sendErr
+	return e.send.err
 }
 
-func (e *Engine) releaseSendSlot(s int32) { e.sendPool <- s }
+func (e *Engine) releaseSendSlot(s int32) { e.send.pool <- s }
 
 func (w *worker) acceptSend(r *request) {
 	xi := w.newXfer(reqSend, r.c)
-	w.xfers[xi].sendSlot = r.slot
+	w.pool.xfers[xi].sendSlot = r.slot
 	ds := w.doms[0]
 	p, err := ds.resolve(r.to)
 	if err != nil {
@@ -98,12 +99,12 @@ func (w *worker) acceptSend(r *request) {
 		w.finishXfer(xi, err)
 		return
 	}
-	w.xfers[xi].peer, w.xfers[xi].peerLosses = p, p.losses
+	w.pool.xfers[xi].peer, w.pool.xfers[xi].peerLosses = p, p.losses
 	e := w.e
 	ds.sendQ = append(ds.sendQ, rdma.SendOp{
-		Local:     uint64(e.sendBuf.Addr()) + uint64(r.slot)*uint64(e.cfg.SendBufferSize),
+		Local:     uint64(e.send.buf.Addr()) + uint64(r.slot)*uint64(e.cfg.SendBufferSize),
 		Length:    r.bytes,
-		LocalDesc: e.sendReg.keys[0].Local,
+		LocalDesc: e.send.reg.keys[0].Local,
 		Peer:      p.id,
 		Context:   ctxTagSend | uint64(xi),
 	})
@@ -141,14 +142,14 @@ func (w *worker) postSends(ds *domState) bool {
 
 func (w *worker) sendDone(ds *domState, ev *rdma.Event) {
 	xi := uint32(ev.Context & ctxIndexMask)
-	if ev.Context&ctxTagMask != ctxTagSend || int(xi) >= len(w.xfers) || w.xfers[xi].kind != reqSend {
+	if ev.Context&ctxTagMask != ctxTagSend || int(xi) >= len(w.pool.xfers) || w.pool.xfers[xi].kind != reqSend {
 		w.unmatched(ds, ev)
 		return
 	}
 	ds.posted--
 	ds.stats.InFlight.Add(-1)
 	var err error
-	ps := w.xfers[xi].peer
+	ps := w.pool.xfers[xi].peer
 	if ev.Errno != 0 {
 		ds.stats.Errors.Add(1)
 		err = ds.d.DescribeError(*ev)
@@ -156,7 +157,7 @@ func (w *worker) sendDone(ds *domState, ev *rdma.Event) {
 		if ps != nil {
 			ps.answered = w.now
 		}
-		if answeredSince(ps, w.xfers[xi].peerLosses) {
+		if answeredSince(ps, w.pool.xfers[xi].peerLosses) {
 			w.peerBack(ds, ps)
 		}
 	}
@@ -173,7 +174,7 @@ func (e *Engine) PostRecv(r *MemoryRegion, off, n uint64, onRecv func(n int), on
 		return errNilEngine
 	}
 	if !r.validFor(e) {
-		if e.closed.Load() {
+		if e.life.closed.Load() {
 			return ErrClosed
 		}
 		return reqErr("recv", ErrUnknownRegion, "region not registered with this engine")
@@ -301,4 +302,15 @@ func (w *worker) freeRecvBuffers() {
 			_ = b.Free()
 		}
 	}
+}
+
+// sendChannel is the side channel's send buffers, set up once on first
+// use: pool hands out free slots of buf (registered as reg); err is why
+// setting them up failed.
+type sendChannel struct {
+	pool chan int32
+	buf  *HostBuffer
+	reg  *MemoryRegion
+	once sync.Once
+	err  error
 }

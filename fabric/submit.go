@@ -146,7 +146,7 @@ func (e *Engine) SubmitScatter(r ScatterWrite, c Completion) error {
 // srcErr explains a source region a submit cannot use: after Close every
 // region is gone, and the caller should hear that the engine is closed.
 func (e *Engine) srcErr(op string) error {
-	if e.closed.Load() {
+	if e.life.closed.Load() {
 		return ErrClosed
 	}
 	return reqErr(op, ErrUnknownRegion, "source")

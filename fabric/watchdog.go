@@ -3,6 +3,7 @@ package fabric
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferryrdma/ferry/fabric/rdma"
@@ -37,6 +38,22 @@ import (
 //     of the engine keeps serving, and Close leaves that worker's domains
 //     open (their memory must not be freed).
 
+// watchdogState is the worker's part of the watchdog. reporters are the
+// domains that show progress inside a call, set at open, before the
+// watchdog starts, and only read after; progSeen and progAt are the
+// watchdog's: the sum of their counters and when it last changed.
+// callStart is when the provider call the worker is in started
+// (nanotime), 0 outside one, -1 once claimed; claimed and stuckErr belong
+// to whoever claimed it.
+type watchdogState struct {
+	reporters []rdma.ProgressReporter
+	progSeen  uint64
+	progAt    int64
+	callStart atomic.Int64
+	claimed   bool
+	stuckErr  error
+}
+
 // callStart values besides a start time.
 const (
 	callClaimed = -1 // the watchdog is looking at the worker's state
@@ -47,17 +64,17 @@ const (
 // calls (ProgressReporter) last changed, as seen at the watchdog's ticks;
 // 0 when none can tell.
 func (w *worker) moved(now int64) int64 {
-	if len(w.reporters) == 0 {
+	if len(w.watchdog.reporters) == 0 {
 		return 0
 	}
 	var sum uint64
-	for _, r := range w.reporters {
+	for _, r := range w.watchdog.reporters {
 		sum += r.Progress()
 	}
-	if sum != w.progSeen {
-		w.progSeen, w.progAt = sum, now
+	if sum != w.watchdog.progSeen {
+		w.watchdog.progSeen, w.watchdog.progAt = sum, now
 	}
-	return w.progAt
+	return w.watchdog.progAt
 }
 
 // quickStuck is how long a call must last before the watchdog checks the
@@ -67,7 +84,7 @@ const quickStuck = int64(time.Second)
 // beginCall marks the start of a provider call of the data path.
 func (w *worker) beginCall() int64 {
 	t := max(w.now, 1)
-	w.callStart.Store(t)
+	w.watchdog.callStart.Store(t)
 	return t
 }
 
@@ -75,15 +92,15 @@ func (w *worker) beginCall() int64 {
 // while it was inside, its state now belongs to them: the worker's
 // goroutine ends here (running only its deferred calls).
 func (w *worker) endCall(t int64) {
-	if w.callStart.CompareAndSwap(t, 0) {
+	if w.watchdog.callStart.CompareAndSwap(t, 0) {
 		return
 	}
 	for {
-		switch w.callStart.Load() {
+		switch w.watchdog.callStart.Load() {
 		case callClaimed:
 			runtime.Gosched() // the watchdog is looking; it gives back or takes
 		case t:
-			if w.callStart.CompareAndSwap(t, 0) {
+			if w.watchdog.callStart.CompareAndSwap(t, 0) {
 				return
 			}
 		default:
@@ -97,26 +114,26 @@ func (w *worker) endCall(t int64) {
 // call started; the caller gives it back (releaseCall) or takes it for
 // good (callTaken).
 func (w *worker) claimCall(since int64) (int64, bool) {
-	s := w.callStart.Load()
-	if s > 0 && (since == 0 || s <= since) && w.callStart.CompareAndSwap(s, callClaimed) {
+	s := w.watchdog.callStart.Load()
+	if s > 0 && (since == 0 || s <= since) && w.watchdog.callStart.CompareAndSwap(s, callClaimed) {
 		return s, true
 	}
 	return 0, false
 }
 
 // releaseCall gives a claimed worker its state back.
-func (w *worker) releaseCall(start int64) { w.callStart.Store(start) }
+func (w *worker) releaseCall(start int64) { w.watchdog.callStart.Store(start) }
 
 // runWatchdog looks at the workers every quarter of the stuck timeout (at
 // least every 250 ms) until Close.
 func (e *Engine) runWatchdog() {
-	defer close(e.watchdogDone)
+	defer close(e.life.watchdogDone)
 	stuck := e.cfg.StuckTimeout
 	tick := time.NewTicker(min(max(stuck/4, 10*time.Millisecond), 250*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
-		case <-e.closing:
+		case <-e.life.closing:
 			return
 		case <-tick.C:
 		}
@@ -126,13 +143,13 @@ func (e *Engine) runWatchdog() {
 			// it lasts: what counts is the time since the later of its
 			// start and its last progress.
 			moved := w.moved(now)
-			switch s := w.callStart.Load(); {
+			switch s := w.watchdog.callStart.Load(); {
 			case s > 0 && now-max(s, moved) > int64(stuck):
 				w.giveUp(now-int64(stuck), fmt.Sprintf("stuck in a provider call for more than %v", stuck))
 			case s > 0 && now-s > quickStuck:
 				w.lookForGonePeer(s)
 			}
-			if w.claimed {
+			if w.watchdog.claimed {
 				w.failQueued() // requests that slipped in since
 			}
 		}
@@ -149,13 +166,13 @@ func (w *worker) giveUp(since int64, why string) error {
 	} else if w.exitState.Load() != workerAbandoned {
 		return nil // it finished meanwhile
 	}
-	if !w.claimed {
+	if !w.watchdog.claimed {
 		if _, ok := w.claimCall(since); ok {
 			w.takeClaimed(why)
 		}
 	}
-	if w.stuckErr != nil {
-		return w.stuckErr
+	if w.watchdog.stuckErr != nil {
+		return w.watchdog.stuckErr
 	}
 	var posted int64
 	for _, ds := range w.doms {
@@ -163,77 +180,24 @@ func (w *worker) giveUp(since int64, why string) error {
 	}
 	return fmt.Errorf("group %s: the worker did not stop by the close deadline (stuck in a provider call?): "+
 		"%d transfers and %d posted operations abandoned; its domains stay open and the memory registered "+
-		"with them must not be freed: %w", w.dev, w.live.Load(), posted, ErrAbandoned)
+		"with them must not be freed: %w", w.dev, w.queue.live.Load(), posted, ErrAbandoned)
 }
 
 // takeClaimed gives up for good on a worker whose state the caller has
 // claimed, failing everything it held.
 func (w *worker) takeClaimed(why string) {
-	w.claimed = true
-	w.stuckErr = fmt.Errorf("group %s: worker %s: abandoned: %w", w.dev, why, ErrAbandoned)
+	w.watchdog.claimed = true
+	w.watchdog.stuckErr = fmt.Errorf("group %s: worker %s: abandoned: %w", w.dev, why, ErrAbandoned)
 	w.e.log.Error("ferry worker abandoned", "device", w.dev.String(), "why", why)
-	w.failHeld(w.stuckErr)
-	w.callStart.Store(callTaken)
-}
-
-// lookForGonePeer checks, with the worker's state claimed, the peers of a
-// worker that has been inside one provider call (started at start) for a
-// while, on domains that can check them. A gone peer explains the call
-// (shm spins for ever on the lock of a peer that died holding it): the
-// peer is declared lost and the worker given up on. Otherwise the state
-// goes back to the worker.
-func (w *worker) lookForGonePeer(start int64) {
-	s, ok := w.claimCall(start)
-	if !ok {
-		return
-	}
-	w.now = nanotime()
-	type found struct {
-		ds  *domState
-		ps  *peerState
-		err error
-	}
-	var lost []found
-	for _, ds := range w.doms {
-		pc, ok := ds.d.(rdma.PeerChecker)
-		if !ok {
-			continue
-		}
-		for _, ps := range ds.peerList {
-			if ps.gone {
-				continue
-			}
-			if err := pc.CheckPeer(ps.id); err != nil {
-				lost = append(lost, found{ds, ps, err})
-			}
-		}
-	}
-	if len(lost) == 0 {
-		w.releaseCall(s)
-		return
-	}
-	// Abandon before the lost peers' failures reach anyone: a caller that
-	// sees its transfer fail and submits again must find the worker
-	// abandoned (ErrAbandoned), not queue behind the stuck call. The
-	// failures are still delivered (report), the state being claimed;
-	// the abandon channel, which ends waits on the worker's transfers with
-	// ErrAbandoned, is closed only once they have been told of the peer.
-	abandoned := w.exitState.CompareAndSwap(workerRunning, workerAbandoned)
-	for _, l := range lost {
-		w.peerLost(l.ds, l.ps, l.err, true)
-	}
-	w.flush()
-	if abandoned {
-		close(w.abandon)
-	}
-	w.takeClaimed(fmt.Sprintf("stuck in a provider call while peer %s is gone", lost[len(lost)-1].ps.addr))
+	w.failHeld(w.watchdog.stuckErr)
+	w.watchdog.callStart.Store(callTaken)
 }
 
 // failHeld fails every transfer, queued request and receive of a claimed
 // worker.
 func (w *worker) failHeld(err error) {
-	for i := range w.xfers {
-		x := &w.xfers[i]
+	for i := range w.pool.xfers {
+		x := &w.pool.xfers[i]
 		if x.live && !x.reported {
 			x.reported = true
 			w.deliver(x.c, err)
@@ -253,12 +217,12 @@ func (w *worker) failHeld(err error) {
 func (w *worker) failQueued() {
 	for {
 		select {
-		case r := <-w.reqs:
+		case r := <-w.queue.reqs:
 			if r.kind == reqSend {
 				w.e.releaseSendSlot(r.slot)
 			}
 			if r.kind != reqRecv {
-				w.deliver(r.c, w.stuckErr)
+				w.deliver(r.c, w.watchdog.stuckErr)
 			}
 			continue
 		default:
@@ -266,19 +230,4 @@ func (w *worker) failQueued() {
 		break
 	}
 	w.flush()
-}
-
-// deliver tells c that its transfer ended with err.
-func (w *worker) deliver(c Completion, err error) {
-	if err != nil {
-		w.e.failures.Add(1)
-	} else {
-		w.e.completed.Add(1)
-	}
-	c.finishDirect(err)
-	if c.needsDispatch() {
-		w.pending = append(w.pending, dispEvent{kind: dispXfer, fn: c.fn, err: err})
-	} else if err != nil && c.t == nil && c.counter == nil {
-		w.e.log.Warn("ferry transfer failed with no completion to report to", "err", err)
-	}
 }

@@ -32,21 +32,14 @@ type worker struct {
 	infos []DomainInfo
 	doms  []*domState
 
-	reqs chan request
-	ctl  chan func(*worker)
-
-	// reporters are the domains that show progress inside a call, set at
-	// open, before the watchdog starts, and only read after; progSeen and
-	// progAt are the watchdog's: the sum of their counters and when it
-	// last changed.
-	// goneRegions are remote regions a write found unregistered
-	// (ErrUnknownRegion): later writes to them fail at accept, without a
-	// post. Worker-owned; nil until the first.
-	goneRegions map[regionRef]struct{}
-
-	reporters []rdma.ProgressReporter
-	progSeen  uint64
-	progAt    int64
+	// Each concern's state is kept in its own struct, declared in the
+	// file of that concern's functions.
+	queue      workQueue     // submission and back-pressure (queue.go)
+	pool       opPool        // op contexts and transfer slots (pool.go)
+	deadlines  deadlineScan  // transfer deadlines (deadline.go)
+	peerHealth peerHealth    // peer liveness (liveness.go)
+	watchdog   watchdogState // stuck provider calls (watchdog.go)
+	sleep      sleepState    // polling policy and sleep (sleep.go)
 
 	initDone chan error
 	exited   chan struct{}
@@ -54,41 +47,15 @@ type worker struct {
 	// exitState): its Transfer waits end.
 	abandon   chan struct{}
 	exitState atomic.Int32
-	// live mirrors the transfer count (stored once per pass, by flush)
-	// for a Close that gives up on the worker; unreported counts
-	// transfers not yet reported, which Config.MaxPending bounds.
-	live       atomic.Int64
-	liveSeen   int64 // the value last stored in live (flush)
-	unreported int
-	// callStart is when the provider call the worker is in started
-	// (nanotime), 0 outside one, -1 once claimed (watchdog.go); claimed
-	// and stuckErr belong to whoever claimed it.
-	callStart atomic.Int64
-	claimed   bool
-	stuckErr  error
 	stopping  bool
 	deadline  time.Time
 	closeErr  error
 
-	ctxs     []opCtx
-	freeCtx  []uint32
-	xfers    []xferSlot
-	freeXfer []uint32
-	rr       int
-	inflight int // transfers accepted and not finished
-	ctxGen   uint32
+	rr int // the NIC round-robin routing takes next (nextNIC)
 
 	// now is the monotonic clock (nanotime), read at most once per pass
 	// (see clockEvery).
 	now int64
-	// nextScan is the earliest deadline the worker knows of, see
-	// scanDeadlines; ctxWatched counts transfers bound to a context.
-	nextScan   int64
-	ctxWatched int
-	// nextLiveness is when the periodic peer checks run next.
-	nextLiveness int64
-	lostLater    []lostPeer
-	swept        []lostPeer // sweepGone's findings, reused
 	// missed are the immediates of this pass no counter took, with no
 	// OnImm callback installed, run-length counted: flush settles them
 	// under the engine's immediate lock, once per pass (settleMissed).
@@ -104,12 +71,6 @@ type worker struct {
 
 	regions map[*MemoryRegion]struct{}
 	immSrc  *MemoryRegion // local side of immediate-only writes (main worker)
-
-	sleeping atomic.Bool
-	yielder  osyield.Yielder // chosen when the worker started (see yield)
-	wake     waker
-	sleepers []rdma.Sleeper // domains whose peers can wake the worker
-	busyPoll bool           // an empty poll looked like provider progress work
 }
 
 // domState is one domain and the worker's queues for it.
@@ -154,14 +115,14 @@ const (
 
 func newWorker(e *Engine, g GroupSpec, infos []DomainInfo) *worker {
 	return &worker{
-		e: e, dev: g.Device, spec: g, infos: infos, nextScan: noDeadline, now: nanotime(),
-		reqs:     make(chan request, queueLen),
-		ctl:      make(chan func(*worker), 16),
-		initDone: make(chan error, 1),
-		exited:   make(chan struct{}),
-		abandon:  make(chan struct{}),
-		groups:   make(map[uint32]*peerGroupState),
-		regions:  make(map[*MemoryRegion]struct{}),
+		e: e, dev: g.Device, spec: g, infos: infos, now: nanotime(),
+		queue:     workQueue{reqs: make(chan request, queueLen), ctl: make(chan func(*worker), 16)},
+		deadlines: deadlineScan{nextScan: noDeadline},
+		initDone:  make(chan error, 1),
+		exited:    make(chan struct{}),
+		abandon:   make(chan struct{}),
+		groups:    make(map[uint32]*peerGroupState),
+		regions:   make(map[*MemoryRegion]struct{}),
 	}
 }
 
@@ -170,13 +131,13 @@ func (w *worker) run(opts DomainOptions) {
 	defer func() {
 		if !w.exitState.CompareAndSwap(workerRunning, workerExited) {
 			// Close gave up on this worker and left its wake to it.
-			w.wake.close()
+			w.sleep.wake.close()
 		}
 	}()
 	runtime.LockOSThread()
-	w.yielder = osyield.New()
+	w.sleep.yielder = osyield.New()
 	defer runtime.UnlockOSThread()
-	w.wake.tune()
+	w.sleep.wake.tune()
 	if err := w.open(opts); err != nil {
 		w.closeDomains()
 		w.initDone <- err
@@ -220,11 +181,11 @@ func (w *worker) open(opts DomainOptions) error {
 		ds.piece = pieceSize(ds.info)
 		ds.stats.Name = ds.info.Name
 		if r, ok := d.(rdma.ProgressReporter); ok {
-			w.reporters = append(w.reporters, r)
+			w.watchdog.reporters = append(w.watchdog.reporters, r)
 		}
 		if s, ok := d.(rdma.Sleeper); ok {
-			w.sleepers = append(w.sleepers, s)
-			w.wake.watch(s.WakeFD())
+			w.sleep.sleepers = append(w.sleep.sleepers, s)
+			w.sleep.wake.watch(s.WakeFD())
 		}
 		w.doms = append(w.doms, ds)
 		addLocalEndpoint(ds.addr)
@@ -274,22 +235,22 @@ func (w *worker) loop() {
 		if idle == 0 || idle%clockEvery == 0 || idle >= idleSpins && w.e.cfg.Poll != PollSpin {
 			w.now = nanotime()
 		}
-		if w.now >= w.nextScan {
+		if w.now >= w.deadlines.nextScan {
 			w.scanDeadlines()
 		}
-		if w.now >= w.nextLiveness {
+		if w.now >= w.peerHealth.nextLiveness {
 			w.liveness()
 		}
 		select {
-		case f := <-w.ctl:
+		case f := <-w.queue.ctl:
 			f(w)
 			did = true
 			continue
 		default:
 		}
-		for i := 0; i < reqsPerPass && w.unreported < w.e.cfg.MaxPending; i++ {
+		for i := 0; i < reqsPerPass && w.queue.unreported < w.e.cfg.MaxPending; i++ {
 			select {
-			case r := <-w.reqs:
+			case r := <-w.queue.reqs:
 				w.accept(&r)
 				did = true
 				continue
@@ -300,7 +261,7 @@ func (w *worker) loop() {
 		if w.progress() {
 			did = true
 		}
-		if len(w.lostLater) > 0 {
+		if len(w.peerHealth.lostLater) > 0 {
 			w.declareLostLater()
 		}
 		w.flush()
@@ -309,8 +270,8 @@ func (w *worker) loop() {
 			continue
 		}
 		idle++
-		if w.busyPoll {
-			w.busyPoll = false
+		if w.sleep.busyPoll {
+			w.sleep.busyPoll = false
 			idle = min(idle, idleSleepFrom)
 		}
 		if w.e.cfg.Poll == PollSpin {
@@ -318,57 +279,6 @@ func (w *worker) loop() {
 		}
 		w.idle(idle)
 	}
-}
-
-// idle paces an adaptive worker with nothing to do: spin, then yield,
-// then sleep. Go timers cannot sleep less than about a millisecond here
-// (the runtime's poller waits in whole milliseconds), which would throttle
-// manual-progress providers whose data moves only while both sides poll,
-// so the worker sleeps in ppoll on its wake eventfd instead: microsecond
-// timeouts, and a submitter or control call that finds it asleep wakes it
-// at once. Sleeps stay at 10 µs while ops are in flight or while empty
-// polls look like provider progress work (see poll), and otherwise grow to
-// 1 ms, so an idle engine costs a few percent of a core. Domains whose
-// peers can wake the worker (Sleeper, the ipc transport) are armed first,
-// so their immediates end a sleep at once instead of at its timeout.
-func (w *worker) idle(n int) {
-	switch {
-	case n < idleSpins:
-		return
-	case n < idleSleepFrom:
-		w.yield()
-		return
-	}
-	d := 10 * time.Microsecond
-	if w.inflight == 0 && w.opsInFlight() == 0 {
-		d = time.Duration(min(n-idleSleepFrom+1, 100)) * 10 * time.Microsecond
-	}
-	w.sleeping.Store(true)
-	if len(w.reqs) == 0 && len(w.ctl) == 0 && w.prepareSleep() {
-		w.wake.sleep(d, len(w.sleepers) > 0)
-		for _, s := range w.sleepers {
-			s.Awake()
-		}
-	}
-	w.sleeping.Store(false)
-}
-
-// yield gives the worker's core away once (osyield: sched_yield keeps the
-// locked worker's P, Gosched would hand it off through two futex calls).
-func (w *worker) yield() { w.yielder.Yield() }
-
-// prepareSleep arms the domains peers can wake (see Sleeper); false means
-// one of them has work already, and nothing is left armed.
-func (w *worker) prepareSleep() bool {
-	for i, s := range w.sleepers {
-		if !s.PrepareSleep() {
-			for _, o := range w.sleepers[:i] {
-				o.Awake()
-			}
-			return false
-		}
-	}
-	return true
 }
 
 // The adaptive idle phases, in passes with nothing done: spin, then
@@ -389,32 +299,13 @@ const (
 // do not notice.
 const clockEvery = 64
 
-// acceptQueued accepts every request already in the queue.
-func (w *worker) acceptQueued() {
-	for {
-		select {
-		case r := <-w.reqs:
-			w.accept(&r)
-		default:
-			return
-		}
-	}
-}
-
-// kick wakes the worker if it sleeps.
-func (w *worker) kick() {
-	if w.sleeping.Load() {
-		w.wake.signal()
-	}
-}
-
 // drain fails everything not yet posted with ErrClosed and polls in-flight
 // ops until they complete or the deadline passes.
 func (w *worker) drain() {
 	// Requests already queued: every submitter has left (Close waited).
 	for {
 		select {
-		case r := <-w.reqs:
+		case r := <-w.queue.reqs:
 			w.refuse(&r, ErrClosed)
 			continue
 		default:
@@ -424,7 +315,7 @@ func (w *worker) drain() {
 	for _, ds := range w.doms {
 		for !ds.fifo.empty() {
 			ci := ds.fifo.pop()
-			c := &w.ctxs[ci]
+			c := &w.pool.ctxs[ci]
 			c.inQueue = false
 			w.failXfer(c.xfer, ErrClosed)
 			w.maybeRetire(ci)
@@ -437,14 +328,14 @@ func (w *worker) drain() {
 	}
 	for w.workInFlight() > 0 && time.Now().Before(w.deadline) {
 		if !w.poll() {
-			w.wake.sleep(20*time.Microsecond, false)
+			w.sleep.wake.sleep(20*time.Microsecond, false)
 		}
 	}
 	// Whatever never completed is failed now, exactly once, and Close
 	// says what it gave up on.
 	n, failed := w.workInFlight(), 0
-	for i := range w.xfers {
-		x := &w.xfers[i]
+	for i := range w.pool.xfers {
+		x := &w.pool.xfers[i]
 		if x.live {
 			if x.err == nil {
 				x.err = ErrClosed
@@ -485,11 +376,11 @@ func (w *worker) flush() {
 	if len(w.missed) > 0 {
 		w.settleMissed()
 	}
-	if n := int64(w.inflight); n != w.liveSeen {
+	if n := int64(w.queue.inflight); n != w.queue.liveSeen {
 		// Per pass, not per transfer: an atomic add per transfer would
 		// cost two locked instructions on each.
-		w.live.Store(n)
-		w.liveSeen = n
+		w.queue.live.Store(n)
+		w.queue.liveSeen = n
 	}
 	if len(w.pending) == 0 {
 		return

@@ -93,41 +93,9 @@ type xferSlot struct {
 	peerLosses uint32     // peer.losses when the send was taken
 }
 
-func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
-	var i uint32
-	if n := len(w.freeXfer); n > 0 {
-		i = w.freeXfer[n-1]
-		w.freeXfer = w.freeXfer[:n-1]
-	} else {
-		w.xfers = append(w.xfers, xferSlot{})
-		i = uint32(len(w.xfers) - 1)
-	}
-	x := &w.xfers[i]
-	*x = xferSlot{live: true, kind: kind, c: c, sendSlot: -1, start: w.now, deadline: c.deadline}
-	w.inflight++
-	w.unreported++
-	w.watchDeadline(x)
-	return i
-}
-
-func (w *worker) newCtx(xi uint32, dom int, kind reqKind) uint32 {
-	var i uint32
-	if n := len(w.freeCtx); n > 0 {
-		i = w.freeCtx[n-1]
-		w.freeCtx = w.freeCtx[:n-1]
-	} else {
-		w.ctxs = append(w.ctxs, opCtx{})
-		i = uint32(len(w.ctxs) - 1)
-	}
-	w.ctxGen++
-	w.ctxs[i] = opCtx{live: true, gen: w.ctxGen & ctxGenMask, xfer: xi, dom: uint8(dom), kind: kind}
-	w.xfers[xi].pending++
-	return i
-}
-
 // enqueueCtx puts a prepared context on its domain's FIFO.
 func (w *worker) enqueueCtx(ci uint32) {
-	c := &w.ctxs[ci]
+	c := &w.pool.ctxs[ci]
 	if c.src != nil {
 		c.src.inflight++
 	}
@@ -141,7 +109,7 @@ func (w *worker) enqueueCtx(ci uint32) {
 
 // failXfer records the transfer's first error.
 func (w *worker) failXfer(xi uint32, err error) {
-	x := &w.xfers[xi]
+	x := &w.pool.xfers[xi]
 	if x.err == nil {
 		x.err = err
 	}
@@ -150,11 +118,11 @@ func (w *worker) failXfer(xi uint32, err error) {
 // maybeRetire frees a context once it is off the FIFO and every op it
 // posted has completed; the transfer ends with its last context.
 func (w *worker) maybeRetire(ci uint32) {
-	c := &w.ctxs[ci]
+	c := &w.pool.ctxs[ci]
 	if c.inQueue || c.finished < c.next {
 		return
 	}
-	if c.next < c.total && !c.bad && w.xfers[c.xfer].err == nil {
+	if c.next < c.total && !c.bad && w.pool.xfers[c.xfer].err == nil {
 		return
 	}
 	xi := c.xfer
@@ -167,8 +135,8 @@ func (w *worker) maybeRetire(ci uint32) {
 		}
 	}
 	*c = opCtx{}
-	w.freeCtx = append(w.freeCtx, ci)
-	x := &w.xfers[xi]
+	w.pool.freeCtx = append(w.pool.freeCtx, ci)
+	x := &w.pool.xfers[xi]
 	x.pending--
 	if x.pending == 0 {
 		w.completeXfer(xi)
@@ -178,7 +146,7 @@ func (w *worker) maybeRetire(ci uint32) {
 // completeXfer reports a transfer's end, unless that was done already
 // (report), and frees its slot.
 func (w *worker) completeXfer(xi uint32) {
-	x := &w.xfers[xi]
+	x := &w.pool.xfers[xi]
 	if !x.live {
 		return
 	}
@@ -189,8 +157,8 @@ func (w *worker) completeXfer(xi uint32) {
 		w.e.releaseSendSlot(x.sendSlot)
 	}
 	*x = xferSlot{}
-	w.freeXfer = append(w.freeXfer, xi)
-	w.inflight--
+	w.pool.freeXfer = append(w.pool.freeXfer, xi)
+	w.queue.inflight--
 }
 
 // report delivers a transfer's end exactly once: its error, or nil.
@@ -198,11 +166,11 @@ func (w *worker) report(x *xferSlot) {
 	c, err := x.c, x.err
 	x.reported = true
 	x.c = Completion{}
-	w.unreported--
+	w.queue.unreported--
 	if c.ctx != nil {
-		w.ctxWatched--
+		w.deadlines.ctxWatched--
 	}
-	if w.exitState.Load() == workerAbandoned && w.callStart.Load() != callClaimed {
+	if w.exitState.Load() == workerAbandoned && w.watchdog.callStart.Load() != callClaimed {
 		// Close gave up on this worker: nobody is told any more. (With
 		// the state claimed, it is the watchdog that reports, failing a
 		// gone peer's transfers: those are still told.)
@@ -221,7 +189,7 @@ func (w *worker) finishXfer(xi uint32, err error) {
 func (w *worker) refuse(r *request, err error) {
 	xi := w.newXfer(r.kind, r.c)
 	if r.kind == reqSend {
-		w.xfers[xi].sendSlot = r.slot
+		w.pool.xfers[xi].sendSlot = r.slot
 	}
 	w.finishXfer(xi, err)
 }
@@ -238,7 +206,7 @@ func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	if err := w.usable(p); err != nil {
 		return err
 	}
-	if len(w.goneRegions) > 0 && c.kind != reqImm {
+	if len(w.peerHealth.goneRegions) > 0 && c.kind != reqImm {
 		if err := w.checkRegion(c.kind.String(), p, rk.Key); err != nil {
 			return err
 		}
@@ -296,8 +264,8 @@ func (w *worker) accept(r *request) {
 	n := len(w.doms)
 	fail := func(ci uint32, err error) {
 		w.failXfer(xi, err)
-		w.ctxs[ci].bad = true
-		w.ctxs[ci].total = 0
+		w.pool.ctxs[ci].bad = true
+		w.pool.ctxs[ci].total = 0
 	}
 	imm := func(c *opCtx) {
 		c.imm = r.imm
@@ -311,8 +279,8 @@ func (w *worker) accept(r *request) {
 		if !pinned {
 			d = w.nextNIC()
 		}
-		ci := w.newCtx(xi, d, reqImm)
-		c := &w.ctxs[ci]
+		ci := w.pool.newCtx(xi, d, reqImm)
+		c := &w.pool.ctxs[ci]
 		c.total, c.imm, c.flags = 1, r.imm, rdma.WriteHasImm
 		w.immSource(c)
 		if err := w.target(c, &r.dst, d); err != nil {
@@ -341,8 +309,8 @@ func (w *worker) accept(r *request) {
 			if !pinned {
 				d = w.nextNIC()
 			}
-			ci := w.newCtx(xi, d, reqSingle)
-			c := &w.ctxs[ci]
+			ci := w.pool.newCtx(xi, d, reqSingle)
+			c := &w.pool.ctxs[ci]
 			c.total = 1
 			imm(c)
 			w.source(c, r.src)
@@ -363,8 +331,8 @@ func (w *worker) accept(r *request) {
 		for b := 0; b < blockCount(p, n); b++ {
 			lo, hi := blockRange(p, n, b)
 			d := w.nextNIC()
-			ci := w.newCtx(xi, d, reqPaged)
-			c := &w.ctxs[ci]
+			ci := w.pool.newCtx(xi, d, reqPaged)
+			c := &w.pool.ctxs[ci]
 			c.total = hi - lo
 			imm(c)
 			w.source(c, r.src)
@@ -380,14 +348,14 @@ func (w *worker) accept(r *request) {
 	case reqScatter:
 		w.acceptScatter(xi, r)
 	}
-	if w.xfers[xi].pending == 0 {
+	if w.pool.xfers[xi].pending == 0 {
 		w.completeXfer(xi)
 	}
 }
 
 func (w *worker) barrierBlock(xi uint32, d int, dsts []Descriptor, immv uint32) {
-	ci := w.newCtx(xi, d, reqBarrier)
-	c := &w.ctxs[ci]
+	ci := w.pool.newCtx(xi, d, reqBarrier)
+	c := &w.pool.ctxs[ci]
 	c.total, c.imm, c.flags, c.dsts = len(dsts), immv, rdma.WriteHasImm, dsts
 	w.immSource(c)
 	w.enqueueCtx(ci)
@@ -408,8 +376,8 @@ func (w *worker) acceptScatter(xi uint32, r *request) {
 		}
 	}
 	mk := func(d int, lo, hi, slice, nslices int) {
-		ci := w.newCtx(xi, d, reqScatter)
-		c := &w.ctxs[ci]
+		ci := w.pool.newCtx(xi, d, reqScatter)
+		c := &w.pool.ctxs[ci]
 		c.total = hi - lo
 		c.imm = r.imm
 		if r.hasImm {
@@ -507,7 +475,7 @@ func (w *worker) fillWhole(c *opCtx, out []rdma.WriteOp) int {
 			if err == nil {
 				err = w.usable(p)
 			}
-			if err == nil && len(w.goneRegions) > 0 {
+			if err == nil && len(w.peerHealth.goneRegions) > 0 {
 				err = w.checkRegion("scatter", p, rk.Key)
 			}
 			if err == nil && p.local {
@@ -538,4 +506,19 @@ func (w *worker) fillWhole(c *opCtx, out []rdma.WriteOp) int {
 		}
 	}
 	return k
+}
+
+// deliver tells c that its transfer ended with err.
+func (w *worker) deliver(c Completion, err error) {
+	if err != nil {
+		w.e.failures.Add(1)
+	} else {
+		w.e.completed.Add(1)
+	}
+	c.finishDirect(err)
+	if c.needsDispatch() {
+		w.pending = append(w.pending, dispEvent{kind: dispXfer, fn: c.fn, err: err})
+	} else if err != nil && c.t == nil && c.counter == nil {
+		w.e.log.Warn("ferry transfer failed with no completion to report to", "err", err)
+	}
 }

@@ -43,8 +43,8 @@ func (w *worker) postWrites(ds *domState) bool {
 		ds.segs = ds.segs[:0]
 		for qi := 0; qi < ds.fifo.size && nb < room; qi++ {
 			ci := ds.fifo.at(qi)
-			c := &w.ctxs[ci]
-			if c.bad || w.xfers[c.xfer].err != nil {
+			c := &w.pool.ctxs[ci]
+			if c.bad || w.pool.xfers[c.xfer].err != nil {
 				if qi == 0 {
 					ds.fifo.pop()
 					c.inQueue = false
@@ -93,7 +93,7 @@ func (w *worker) postWrites(ds *domState) bool {
 		var refusedBy *peerState
 		rem := n
 		for _, s := range ds.segs {
-			c := &w.ctxs[s.ctx]
+			c := &w.pool.ctxs[s.ctx]
 			a := min(s.n, rem)
 			c.next += a
 			rem -= a
@@ -117,8 +117,8 @@ func (w *worker) postWrites(ds *domState) bool {
 		// Pop contexts that are fully posted or dead from the head.
 		for !ds.fifo.empty() {
 			ci := ds.fifo.at(0)
-			c := &w.ctxs[ci]
-			if c.next < c.total && !c.bad && w.xfers[c.xfer].err == nil {
+			c := &w.pool.ctxs[ci]
+			if c.next < c.total && !c.bad && w.pool.xfers[c.xfer].err == nil {
 				break
 			}
 			ds.fifo.pop()
@@ -164,7 +164,7 @@ func (w *worker) poll() bool {
 			if timed {
 				d := nanotime() - t0
 				if d > busyPollNanos && d > 4*ds.idlePoll {
-					w.busyPoll = true
+					w.sleep.busyPoll = true
 				} else {
 					ds.idlePoll += (d - ds.idlePoll) / 8
 				}
@@ -235,11 +235,11 @@ func (w *worker) writeDone(ds *domState, ev *rdma.Event) {
 		w.probeDone(ds, ev)
 		return
 	}
-	if ev.Context&ctxTagMask != ctxTagWrite || int(ci) >= len(w.ctxs) {
+	if ev.Context&ctxTagMask != ctxTagWrite || int(ci) >= len(w.pool.ctxs) {
 		w.unmatched(ds, ev)
 		return
 	}
-	c := &w.ctxs[ci]
+	c := &w.pool.ctxs[ci]
 	if !c.live || uint64(c.gen) != ev.Context>>ctxGenShift&ctxGenMask || c.finished >= c.next {
 		// The op was abandoned (its peer is gone for good) and its slot
 		// may have been reused since, or the context still waits to leave
@@ -274,7 +274,7 @@ func (w *worker) writeDone(ds *domState, ev *rdma.Event) {
 		// The peer is declared lost before the transfer's failure is
 		// reported (which that may do already).
 		w.noteOpError(ds, ps, err)
-		if w.ctxs[ci].live {
+		if w.pool.ctxs[ci].live {
 			w.maybeRetire(ci)
 		}
 		return
@@ -295,7 +295,7 @@ func (w *worker) writeDone(ds *domState, ev *rdma.Event) {
 // the lock and the map of held immediates are paid per pass, not per
 // immediate.
 func (w *worker) immArrived(imm uint32) {
-	ent := (*w.e.imm.Load())[imm]
+	ent := (*w.e.imms.counters.Load())[imm]
 	reached, counted := false, false
 	if ent != nil {
 		reached, counted = ent.arrive()
@@ -331,7 +331,7 @@ type immRun struct {
 // under one hold of the engine's immediate lock (see immMissedFast).
 func (w *worker) settleMissed() {
 	e := w.e
-	e.immMu.Lock()
+	e.imms.mu.Lock()
 	for _, m := range w.missed {
 		ent, reached, toCallbacks := e.immMissedLocked(m.imm, m.n)
 		if toCallbacks {
@@ -342,7 +342,7 @@ func (w *worker) settleMissed() {
 			w.pending = append(w.pending, dispEvent{kind: dispImmReached, ent: ent})
 		}
 	}
-	e.immMu.Unlock()
+	e.imms.mu.Unlock()
 	w.missed = w.missed[:0]
 }
 
@@ -351,8 +351,8 @@ func (w *worker) settleMissed() {
 func (w *worker) domainFailed(ds *domState, err error) {
 	w.e.log.Error("ferry domain failed", "nic", ds.info.Name, "err", err)
 	di := indexOf(w.doms, ds)
-	for i := range w.ctxs {
-		c := &w.ctxs[i]
+	for i := range w.pool.ctxs {
+		c := &w.pool.ctxs[i]
 		if !c.live || int(c.dom) != di {
 			continue
 		}
@@ -363,10 +363,10 @@ func (w *worker) domainFailed(ds *domState, err error) {
 		w.failXfer(c.xfer, err)
 	}
 	for !ds.fifo.empty() {
-		w.ctxs[ds.fifo.pop()].inQueue = false
+		w.pool.ctxs[ds.fifo.pop()].inQueue = false
 	}
-	for i := range w.ctxs {
-		if c := &w.ctxs[i]; c.live && int(c.dom) == di {
+	for i := range w.pool.ctxs {
+		if c := &w.pool.ctxs[i]; c.live && int(c.dom) == di {
 			w.maybeRetire(uint32(i))
 		}
 	}

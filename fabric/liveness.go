@@ -2,6 +2,9 @@ package fabric
 
 import (
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferryrdma/ferry/fabric/rdma"
@@ -109,7 +112,7 @@ func (w *worker) peerLost(ds *domState, ps *peerState, cause error, gone bool) {
 		w.failPeerWork(l.ds, l.p, l.p.lost)
 	}
 	clear(found)
-	w.swept = found[:0]
+	w.peerHealth.swept = found[:0]
 }
 
 // declareLost records that ps is lost (gone: for good) and tells the
@@ -154,9 +157,22 @@ func peerClosed(err error) bool {
 
 // sweepGone asks the provider of each domain that can check its peers
 // about every peer not yet gone for good, declares those it finds gone,
-// and returns them (in w.swept; their work is not failed yet).
+// and returns them (in w.peerHealth.swept; their work is not failed yet).
 func (w *worker) sweepGone() []lostPeer {
-	found := w.swept[:0]
+	found := w.peerHealth.swept[:0]
+	w.askProviders(func(ds *domState, ps *peerState, err error) {
+		if w.declareLost(ds, ps, err, true) {
+			found = append(found, lostPeer{ds, ps})
+		}
+	})
+	w.peerHealth.swept = found
+	return found
+}
+
+// askProviders asks each domain that can check its peers
+// (rdma.PeerChecker) about every peer not yet gone for good, in order, and
+// calls gone for each one its provider reports gone, with the evidence.
+func (w *worker) askProviders(gone func(ds *domState, ps *peerState, err error)) {
 	for _, ds := range w.doms {
 		pc, ok := ds.d.(rdma.PeerChecker)
 		if !ok {
@@ -166,13 +182,11 @@ func (w *worker) sweepGone() []lostPeer {
 			if ps.gone {
 				continue
 			}
-			if err := pc.CheckPeer(ps.id); err != nil && w.declareLost(ds, ps, err, true) {
-				found = append(found, lostPeer{ds, ps})
+			if err := pc.CheckPeer(ps.id); err != nil {
+				gone(ds, ps, err)
 			}
 		}
 	}
-	w.swept = found
-	return found
 }
 
 // peerBack clears a lost peer that completed an op again. Callers pass
@@ -197,8 +211,8 @@ func answeredSince(ps *peerState, losses uint32) bool {
 // failPeerWork fails every transfer with work on ds for ps.
 func (w *worker) failPeerWork(ds *domState, ps *peerState, pe *PeerError) {
 	di := indexOf(w.doms, ds)
-	for i := range w.ctxs {
-		c := &w.ctxs[i]
+	for i := range w.pool.ctxs {
+		c := &w.pool.ctxs[i]
 		if !c.live || int(c.dom) != di || !w.ctxUses(c, ps) {
 			continue
 		}
@@ -215,7 +229,7 @@ func (w *worker) failPeerWork(ds *domState, ps *peerState, pe *PeerError) {
 			c.finished = c.next
 		}
 		w.maybeRetire(uint32(i))
-		if x := &w.xfers[xi]; x.live && !x.reported {
+		if x := &w.pool.xfers[xi]; x.live && !x.reported {
 			w.report(x)
 		}
 	}
@@ -228,8 +242,8 @@ func (w *worker) failPeerWork(ds *domState, ps *peerState, pe *PeerError) {
 		ds.sendQ = append(ds.sendQ[:i], ds.sendQ[i+1:]...)
 		w.finishXfer(xi, pe)
 	}
-	for i := range w.xfers {
-		if x := &w.xfers[i]; x.live && !x.reported && x.kind == reqSend && x.peer == ps {
+	for i := range w.pool.xfers {
+		if x := &w.pool.xfers[i]; x.live && !x.reported && x.kind == reqSend && x.peer == ps {
 			// Posted: its buffer stays with the provider until it comes
 			// back; the sender hears now.
 			x.err = pe
@@ -319,10 +333,10 @@ func (w *worker) noteOpError(ds *domState, ps *peerState, err error) {
 // used and watched peers, and heartbeats to watched peers.
 func (w *worker) liveness() {
 	if w.e.cfg.LivenessInterval < 0 {
-		w.nextLiveness = noDeadline
+		w.peerHealth.nextLiveness = noDeadline
 		return
 	}
-	w.nextLiveness = w.now + int64(w.e.cfg.LivenessInterval)
+	w.peerHealth.nextLiveness = w.now + int64(w.e.cfg.LivenessInterval)
 	for _, ds := range w.doms {
 		w.checkPeers(ds, false)
 		w.probePeers(ds)
@@ -426,4 +440,167 @@ func (w *worker) unmatched(ds *domState, ev *rdma.Event) {
 	w.e.log.Warn("ferry completion matches no operation: checking peers", "nic", ds.info.Name,
 		"context", ev.Context, "kind", ev.Kind.String(), "err", err)
 	w.checkPeers(ds, true)
+}
+
+// lookForGonePeer checks, with the worker's state claimed, the peers of a
+// worker that has been inside one provider call (started at start) for a
+// while, on domains that can check them. A gone peer explains the call
+// (shm spins for ever on the lock of a peer that died holding it): the
+// peer is declared lost and the worker given up on. Otherwise the state
+// goes back to the worker.
+func (w *worker) lookForGonePeer(start int64) {
+	s, ok := w.claimCall(start)
+	if !ok {
+		return
+	}
+	w.now = nanotime()
+	type found struct {
+		ds  *domState
+		ps  *peerState
+		err error
+	}
+	var lost []found
+	w.askProviders(func(ds *domState, ps *peerState, err error) {
+		lost = append(lost, found{ds, ps, err})
+	})
+	if len(lost) == 0 {
+		w.releaseCall(s)
+		return
+	}
+	// Abandon before the lost peers' failures reach anyone: a caller that
+	// sees its transfer fail and submits again must find the worker
+	// abandoned (ErrAbandoned), not queue behind the stuck call. The
+	// failures are still delivered (report), the state being claimed;
+	// the abandon channel, which ends waits on the worker's transfers with
+	// ErrAbandoned, is closed only once they have been told of the peer.
+	abandoned := w.exitState.CompareAndSwap(workerRunning, workerAbandoned)
+	for _, l := range lost {
+		w.peerLost(l.ds, l.ps, l.err, true)
+	}
+	w.flush()
+	if abandoned {
+		close(w.abandon)
+	}
+	w.takeClaimed(fmt.Sprintf("stuck in a provider call while peer %s is gone", lost[len(lost)-1].ps.addr))
+}
+
+// peerHealth is a worker's peer-liveness state: nextLiveness is when the
+// periodic peer checks run next; lostLater are peers to declare lost once
+// the pass ends (declareLostLater); swept is sweepGone's findings, reused;
+// goneRegions are remote regions a write found unregistered
+// (ErrUnknownRegion): later writes to them fail at accept, without a post
+// (nil until the first).
+type peerHealth struct {
+	nextLiveness int64
+	lostLater    []lostPeer
+	swept        []lostPeer
+	goneRegions  map[regionRef]struct{}
+}
+
+// errLocalClosed is why a peer that was an endpoint of this process is
+// lost: it has been closed.
+var errLocalClosed = errors.New("the endpoint, in this process, has been closed")
+
+// Descriptors are trusted: a forged or stale one can complete successfully
+// on tcp and shm while nothing lands at the target (see Descriptor). The
+// engine can check the ones that name this process's own memory: every
+// endpoint the process opens and every remotely writable region it
+// registers is listed here, and a write whose target endpoint is local is
+// checked against the list when it is accepted. That costs one boolean on
+// the path of writes to other processes; for a write to this process
+// (tests, loopback pipelines) one lock-free lookup, or, when the peer's
+// last write used the same key and range and nothing left the lists since,
+// one atomic load (localOK).
+
+var local struct {
+	addrs   sync.Map // Address -> struct{}: endpoints open in this process
+	regions sync.Map // localKey -> localSpan: remotely writable registrations
+	// gen changes whenever an endpoint or a region leaves the lists: a
+	// peer's last check that passed (peerState.localOK) stands while gen
+	// is what it was then.
+	gen atomic.Uint64
+}
+
+type localKey struct {
+	addr Address
+	key  uint64
+}
+
+type localSpan struct{ base, len uint64 }
+
+func addLocalEndpoint(a Address) { local.addrs.Store(a, struct{}{}) }
+func removeLocalEndpoint(a Address) {
+	local.addrs.Delete(a)
+	local.gen.Add(1)
+}
+
+func isLocalEndpoint(a Address) bool {
+	_, ok := local.addrs.Load(a)
+	return ok
+}
+
+func addLocalRegion(r *MemoryRegion) {
+	for _, k := range r.desc.NICs {
+		local.regions.Store(localKey{k.Addr, k.Key}, localSpan{uint64(r.span.Addr), r.span.Len})
+	}
+}
+
+func removeLocalRegion(r *MemoryRegion) {
+	for _, k := range r.desc.NICs {
+		local.regions.Delete(localKey{k.Addr, k.Key})
+	}
+	local.gen.Add(1)
+}
+
+// localOK is the last descriptor range checkLocal passed for a peer, and
+// local.gen then: a peer's ops usually reuse one descriptor, and checking
+// it again needs no lookup until something leaves the lists. A lookup in
+// the lists hashes the endpoint address; it would cost more than the rest
+// of accepting an op.
+type localOK struct {
+	gen, key, base, len uint64
+}
+
+// checkLocal checks a descriptor that names an endpoint of this process
+// (p.local): the endpoint must still be open (else p is gone for good), its
+// key a live registration there, and its range inside that registration.
+func (w *worker) checkLocal(ds *domState, p *peerState, op string, k *RemoteKey, d *Descriptor) error {
+	// gen is read before the lists: a removal after this read changes it,
+	// so what passes below is checked again on the next op.
+	gen := local.gen.Load()
+	if c := &p.localOK; c.gen == gen && c.key == k.Key && c.base == d.Base && c.len == d.Length {
+		return nil
+	}
+	v, ok := local.regions.Load(localKey{k.Addr, k.Key})
+	if !ok && !isLocalEndpoint(k.Addr) {
+		// Declared lost after this pass: the context being built must
+		// not be failed under the code building it.
+		w.peerHealth.lostLater = append(w.peerHealth.lostLater, lostPeer{ds, p})
+		return &PeerError{Peer: p.addr, Cause: errLocalClosed}
+	}
+	if !ok {
+		return reqErr(op, ErrUnknownRegion, "stale or forged descriptor: no live region of this process has key %#x on %s", k.Key, k.Addr)
+	}
+	s := v.(localSpan)
+	if d.Base < s.base || d.Length > s.len || d.Base-s.base > s.len-d.Length {
+		return reqErr(op, ErrOutOfBounds, "forged descriptor: [%#x, +%d) is not inside the region [%#x, +%d) key %#x names",
+			d.Base, d.Length, s.base, s.len, k.Key)
+	}
+	p.localOK = localOK{gen: gen, key: k.Key, base: d.Base, len: d.Length}
+	return nil
+}
+
+// lostPeer is a peer found gone while a request was being built.
+type lostPeer struct {
+	ds *domState
+	p  *peerState
+}
+
+// declareLostLater declares the peers found gone during this pass lost.
+func (w *worker) declareLostLater() {
+	for _, l := range w.peerHealth.lostLater {
+		w.peerLost(l.ds, l.p, errLocalClosed, true)
+	}
+	clear(w.peerHealth.lostLater)
+	w.peerHealth.lostLater = w.peerHealth.lostLater[:0]
 }
