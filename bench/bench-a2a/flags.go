@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
@@ -25,7 +25,7 @@ type options struct {
 	fs    *flag.FlagSet
 	rdv   rendezvous.Config
 	spawn bool
-	spec  bench.Spec
+	spec  a2abench.Spec
 	json  string
 	// verbose sends the engine's logs to standard error.
 	verbose bool

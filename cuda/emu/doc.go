@@ -1,0 +1,13 @@
+// Package cudaemu runs ferry's CUDA kernels on the CPU: the same .cu
+// sources that NVRTC compiles for the GPU are compiled by g++ (C++20)
+// against a host implementation of cuda/kernels/ferry_device.h
+// (rt/fd_emu_device.h) and executed by an emulator of the CUDA execution
+// model, so every CI run exercises the real kernel source on machines
+// without a GPU. Every launch is also checked for memory scopes: a load
+// or atomic that observes a store from a thread outside either side's
+// scope (cta, gpu, sys; each Stream runs on an emulated device, see
+// NewDeviceStream) fails the launch with a KernelError saying so.
+//
+// Only this package and what imports it (tests, emulated backends) need a
+// C++ compiler at run time; the library's own packages never import it.
+package emu
