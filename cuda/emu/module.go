@@ -2,13 +2,10 @@ package emu
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
-	"reflect"
 	"sync"
-	"unsafe"
 
 	"github.com/ferryrdma/ferry/cuda"
+	"github.com/ferryrdma/ferry/cuda/internal/kernelargs"
 )
 
 // Dim3 is a grid or block size; zero components count as 1.
@@ -122,89 +119,20 @@ func newLaunch(k *Kernel, grid, block Dim3, shared int, args []any) (*launchReq,
 	return &launchReq{k: k, grid: grid, block: block, shared: shared, args: buf, offsets: offs, done: make(chan struct{})}, nil
 }
 
-// packArgs lays the arguments out like cuda.Function.Launch: each at an
-// offset aligned to its size. Pointers are uintptr, unsafe.Pointer,
-// cuda.DevicePtr or uint64; structs (no pointers inside) are copied as
-// they lie in memory. Every size must match the kernel's parameter.
+// packArgs lays the arguments out with the launch ABI the driver path
+// shares (package cuda/internal/kernelargs) and checks every size against
+// the kernel's parameter.
 func packArgs(k *Kernel, args []any) ([]byte, []uint32, error) {
-	var buf []byte
-	offs := make([]uint32, 0, len(args))
-	for i, a := range args {
-		var b []byte
-		align := 8
-		switch v := a.(type) {
-		case bool:
-			b = []byte{0}
-			if v {
-				b[0] = 1
-			}
-			align = 1
-		case int8:
-			b, align = []byte{byte(v)}, 1
-		case uint8:
-			b, align = []byte{v}, 1
-		case int16:
-			b, align = binary.LittleEndian.AppendUint16(nil, uint16(v)), 2
-		case uint16:
-			b, align = binary.LittleEndian.AppendUint16(nil, v), 2
-		case int32:
-			b, align = binary.LittleEndian.AppendUint32(nil, uint32(v)), 4
-		case uint32:
-			b, align = binary.LittleEndian.AppendUint32(nil, v), 4
-		case float32:
-			b, align = binary.LittleEndian.AppendUint32(nil, math.Float32bits(v)), 4
-		case int64:
-			b = binary.LittleEndian.AppendUint64(nil, uint64(v))
-		case uint64:
-			b = binary.LittleEndian.AppendUint64(nil, v)
-		case int:
-			b = binary.LittleEndian.AppendUint64(nil, uint64(v))
-		case uint:
-			b = binary.LittleEndian.AppendUint64(nil, uint64(v))
-		case uintptr:
-			b = binary.LittleEndian.AppendUint64(nil, uint64(v))
-		case float64:
-			b = binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
-		case cuda.DevicePtr:
-			b = binary.LittleEndian.AppendUint64(nil, uint64(v))
-		case unsafe.Pointer:
-			b = binary.LittleEndian.AppendUint64(nil, uint64(uintptr(v)))
-		default:
-			rv := reflect.ValueOf(a)
-			if !rv.IsValid() || rv.Kind() != reflect.Struct || hasPointers(rv.Type()) {
-				return nil, nil, invalid("launch %s: argument %d has unsupported type %T", k.name, i, a)
-			}
-			p := reflect.New(rv.Type())
-			p.Elem().Set(rv)
-			b = append([]byte(nil), unsafe.Slice((*byte)(p.UnsafePointer()), rv.Type().Size())...)
-			align = rv.Type().Align()
-		}
-		if uint32(len(b)) != k.sizes[i] {
-			return nil, nil, invalid("launch %s: argument %d (%T) is %d bytes, the parameter %d", k.name, i, a, len(b), k.sizes[i])
-		}
-		for len(buf)%align != 0 {
-			buf = append(buf, 0)
-		}
-		offs = append(offs, uint32(len(buf)))
-		buf = append(buf, b...)
+	p, err := kernelargs.Pack(args)
+	if err != nil {
+		return nil, nil, invalid("launch %s: %v", k.name, err)
 	}
-	return buf, offs, nil
-}
-
-func hasPointers(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.String, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
-		return true
-	case reflect.Array:
-		return hasPointers(t.Elem())
-	case reflect.Struct:
-		for i := 0; i < t.NumField(); i++ {
-			if hasPointers(t.Field(i).Type) {
-				return true
-			}
+	for i, n := range p.Sizes {
+		if n != k.sizes[i] {
+			return nil, nil, invalid("launch %s: argument %d (%T) is %d bytes, the parameter %d", k.name, i, args[i], n, k.sizes[i])
 		}
 	}
-	return false
+	return p.Buf, p.Offsets, nil
 }
 
 // Stream runs launches one after the other, in the order they were made,
