@@ -107,7 +107,7 @@ type Backend struct {
 	eng     *fabric.Engine
 	node    NodeMemory
 	st      Stream
-	mods    []Module
+	prog    Program
 	k       [4]Kernel
 	grid    int
 	block   int
@@ -210,47 +210,46 @@ func or(v, d int) int {
 	return v
 }
 
-// build compiles the two kernel modules and checks the shared layouts.
+// build compiles the two kernel sources into one program and checks the
+// shared layouts.
 func (b *Backend) build(ctx context.Context) error {
 	srcs, err := Sources()
 	if err != nil {
 		return err
 	}
 	shape, special := ShapeOf(&b.l)
-	found := map[string]Kernel{}
+	var builds []Build
+	taken := map[string]bool{}
 	for _, src := range srcs {
-		m, err := b.dev.Build(ctx, src, Defines(src.Name, b.block, shape, special))
-		if err != nil {
-			return fmt.Errorf("a2a cuda backend: build %s: %w", src.Name, err)
-		}
-		b.mods = append(b.mods, m)
+		bl := Build{Source: src, Defines: Defines(src.Name, b.block, shape, special)}
 		for _, name := range append(kernelNames[:], probeKernel) {
-			if _, ok := found[name]; ok {
-				continue
-			}
-			if k, err := m.Kernel(name); err == nil {
-				found[name] = k
+			if !taken[name] && declares(src.Code, name) {
+				taken[name] = true
+				bl.Kernels = append(bl.Kernels, name)
 			}
 		}
+		builds = append(builds, bl)
+	}
+	if b.prog, err = b.dev.Load(ctx, builds); err != nil {
+		return fmt.Errorf("a2a cuda backend: build %d kernel sources: %w", len(builds), err)
 	}
 	for i, name := range kernelNames {
-		k, ok := found[name]
-		if !ok {
-			return fmt.Errorf("a2a cuda backend: kernel %s not built: %w", name, ErrKernel)
+		if b.k[i], err = b.prog.Kernel(name); err != nil {
+			return fmt.Errorf("a2a cuda backend: kernel %s not built: %w", name, err)
 		}
-		b.k[i] = k
 	}
-	if b.st, err = b.dev.NewStream(); err != nil {
+	probe, err := b.prog.Kernel(probeKernel)
+	if err != nil {
+		return fmt.Errorf("a2a cuda backend: kernel %s not built: %w", probeKernel, err)
+	}
+	if b.st, err = b.prog.NewStream(); err != nil {
 		return err
 	}
-	return b.probe(ctx, found[probeKernel])
+	return b.probe(ctx, probe)
 }
 
 // probe checks that Go and the kernels lay the shared structs out alike.
 func (b *Backend) probe(ctx context.Context, k Kernel) error {
-	if k == nil {
-		return fmt.Errorf("a2a cuda backend: kernel %s not built: %w", probeKernel, ErrKernel)
-	}
 	out, err := b.alloc(64, false)
 	if err != nil {
 		return err
@@ -518,8 +517,8 @@ func (b *Backend) Close() error {
 	if b.st != nil {
 		errs = append(errs, b.st.Close())
 	}
-	for _, m := range b.mods {
-		errs = append(errs, m.Close())
+	if b.prog != nil {
+		errs = append(errs, b.prog.Close())
 	}
 	for _, m := range b.mems {
 		errs = append(errs, m.Free())
@@ -552,7 +551,7 @@ func (b *Backend) reserveGrid() error {
 	}
 	limit := -1
 	for i, k := range b.k {
-		n, err := rd.MaxResidentBlocks(k, b.block)
+		n, err := b.prog.MaxResidentBlocks(k, b.block)
 		if err != nil {
 			return fmt.Errorf("a2a cuda backend: occupancy of %s: %w", kernelNames[i], err)
 		}

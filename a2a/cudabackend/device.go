@@ -2,9 +2,11 @@ package cudabackend
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -15,11 +17,10 @@ import (
 type Device interface {
 	// Name says which device this is, for reports.
 	Name() string
-	// Build compiles one kernel source (a complete translation unit) with
-	// the given defines ("-DNAME=VALUE") for this device and loads it.
-	Build(ctx context.Context, src Source, defines []string) (Module, error)
-	// NewStream returns an in-order queue of launches.
-	NewStream() (Stream, error)
+	// Load compiles each build's source (a complete translation unit) with
+	// its defines ("-DNAME=VALUE") for this device and loads them, together,
+	// as one Program.
+	Load(ctx context.Context, builds []Build) (Program, error)
 	// Alloc returns n bytes of zeroed device memory.
 	Alloc(n int) (Memory, error)
 	// AllocMapped returns n bytes of zeroed host memory that kernels can
@@ -57,7 +58,7 @@ type RDMAFlusher interface {
 // flags, so a kernel whose blocks cannot all be resident never ends, and
 // neither do the kernels of the other ranks waiting for it. The backend
 // therefore checks, at New:
-//   - its own grid: at most MaxResidentBlocks of every kernel (an error
+//   - its own grid: at most Program.MaxResidentBlocks of every kernel (an error
 //     naming the grid to use, instead of the driver's refusal at the first
 //     launch);
 //   - the rule for concurrent contexts (two micro-batches on two streams,
@@ -71,9 +72,6 @@ type RDMAFlusher interface {
 // Kernels of other libraries that occupy SMs for long (a persistent GEMM)
 // are outside this count: leave room for them with Options.Grid.
 type ResidentDevice interface {
-	// MaxResidentBlocks is how many blocks of block threads of k the whole
-	// device holds at once (occupancy per SM times SMs).
-	MaxResidentBlocks(k Kernel, block int) (int, error)
 	// Key names the physical device: Devices with the same Key share it.
 	Key() string
 }
@@ -125,23 +123,102 @@ type Source struct {
 	Code string
 }
 
-// Module is built kernel code.
-type Module interface {
+// Build is one kernel source, the defines it is compiled with and the
+// kernels (extern "C" names) the program takes from it.
+type Build struct {
+	Source  Source
+	Defines []string
+	Kernels []string
+}
+
+// Program is the kernels of one Device.Load and the streams they launch
+// on. The device's own kernel and stream types stay inside it: the
+// backend names kernels by Kernel and queues them on a Program's Stream,
+// so neither side ever converts one back. Safe for concurrent use.
+type Program interface {
+	// Kernel returns the kernel called name (an extern "C" name in one of
+	// the builds).
 	Kernel(name string) (Kernel, error)
+	// NewStream returns an in-order queue of this program's launches.
+	NewStream() (Stream, error)
+	// MaxResidentBlocks is how many blocks of block threads of k the whole
+	// device holds at once (occupancy per SM times SMs): what a
+	// cooperative launch of k may have.
+	MaxResidentBlocks(k Kernel, block int) (int, error)
+	// Close unloads the kernels; their streams must be closed first.
 	Close() error
 }
 
-// Kernel is one kernel of a Module, launched on a Stream.
-type Kernel any
+// Kernel names a kernel of a Program: its place in the program's table
+// and its name. A Program's streams launch their own program's kernel at
+// that place, so a Kernel also launches on the streams of another program
+// loaded from the same builds (every rank of a world loads the same): the
+// name is checked at each launch. The zero Kernel is none.
+type Kernel struct {
+	index int // place in the program's table, plus one
+	name  string
+}
 
-// Stream runs launches in order. Launch arguments are uint64 (addresses,
-// 64-bit values), uint32, int32 or float32, in the kernel's order; every
-// launch is cooperative (all blocks resident at once).
+// NewKernel is the Kernel at place index (from 0) of a program's table,
+// called name: for Program implementations.
+func NewKernel(index int, name string) Kernel { return Kernel{index: index + 1, name: name} }
+
+// Index is the kernel's place in its program's table, or -1 for the zero
+// Kernel.
+func (k Kernel) Index() int { return k.index - 1 }
+
+// Name is the kernel's name ("" for the zero Kernel).
+func (k Kernel) Name() string { return k.name }
+
+// IsZero reports whether k is the zero Kernel (no kernel).
+func (k Kernel) IsZero() bool { return k.index == 0 }
+
+// Stream runs launches of its Program's kernels in order. Launch
+// arguments are uint64 (addresses, 64-bit values), uint32, int32 or
+// float32, in the kernel's order (laid out by cuda/internal/kernelargs on
+// the GPU and on the emulator alike); every launch is cooperative (all
+// blocks resident at once).
 type Stream interface {
 	Launch(k Kernel, grid, block int, args ...any) error
 	// Sync waits until every launch so far finished, or ctx ends.
 	Sync(ctx context.Context) error
 	Close() error
+}
+
+// KernelTable is the lookup a Program implementation needs: kernels by
+// name, by place, and the check that a Kernel names the table's kernel at
+// its place. K is the device's own kernel type.
+type KernelTable[K any] struct {
+	kernels []K
+	names   []string
+}
+
+// Add puts k, called name, at the next place.
+func (t *KernelTable[K]) Add(name string, k K) {
+	t.kernels = append(t.kernels, k)
+	t.names = append(t.names, name)
+}
+
+// Kernel returns the Kernel called name.
+func (t *KernelTable[K]) Kernel(name string) (Kernel, error) {
+	for i, n := range t.names {
+		if n == name {
+			return NewKernel(i, n), nil
+		}
+	}
+	return Kernel{}, fmt.Errorf("a2a cuda backend: no kernel %q in the program: %w", name, ErrKernel)
+}
+
+// Get returns the table's kernel that k names, or an error when the table
+// has another kernel (or none) at k's place.
+func (t *KernelTable[K]) Get(k Kernel) (K, error) {
+	i := k.Index()
+	if i < 0 || i >= len(t.kernels) || t.names[i] != k.name {
+		var zero K
+		return zero, fmt.Errorf("a2a cuda backend: launch of kernel %q, which this program does not have at place %d: %w",
+			k.name, i, a2a.ErrInvalidArgument)
+	}
+	return t.kernels[i], nil
 }
 
 // Memory is an allocation of a Device.

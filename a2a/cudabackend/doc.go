@@ -1,4 +1,4 @@
-// Package cuda is the CUDA backend of a2a: MoE dispatch and combine by
+// Package cudabackend is the CUDA backend of a2a: MoE dispatch and combine by
 // four kernels (kernels/a2a_dispatch.cu, kernels/a2a_combine.cu, written
 // only against cuda/kernels/ferry_device.h) and a CPU worker that drives
 // the fabric engine, with the host backend's wiring (package
@@ -18,6 +18,13 @@
 // how every CI run proves this backend: W ranks in one process or as
 // processes over libfabric's shm and tcp, node peers sharing memory,
 // checked against the oracle bit for bit.
+//
+// Both implement one typed seam: Device.Load builds the kernel sources
+// into a Program, whose Streams launch the Program's kernels, named by
+// Kernel values; each implementation keeps its own kernel type
+// (*cuda.Function, *emu.Kernel) in a KernelTable, so nothing is converted
+// back from an interface. Both lay the launch arguments out with one ABI
+// (cuda/internal/kernelargs).
 //
 // # Node ranks
 //

@@ -2,6 +2,7 @@ package cudabackend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	cu "github.com/ferryrdma/ferry/cuda"
@@ -84,34 +85,78 @@ func (d *DriverDevice) Context() *cu.Context { return d.ctx }
 
 func (d *DriverDevice) Name() string { return fmt.Sprintf("cuda %s (%d SMs)", d.name, d.sms) }
 
-func (d *DriverDevice) Build(ctx context.Context, src Source, defines []string) (Module, error) {
-	defines = append(append([]string(nil), defines...), ArchDefines(d.major, d.minor)...)
-	m, _, err := d.ctx.CompileModule(cu.Source{Name: src.Name, Code: src.Code}, cu.CompileOptions{Options: defines})
+// Load compiles every build with NVRTC for the device (or takes it from
+// the kernel cache) and loads the modules as one program.
+func (d *DriverDevice) Load(ctx context.Context, builds []Build) (_ Program, err error) {
+	p := &driverProgram{d: d}
+	defer func() {
+		if err != nil {
+			_ = p.Close()
+		}
+	}()
+	for _, b := range builds {
+		defines := append(append([]string(nil), b.Defines...), ArchDefines(d.major, d.minor)...)
+		m, _, err := d.ctx.CompileModule(cu.Source{Name: b.Source.Name, Code: b.Source.Code}, cu.CompileOptions{Options: defines})
+		if err != nil {
+			return nil, err
+		}
+		p.mods = append(p.mods, m)
+		for _, name := range b.Kernels {
+			f, err := m.Function(name)
+			if err != nil {
+				return nil, err
+			}
+			p.table.Add(name, f)
+		}
+	}
+	return p, nil
+}
+
+// driverProgram is loaded CUDA modules and their functions.
+type driverProgram struct {
+	d     *DriverDevice
+	mods  []*cu.Module
+	table KernelTable[*cu.Function]
+}
+
+func (p *driverProgram) Kernel(name string) (Kernel, error) { return p.table.Kernel(name) }
+
+func (p *driverProgram) NewStream() (Stream, error) {
+	st, err := p.d.ctx.NewStream(true)
 	if err != nil {
 		return nil, err
 	}
-	return driverModule{m}, nil
+	return driverStream{st: st, p: p}, nil
 }
 
-type driverModule struct{ m *cu.Module }
-
-func (m driverModule) Kernel(name string) (Kernel, error) { return m.m.Function(name) }
-func (m driverModule) Close() error                       { return m.m.Close() }
-
-func (d *DriverDevice) NewStream() (Stream, error) {
-	st, err := d.ctx.NewStream(true)
+// MaxResidentBlocks is the kernel's occupancy per SM times the SMs.
+func (p *driverProgram) MaxResidentBlocks(k Kernel, block int) (int, error) {
+	f, err := p.table.Get(k)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return driverStream{st}, nil
+	n, err := f.MaxActiveBlocksPerSM(block, 0)
+	return n * p.d.sms, err
 }
 
-type driverStream struct{ st *cu.Stream }
+func (p *driverProgram) Close() error {
+	var errs []error
+	for _, m := range p.mods {
+		errs = append(errs, m.Close())
+	}
+	p.mods = nil
+	return errors.Join(errs...)
+}
+
+type driverStream struct {
+	st *cu.Stream
+	p  *driverProgram
+}
 
 func (s driverStream) Launch(k Kernel, grid, block int, args ...any) error {
-	f, ok := k.(*cu.Function)
-	if !ok {
-		return fmt.Errorf("a2a cuda: launch of a kernel from another device: %w", cu.ErrInvalidArgument)
+	f, err := s.p.table.Get(k)
+	if err != nil {
+		return err
 	}
 	return f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(grid)}, Block: cu.Dim3{X: uint32(block)}, Stream: s.st,
 		Cooperative: true}, args...)
@@ -211,16 +256,6 @@ type flagWord struct{ f cu.Flag }
 
 func (w flagWord) Load() uint32   { return w.f.Load() }
 func (w flagWord) Store(v uint32) { w.f.Set(v) }
-
-// MaxResidentBlocks is the kernel's occupancy per SM times the SMs.
-func (d *DriverDevice) MaxResidentBlocks(k Kernel, block int) (int, error) {
-	f, ok := k.(*cu.Function)
-	if !ok {
-		return 0, fmt.Errorf("a2a cuda: occupancy of a kernel from another device: %w", cu.ErrInvalidArgument)
-	}
-	n, err := f.MaxActiveBlocksPerSM(block, 0)
-	return n * d.sms, err
-}
 
 // Key is the device's PCI address.
 func (d *DriverDevice) Key() string {

@@ -50,7 +50,9 @@ type DeviceIO struct {
 	Timeout time.Duration
 }
 
-// Launch is one kernel launch with its arguments fixed.
+// Launch is one kernel launch with its arguments fixed. It runs on the
+// stream of any backend of its world (they load the same kernels); the
+// zero Launch (no Kernel) launches nothing.
 type Launch struct {
 	Phase       Phase
 	Kernel      Kernel

@@ -2,6 +2,7 @@ package emulated
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -41,14 +42,6 @@ var _ cudabackend.ResidentDevice = Device{}
 // at one block per SM would: to test the backend's co-residency rules.
 func NewDeviceHolding(blocks int) Device { return Device{id: devices.Add(1), blocks: blocks} }
 
-// MaxResidentBlocks is the device's capacity, whatever the kernel.
-func (d Device) MaxResidentBlocks(cudabackend.Kernel, int) (int, error) {
-	if d.blocks <= 0 {
-		return MaxBlocks, nil
-	}
-	return d.blocks, nil
-}
-
 // Key names the emulated device.
 func (d Device) Key() string { return fmt.Sprintf("emulated device %d", d.id) }
 
@@ -75,30 +68,77 @@ func (d Device) FlushRDMA() error {
 
 func (Device) Name() string { return "cpu emulator" }
 
-func (Device) Build(ctx context.Context, src cudabackend.Source, defines []string) (cudabackend.Module, error) {
-	m, err := emu.Build(ctx, emu.BuildSpec{Name: src.Name,
-		Sources: []cu.Source{{Name: src.Name, Code: src.Code}}, Defines: defines})
-	if err != nil {
-		return nil, err
+// Load builds every source with g++ against the host side of
+// ferry_device.h (or takes it from the emulator's cache) and loads them as
+// one program.
+func (d Device) Load(ctx context.Context, builds []cudabackend.Build) (_ cudabackend.Program, err error) {
+	p := &program{d: d}
+	defer func() {
+		if err != nil {
+			_ = p.Close()
+		}
+	}()
+	for _, b := range builds {
+		m, err := emu.Build(ctx, emu.BuildSpec{Name: b.Source.Name,
+			Sources: []cu.Source{{Name: b.Source.Name, Code: b.Source.Code}}, Defines: b.Defines})
+		if err != nil {
+			return nil, err
+		}
+		p.mods = append(p.mods, m)
+		for _, name := range b.Kernels {
+			k, err := m.Kernel(name)
+			if err != nil {
+				return nil, err
+			}
+			p.table.Add(name, k)
+		}
 	}
-	return module{m}, nil
+	return p, nil
 }
 
-type module struct{ m *emu.Module }
-
-func (m module) Kernel(name string) (cudabackend.Kernel, error) { return m.m.Kernel(name) }
-func (m module) Close() error                                   { return m.m.Close() }
-
-func (d Device) NewStream() (cudabackend.Stream, error) {
-	return stream{emu.NewDeviceStream(d.id)}, nil
+// program is emulator modules and their kernels.
+type program struct {
+	d     Device
+	mods  []*emu.Module
+	table cudabackend.KernelTable[*emu.Kernel]
 }
 
-type stream struct{ s *emu.Stream }
+func (p *program) Kernel(name string) (cudabackend.Kernel, error) { return p.table.Kernel(name) }
+
+// NewStream starts a stream on the program's emulated device.
+func (p *program) NewStream() (cudabackend.Stream, error) {
+	return stream{s: emu.NewDeviceStream(p.d.id), p: p}, nil
+}
+
+// MaxResidentBlocks is the device's capacity, whatever the kernel.
+func (p *program) MaxResidentBlocks(k cudabackend.Kernel, _ int) (int, error) {
+	if _, err := p.table.Get(k); err != nil {
+		return 0, err
+	}
+	if p.d.blocks <= 0 {
+		return MaxBlocks, nil
+	}
+	return p.d.blocks, nil
+}
+
+func (p *program) Close() error {
+	var errs []error
+	for _, m := range p.mods {
+		errs = append(errs, m.Close())
+	}
+	p.mods = nil
+	return errors.Join(errs...)
+}
+
+type stream struct {
+	s *emu.Stream
+	p *program
+}
 
 func (s stream) Launch(k cudabackend.Kernel, grid, block int, args ...any) error {
-	kk, ok := k.(*emu.Kernel)
-	if !ok {
-		return fmt.Errorf("a2a emu: launch of a kernel from another device")
+	kk, err := s.p.table.Get(k)
+	if err != nil {
+		return err
 	}
 	return s.s.Launch(kk, emu.Dim3{X: uint32(grid)}, emu.Dim3{X: uint32(block)}, 0, args...)
 }

@@ -20,9 +20,12 @@ type mutatedDevice struct {
 	from, to string
 }
 
-func (d mutatedDevice) Build(ctx context.Context, src cudabackend.Source, defines []string) (cudabackend.Module, error) {
-	src.Code = strings.ReplaceAll(src.Code, d.from, d.to)
-	return d.Device.Build(ctx, src, defines)
+func (d mutatedDevice) Load(ctx context.Context, builds []cudabackend.Build) (cudabackend.Program, error) {
+	mutated := append([]cudabackend.Build(nil), builds...)
+	for i := range mutated {
+		mutated[i].Source.Code = strings.ReplaceAll(mutated[i].Source.Code, d.from, d.to)
+	}
+	return d.Device.Load(ctx, mutated)
 }
 
 // TestEmuScopeMutations: the kernels' cross-rank flags (node peers write

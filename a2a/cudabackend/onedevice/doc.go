@@ -1,6 +1,6 @@
 // Package onedevice runs W ranks of the CUDA backend (package a2a/cudabackend) in
 // one process on one Device, through their device-level launches
-// (cuda.Backend.Steps): in lock step (every rank's phase N, then phase
+// (cudabackend.Backend.Steps): in lock step (every rank's phase N, then phase
 // N+1: nothing waits for a launch queued after it, so it works however
 // few blocks the device holds at once), concurrently (a stream per rank,
 // all ranks' kernels resident together, bounded by a watchdog), and as

@@ -11,7 +11,7 @@ import (
 // Graph replays a step as one CUDA graph: every rank's four launches, in
 // lock-step order, captured once on rank 0's stream and launched per
 // replay. It needs the backends on a GPU (cudabackend.DriverDevice); elsewhere
-// Record fails with an error wrapping cudabackend.ErrNotSupported.
+// Record fails with an error wrapping cuda.ErrNotSupported.
 type Graph struct {
 	st   *cu.Stream
 	exec *cu.GraphExec
@@ -27,17 +27,12 @@ func (g *Graph) Record(ctx context.Context, w *World, steps [][4]cudabackend.Lau
 			w.dev.Name(), cu.ErrNotSupported)
 	}
 	g.st = st.CUDAStream()
-	graph, err := g.st.Capture(cu.CaptureRelaxed, func(s *cu.Stream) error {
+	graph, err := g.st.Capture(cu.CaptureRelaxed, func(*cu.Stream) error {
 		for p := cudabackend.PhaseDispatchSend; p <= cudabackend.PhaseCombineRecv; p++ {
 			for r := range steps {
-				l := steps[r][p]
-				f, ok := l.Kernel.(*cu.Function)
-				if !ok {
-					return fmt.Errorf("onedevice: capture of a kernel from another device: %w", cu.ErrInvalidArgument)
-				}
-				cfg := cu.LaunchConfig{Grid: cu.Dim3{X: uint32(l.Grid)}, Block: cu.Dim3{X: uint32(l.Block)}, Stream: s,
-					Cooperative: true}
-				if err := f.Launch(cfg, l.Args...); err != nil {
+				// Rank 0's stream, capturing: every rank's launch
+				// runs its kernel there (the world's ranks load the same).
+				if err := steps[r][p].Run(w.Backends[0].Stream()); err != nil {
 					return err
 				}
 			}

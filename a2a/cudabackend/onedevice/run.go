@@ -195,7 +195,7 @@ func (w *World) Epoch() uint32 {
 // steps (nil: every rank).
 func (w *World) status(mode Mode, phase cudabackend.Phase, epoch uint32, steps [][4]cudabackend.Launch) error {
 	for r, b := range w.Backends {
-		if steps != nil && steps[r][phase].Kernel == nil {
+		if steps != nil && steps[r][phase].Kernel.IsZero() {
 			continue
 		}
 		got, err := b.Status(phase)
@@ -242,7 +242,7 @@ func (w *World) Run(ctx context.Context, mode Mode, steps [][4]cudabackend.Launc
 			ctx, cancel := context.WithTimeout(ctx, w.watchdog+grace)
 			defer cancel()
 			for r, b := range w.Backends {
-				if steps[r][p].Kernel == nil {
+				if steps[r][p].Kernel.IsZero() {
 					continue
 				}
 				if err := steps[r][p].Run(b.Stream()); err != nil {
@@ -267,7 +267,7 @@ func (w *World) Run(ctx context.Context, mode Mode, steps [][4]cudabackend.Launc
 		for r, b := range w.Backends {
 			wg.Go(func() {
 				for p, s := range steps[r] {
-					if s.Kernel == nil {
+					if s.Kernel.IsZero() {
 						continue
 					}
 					if err := s.Run(b.Stream()); err != nil {

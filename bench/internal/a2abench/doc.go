@@ -1,4 +1,4 @@
-// Package bench is the measurement loop of the bench-a2a program, kept in
+// Package a2abench is the measurement loop of the bench-a2a program, kept in
 // a package so it can be tested: every rank builds an engine and a backend,
 // then runs each case (a token count): warmup+iters timed iterations of
 // dispatch and combine (each half separately, with a group barrier before
