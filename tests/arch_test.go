@@ -82,6 +82,21 @@ func TestLayers(t *testing.T) {
 	}
 }
 
+// TestEmulatorStaysOut holds the a2a CUDA backend free of the emulator:
+// the backend (and the driver path under it) must not link cuda/emu, so
+// only programs that import a2a/cudabackend/emulated carry it.
+func TestEmulatorStaysOut(t *testing.T) {
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if rel != "a2a/cudabackend" && rel != "cuda" && rel != "fabric/gpu" {
+			continue
+		}
+		if slices.Contains(p.Deps, module+"/cuda/emu") {
+			t.Errorf("%s depends on cuda/emu: only a2a/cudabackend/emulated (and tests) may", rel)
+		}
+	}
+}
+
 // etcdAllowed are the only packages that may depend on the etcd client:
 // the directory's etcd backend and the tools that take an etcd://
 // directory. The engine, and the directory's core with its in-process
