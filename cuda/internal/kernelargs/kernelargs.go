@@ -30,7 +30,9 @@ func (e *UnsupportedError) Error() string {
 // Pack lays args out as the package comment says. An argument of another
 // type fails with an *UnsupportedError.
 func Pack(args []any) (Packed, error) {
-	p := Packed{Buf: make([]byte, 0, 8*len(args)), Offsets: make([]uint32, 0, len(args)), Sizes: make([]uint32, 0, len(args))}
+	n := len(args)
+	words := make([]uint32, 2*n) // offsets and sizes in one allocation
+	p := Packed{Buf: make([]byte, 0, 8*n), Offsets: words[:0:n], Sizes: words[n:n:2*n]}
 	for i, a := range args {
 		if !p.add(a) {
 			return Packed{}, &UnsupportedError{Index: i, Value: a}

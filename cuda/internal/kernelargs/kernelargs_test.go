@@ -112,3 +112,15 @@ func TestPackRefuses(t *testing.T) {
 		t.Errorf("no arguments: %+v %v", p, err)
 	}
 }
+
+// BenchmarkPackA2ALaunch packs the a2a dispatch-send argument list, as
+// every launch of the a2a kernels does on the GPU and on the emulator.
+func BenchmarkPackA2ALaunch(b *testing.B) {
+	args := []any{uint64(1), uint64(2), uint64(3), uint64(4), uint64(5), uint64(6), uint64(7), uint32(8), uint64(9), uint64(10)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Pack(args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
