@@ -60,11 +60,11 @@ func buildLibrary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if lib.dir != "" {
-		os.RemoveAll(lib.dir)
-	}
-	os.Exit(code)
+	testutil.Main(m, nil, func() {
+		if lib.dir != "" {
+			os.RemoveAll(lib.dir)
+		}
+	})
 }
 
 // cgoEnabled asks the go command, which knows the environment and the

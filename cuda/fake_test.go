@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // TestFakeDriver runs the whole package against testdata/fakecuda.c, a
@@ -43,14 +45,8 @@ func TestFakeDriver(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", src, err, msg)
 		}
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFakeDriver$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "FERRY_TEST_FAKE_CUDA=1", "FERRY_CUDA_DRIVER="+lib,
-		"FERRY_NVRTC="+nvrtc, "FERRY_GDRCOPY="+gdr)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("fake driver run failed: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
+	testutil.RunTest(t, "TestFakeDriver", testutil.SpawnOptions{Env: []string{"FERRY_TEST_FAKE_CUDA=1",
+		"FERRY_CUDA_DRIVER=" + lib, "FERRY_NVRTC=" + nvrtc, "FERRY_GDRCOPY=" + gdr}})
 }
 
 // stat reads one of the fake driver's counters.

@@ -14,21 +14,24 @@ var testKernelsCode string
 // the reason when there is no usable driver or device. At cleanup the
 // context must close cleanly: an ErrBusy there means the test leaked
 // memory, streams or modules.
+//
+// These tests are in package cuda, which internal/testutil/cudatest
+// imports, so they pass testutil.RequireCUDA the package's calls directly.
 func requireCUDA(tb testing.TB) *Context {
 	tb.Helper()
-	testutil.SkipIfNotSupported(tb, "cuda", Init())
-	dev, err := GetDevice(0)
-	testutil.SkipIfNotSupported(tb, "cuda", err)
-	c, err := dev.PrimaryContext()
-	if err != nil {
-		tb.Fatalf("primary context: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			tb.Errorf("context close at cleanup (leaked objects?): %v", err)
+	return testutil.RequireCUDA(tb, func() error {
+		if err := Init(); err != nil {
+			return err
 		}
+		_, err := GetDevice(0)
+		return err
+	}, func() (*Context, error) {
+		dev, err := GetDevice(0)
+		if err != nil {
+			return nil, err
+		}
+		return dev.PrimaryContext()
 	})
-	return c
 }
 
 // testModule compiles the test kernels (cached under dir, or a temp dir).

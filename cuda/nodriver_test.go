@@ -3,8 +3,9 @@ package cuda
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"testing"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // noDriverPath is a driver that cannot exist; the test re-runs itself with
@@ -16,13 +17,8 @@ const noDriverPath = "/nonexistent/ferry-test/libcuda.so.1"
 // error wrapping ErrNotSupported, and nothing panics.
 func TestNoDriver(t *testing.T) {
 	if os.Getenv("FERRY_CUDA_DRIVER") != noDriverPath {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestNoDriver$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "FERRY_CUDA_DRIVER="+noDriverPath,
-			"FERRY_NVRTC=/nonexistent/libnvrtc.so", "FERRY_GDRCOPY=/nonexistent/libgdrapi.so")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("no-driver run failed: %v\n%s", err, out)
-		}
+		testutil.RunTest(t, "TestNoDriver", testutil.SpawnOptions{Env: []string{"FERRY_CUDA_DRIVER=" + noDriverPath,
+			"FERRY_NVRTC=/nonexistent/libnvrtc.so", "FERRY_GDRCOPY=/nonexistent/libgdrapi.so"}})
 		return
 	}
 	notSupported := func(what string, err error) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // BenchmarkPostWritesPoll measures the Go data path the engine uses: one
@@ -48,19 +48,19 @@ func sizeName(n uint64) string {
 func benchWrites(b *testing.B, tr testTransport, size uint64, batch, depth int) {
 	a, t := openTest(b, tr), openTest(b, tr)
 	span := max(size*uint64(batch), 4096)
-	src := register(b, a, int(span), fabric.AccessLocal)
-	dst := register(b, t, int(span), fabric.AccessRemoteWrite)
+	src := register(b, a, int(span), rdma.AccessLocal)
+	dst := register(b, t, int(span), rdma.AccessRemoteWrite)
 	peer, err := a.ResolvePeer(t.Address())
 	if err != nil {
 		b.Fatal(err)
 	}
-	ops := make([]fabric.WriteOp, batch)
+	ops := make([]rdma.WriteOp, batch)
 	for i := range ops {
 		ops[i] = write(src, uint64(i)*size, dst, uint64(i)*size, size, peer, uint64(i))
-		ops[i].Imm, ops[i].Flags = uint32(i), fabric.WriteHasImm
+		ops[i].Imm, ops[i].Flags = uint32(i), rdma.WriteHasImm
 	}
 	var writes, imms, posted int
-	evs := make([]fabric.Event, 256)
+	evs := make([]rdma.Event, 256)
 	poll := func() {
 		for _, d := range []*Domain{a, t} {
 			n, err := d.Poll(evs)
@@ -72,9 +72,9 @@ func benchWrites(b *testing.B, tr testTransport, size uint64, batch, depth int) 
 					b.Fatal(d.DescribeError(ev))
 				}
 				switch ev.Kind {
-				case fabric.EventWrite:
+				case rdma.EventWrite:
 					writes++
-				case fabric.EventImm:
+				case rdma.EventImm:
 					imms++
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
@@ -16,29 +16,29 @@ import (
 // compile if their size ever drifts from the C structs' (64, 40, 32 and 32
 // bytes). Field offsets are checked by TestLayout.
 var (
-	_ [unsafe.Sizeof(fabric.WriteOp{}) - 64]byte
-	_ [64 - unsafe.Sizeof(fabric.WriteOp{})]byte
-	_ [unsafe.Sizeof(fabric.SendOp{}) - 40]byte
-	_ [40 - unsafe.Sizeof(fabric.SendOp{})]byte
-	_ [unsafe.Sizeof(fabric.RecvOp{}) - 32]byte
-	_ [32 - unsafe.Sizeof(fabric.RecvOp{})]byte
-	_ [unsafe.Sizeof(fabric.Event{}) - 32]byte
-	_ [32 - unsafe.Sizeof(fabric.Event{})]byte
+	_ [unsafe.Sizeof(rdma.WriteOp{}) - 64]byte
+	_ [64 - unsafe.Sizeof(rdma.WriteOp{})]byte
+	_ [unsafe.Sizeof(rdma.SendOp{}) - 40]byte
+	_ [40 - unsafe.Sizeof(rdma.SendOp{})]byte
+	_ [unsafe.Sizeof(rdma.RecvOp{}) - 32]byte
+	_ [32 - unsafe.Sizeof(rdma.RecvOp{})]byte
+	_ [unsafe.Sizeof(rdma.Event{}) - 32]byte
+	_ [32 - unsafe.Sizeof(rdma.Event{})]byte
 )
 
 // PostWrites posts writes with fi_writemsg, in order, until the provider
-// is busy, in one call into C. Writes with fabric.WriteHasImm carry Imm as
+// is busy, in one call into C. Writes with rdma.WriteHasImm carry Imm as
 // remote CQ data. Immediate-only writes (Length 0) still pass one empty
 // local iov and a remote iov with the op's key and address, which some
 // providers require. The returned error, if any, is for ops[n].
-func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
+func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 	if d.ep == nil {
 		return 0, errClosed
 	}
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	n, err := d.ep.PostWrites(unsafe.Pointer(&ops[0]), len(ops))
+	n, err := d.ep.PostWrites(&ops[0], len(ops))
 	if err != nil {
 		return n, callError(d.transport, "fi_writemsg", err)
 	}
@@ -57,14 +57,14 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 }
 
 // PostSends posts sends with fi_sendmsg, like PostWrites.
-func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
+func (d *Domain) PostSends(ops []rdma.SendOp) (int, error) {
 	if d.ep == nil {
 		return 0, errClosed
 	}
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	n, err := d.ep.PostSends(unsafe.Pointer(&ops[0]), len(ops))
+	n, err := d.ep.PostSends(&ops[0], len(ops))
 	if err != nil {
 		return n, callError(d.transport, "fi_sendmsg", err)
 	}
@@ -80,14 +80,14 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 }
 
 // PostRecvs posts receive buffers for any sender with fi_recvmsg.
-func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
+func (d *Domain) PostRecvs(ops []rdma.RecvOp) (int, error) {
 	if d.ep == nil {
 		return 0, errClosed
 	}
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	n, err := d.ep.PostRecvs(unsafe.Pointer(&ops[0]), len(ops))
+	n, err := d.ep.PostRecvs(&ops[0], len(ops))
 	if err != nil {
 		return n, callError(d.transport, "fi_recvmsg", err)
 	}
@@ -100,14 +100,14 @@ func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
 // the op's Context and its errno, and DescribeError gives its text. An
 // error completion whose flags name no operation has Kind 0: the engine
 // recognises the op by its own bits in Context, which is returned as given.
-func (d *Domain) Poll(events []fabric.Event) (int, error) {
+func (d *Domain) Poll(events []rdma.Event) (int, error) {
 	if d.ep == nil {
 		return 0, errClosed
 	}
 	if len(events) == 0 {
 		return 0, nil
 	}
-	n, err := d.ep.Poll(unsafe.Pointer(&events[0]), len(events))
+	n, err := d.ep.Poll(&events[0], len(events))
 	if err != nil {
 		return 0, callError(d.transport, "fi_cq_read", err)
 	}
@@ -121,13 +121,13 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 	return n, nil
 }
 
-// DescribeError turns an error completion into a *fabric.ProviderError,
+// DescribeError turns an error completion into a *rdma.ProviderError,
 // with fi_cq_strerror's text when the completion was one of the last 64
 // errors this domain read. A timeout (FI_ETIMEDOUT) also wraps
-// fabric.ErrTimeout; errors that say the peer's connection is gone (reset,
+// rdma.ErrTimeout; errors that say the peer's connection is gone (reset,
 // refused, not connected, broken pipe, unreachable, timed out) also wrap
-// fabric.ErrPeerLost. Events without Errno give nil.
-func (d *Domain) DescribeError(ev fabric.Event) error {
+// rdma.ErrPeerLost. Events without Errno give nil.
+func (d *Domain) DescribeError(ev rdma.Event) error {
 	if ev.Errno == 0 {
 		return nil
 	}
@@ -140,7 +140,7 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 		op = ev.Kind.String() + " completion"
 	}
 	e := ofi.Errno(ev.Errno)
-	return &fabric.ProviderError{
+	return &rdma.ProviderError{
 		Provider:  providerLabel(d.transport),
 		Op:        op,
 		Errno:     int(ev.Errno),
@@ -178,7 +178,7 @@ func peerLostErrno(e ofi.Errno) bool {
 
 // refused is called when the provider is busy at an op for peer. It returns
 // nil while waiting is still reasonable, else the unreachable error.
-func (d *Domain) refused(peer fabric.PeerID, op string) error {
+func (d *Domain) refused(peer rdma.PeerID, op string) error {
 	if _, dead := d.dead[peer]; dead {
 		return d.unreachable(peer, op)
 	}
@@ -196,8 +196,8 @@ func (d *Domain) refused(peer fabric.PeerID, op string) error {
 	return d.unreachable(peer, op)
 }
 
-func (d *Domain) unreachable(peer fabric.PeerID, op string) error {
-	return &fabric.ProviderError{
+func (d *Domain) unreachable(peer rdma.PeerID, op string) error {
+	return &rdma.ProviderError{
 		Provider: providerLabel(d.transport),
 		Op:       op,
 		Errno:    int(ofi.ETIMEDOUT),
@@ -208,7 +208,7 @@ func (d *Domain) unreachable(peer fabric.PeerID, op string) error {
 }
 
 // accepted notes that an op to peer was accepted: the peer is reachable.
-func (d *Domain) accepted(peer fabric.PeerID) {
+func (d *Domain) accepted(peer rdma.PeerID) {
 	delete(d.stalls, peer)
 	delete(d.dead, peer)
 }

@@ -1,11 +1,11 @@
-// Package efa is ferry's libfabric provider: it implements fabric.RdmaDomain
+// Package efa is ferry's libfabric provider: it implements rdma.Domain
 // on FI_EP_RDM endpoints and registers itself with fabric as "libfabric".
 // Import it for its side effect, as with database/sql drivers:
 //
 //	import _ "github.com/ferryrdma/ferry/efa"
 //
 // It serves the "efa" transport and a fixed list of other libfabric
-// provider names (fabric.Transports lists them): "tcp;ofi_rxm" and "shm" run
+// provider names (rdma.Transports lists them): "tcp;ofi_rxm" and "shm" run
 // the same code path on machines without an RDMA NIC, which is how it is
 // tested. libfabric's own verbs provider is "verbs;ofi_rxm"; "verbs" is
 // ferry's verbs package.
@@ -24,7 +24,7 @@
 // # Data path
 //
 // A Domain belongs to one goroutine. PostWrites, PostSends, PostRecvs and
-// Poll each make exactly one call into C per batch: the fabric.WriteOp
+// Poll each make exactly one call into C per batch: the rdma.WriteOp
 // slice is passed as it is (its layout matches a C struct) and C loops over
 // fi_writemsg until the provider is busy. Poll reads the completion queue
 // 16 entries at a time, classifies each entry by its flags and keeps the
@@ -39,7 +39,7 @@
 // tcp;ofi_rxm answers -FI_EAGAIN for as long as it cannot connect, so when
 // the op at the front of a post has been refused for
 // DomainOptions.HandshakeTimeout (10 s by default), the post returns a
-// *fabric.ProviderError for it that also wraps fabric.ErrTimeout, and later
+// *rdma.ProviderError for it that also wraps rdma.ErrTimeout, and later
 // refused ops to that peer fail at once until one of them is accepted.
 //
 // # libfabric generations
@@ -91,12 +91,12 @@
 //
 // # Errors
 //
-// Bad input wraps fabric.ErrInvalidArgument, unknown registrations
-// fabric.ErrUnknownRegion, missing providers or features
-// fabric.ErrNotSupported, calls on a closed Domain fabric.ErrClosed, and
-// failed libfabric calls are *fabric.ProviderError (fabric.ErrProvider).
+// Bad input wraps rdma.ErrInvalidArgument, unknown registrations
+// rdma.ErrUnknownRegion, missing providers or features
+// rdma.ErrNotSupported, calls on a closed Domain rdma.ErrClosed, and
+// failed libfabric calls are *rdma.ProviderError (rdma.ErrProvider).
 // Built with CGO_ENABLED=0, every entry point returns an error wrapping
-// fabric.ErrNotSupported.
+// rdma.ErrNotSupported.
 //
 // RawBench is the provider's ceiling for fabric-debug --raw: writes posted
 // straight from a C loop, with no engine in between.

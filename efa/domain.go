@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
@@ -20,43 +20,43 @@ var shmNonce = rand.Uint32()
 
 // Domain is one libfabric FI_EP_RDM endpoint with its own fabric, domain,
 // completion queue and address vector: ferry's model of one NIC. It
-// implements fabric.RdmaDomain.
+// implements rdma.Domain.
 //
 // A Domain is not safe for concurrent use: like libfabric's FI_THREAD_DOMAIN
 // model, it belongs to the one goroutine (the engine's worker) that opened
 // it. Its methods never block, except Close.
 type Domain struct {
-	info      fabric.DomainInfo
+	info      rdma.DomainInfo
 	transport string // libfabric provider name as given to fi_getinfo
 	provName  string // what libfabric reports, for error messages
 	ep        *ofi.Endpoint
-	addr      fabric.Address
+	addr      rdma.Address
 	ownAddr   []byte
 	strAddr   bool   // FI_ADDR_STR addresses (shm)
 	shmName   string // our /dev/shm region name (shm), removed at Close
 	mrMode    uint64
 	hmem      bool
 
-	peers   map[fabric.Address]fabric.PeerID
+	peers   map[rdma.Address]rdma.PeerID
 	mrs     map[uintptr]*ofi.MR
 	nextKey uint64
 	errs    errRing
 
 	// Unreachable-peer detection, see refused.
 	connectTimeout time.Duration
-	stalls         map[fabric.PeerID]time.Time
-	dead           map[fabric.PeerID]struct{}
+	stalls         map[rdma.PeerID]time.Time
+	dead           map[rdma.PeerID]struct{}
 
 	// Liveness (liveness.go): peer names by handle, and the lock this
 	// endpoint holds on its own shm region file while it is open.
-	names   map[fabric.PeerID]string
+	names   map[rdma.PeerID]string
 	shmLock *os.File
 	// The region heartbeats from peers write into (tcp).
 	probeBuf []byte
 	probeMR  *ofi.MR
 }
 
-var _ fabric.RdmaDomain = (*Domain)(nil)
+var _ rdma.Domain = (*Domain)(nil)
 
 // shmSeq makes shm endpoint names unique within the process even when the
 // engine reuses an Instance number after closing a domain.
@@ -66,9 +66,9 @@ var shmSeq atomic.Uint64
 // times gives independent endpoints, which is how tests emulate several
 // NICs on loopback; opts.Instance keeps their names apart. Failures unwind
 // everything opened so far.
-func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
+func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	if opts.QueueDepth < 0 {
-		return nil, fmt.Errorf("libfabric open: queue depth %d: %w", opts.QueueDepth, fabric.ErrInvalidArgument)
+		return nil, fmt.Errorf("libfabric open: queue depth %d: %w", opts.QueueDepth, rdma.ErrInvalidArgument)
 	}
 	l, p, err := getInfo(info.Transport, opts)
 	if err != nil {
@@ -83,7 +83,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		}
 	}
 	if chosen == nil {
-		return nil, fmt.Errorf("libfabric %s: no domain named %q: %w", info.Transport, info.Name, fabric.ErrNotSupported)
+		return nil, fmt.Errorf("libfabric %s: no domain named %q: %w", info.Transport, info.Name, rdma.ErrNotSupported)
 	}
 	srcName := ""
 	if chosen.AddrFormat() == ofi.AddrFormatStr && chosen.ProvName() == "shm" {
@@ -112,13 +112,13 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		info:      info,
 		transport: info.Transport,
 		ep:        ep,
-		peers:     make(map[fabric.Address]fabric.PeerID),
+		peers:     make(map[rdma.Address]rdma.PeerID),
 		mrs:       make(map[uintptr]*ofi.MR),
 
 		connectTimeout: opts.HandshakeTimeout,
-		dead:           make(map[fabric.PeerID]struct{}),
-		stalls:         make(map[fabric.PeerID]time.Time),
-		names:          make(map[fabric.PeerID]string),
+		dead:           make(map[rdma.PeerID]struct{}),
+		stalls:         make(map[rdma.PeerID]time.Time),
+		names:          make(map[rdma.PeerID]string),
 		shmName:        srcName,
 	}
 	if d.connectTimeout <= 0 {
@@ -141,7 +141,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 	name, err := ep.Name()
 	if err == nil {
 		d.ownAddr = name
-		d.addr, err = fabric.AddressFromRaw(name)
+		d.addr, err = rdma.AddressFromRaw(name)
 	} else {
 		err = callError(d.transport, "fi_getname", err)
 	}
@@ -155,21 +155,21 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 }
 
 // Info describes the domain.
-func (d *Domain) Info() fabric.DomainInfo { return d.info }
+func (d *Domain) Info() rdma.DomainInfo { return d.info }
 
 // Address is the endpoint's address (fi_getname).
-func (d *Domain) Address() fabric.Address { return d.addr }
+func (d *Domain) Address() rdma.Address { return d.addr }
 
 // MRMode is the negotiated mr_mode (FI_MR_* bits), for diagnostics.
 func (d *Domain) MRMode() uint64 { return d.mrMode }
 
 // AddrMode says how peers address this domain's registered regions:
-// fabric.AddrVirtual with FI_MR_VIRT_ADDR, else fabric.AddrOffset.
-func (d *Domain) AddrMode() fabric.AddrMode {
+// rdma.AddrVirtual with FI_MR_VIRT_ADDR, else rdma.AddrOffset.
+func (d *Domain) AddrMode() rdma.AddrMode {
 	if d.mrMode&ofi.MRVirtAddr != 0 {
-		return fabric.AddrVirtual
+		return rdma.AddrVirtual
 	}
-	return fabric.AddrOffset
+	return rdma.AddrOffset
 }
 
 // ProviderName is libfabric's name for the provider actually opened, such
@@ -179,8 +179,8 @@ func (d *Domain) ProviderName() string { return d.provName }
 // ResolvePeer inserts a peer's address into the address vector the first
 // time it is seen and returns its fi_addr_t. An address that cannot belong
 // to this provider (wrong length or family for socket formats, wrong scheme
-// for string formats) gives an error wrapping fabric.ErrInvalidArgument.
-func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
+// for string formats) gives an error wrapping rdma.ErrInvalidArgument.
+func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 	if d.ep == nil {
 		return 0, errClosed
 	}
@@ -195,7 +195,7 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 	if err != nil {
 		return 0, callError(d.transport, "fi_av_insert", err)
 	}
-	id := fabric.PeerID(fa)
+	id := rdma.PeerID(fa)
 	d.peers[addr] = id
 	d.names[id] = string(bytes.TrimRight(raw, "\x00"))
 	return id, nil
@@ -206,7 +206,7 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 // later, far from the cause.
 func (d *Domain) checkPeerAddr(raw []byte) error {
 	if len(raw) == 0 {
-		return fmt.Errorf("resolve peer: empty address: %w", fabric.ErrInvalidArgument)
+		return fmt.Errorf("resolve peer: empty address: %w", rdma.ErrInvalidArgument)
 	}
 	own := d.ownAddr
 	if d.strAddr {
@@ -221,22 +221,22 @@ func (d *Domain) checkPeerAddr(raw []byte) error {
 			ok = ok && bytes.HasPrefix(raw, own[:i+3])
 		}
 		if !ok {
-			return fmt.Errorf("resolve peer: %q is not a %s address: %w", raw, d.provName, fabric.ErrInvalidArgument)
+			return fmt.Errorf("resolve peer: %q is not a %s address: %w", raw, d.provName, rdma.ErrInvalidArgument)
 		}
 		// shm accepts any name and fails only at the first write; its
 		// endpoints are files in /dev/shm, so look when ours is one.
 		if d.provName == "shm" && shmFileExists(own) && !shmFileExists(raw) {
-			return fmt.Errorf("resolve peer: no shm endpoint %q on this host: %w", name, fabric.ErrInvalidArgument)
+			return fmt.Errorf("resolve peer: no shm endpoint %q on this host: %w", name, rdma.ErrInvalidArgument)
 		}
 		return nil
 	}
 	if len(raw) != len(own) {
-		return fmt.Errorf("resolve peer: %d-byte address, %s uses %d: %w", len(raw), d.provName, len(own), fabric.ErrInvalidArgument)
+		return fmt.Errorf("resolve peer: %d-byte address, %s uses %d: %w", len(raw), d.provName, len(own), rdma.ErrInvalidArgument)
 	}
 	// Socket addresses start with the family; both ends use the same one.
 	if len(own) >= 2 && !bytes.Equal(raw[:2], own[:2]) {
 		return fmt.Errorf("resolve peer: address family %#x, %s uses %#x: %w",
-			raw[:2], d.provName, own[:2], fabric.ErrInvalidArgument)
+			raw[:2], d.provName, own[:2], rdma.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -274,7 +274,7 @@ func (d *Domain) Close() error {
 	return first
 }
 
-var _ fabric.Abandoner = (*Domain)(nil)
+var _ rdma.Abandoner = (*Domain)(nil)
 
 // Abandon is Close, except on tcp providers of the libfabric versions
 // whose tcp;ofi_rxm can crash inside fi_close of an endpoint that still
@@ -292,7 +292,7 @@ func (d *Domain) Abandon() error {
 	d.unlockShmRegion()
 	d.ep = nil
 	return fmt.Errorf("libfabric %s endpoint left open, not closed: closing it with operations in flight can crash libfabric %s: %w",
-		d.provName, ofi.Version(), fabric.ErrAbandoned)
+		d.provName, ofi.Version(), rdma.ErrAbandoned)
 }
 
 // shmFileExists reports whether the shm endpoint name has its region file.

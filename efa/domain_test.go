@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/ferryrdma/ferry/fabric"
@@ -18,8 +19,8 @@ import (
 
 func TestDomainsAndRegistry(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
-		c, err := fabric.ChooseTransport(tr.name, fabric.DomainOptions{Node: tr.node})
-		if errors.Is(err, fabric.ErrNotSupported) {
+		c, err := fabric.ChooseTransport(tr.name, rdma.DomainOptions{Node: tr.node})
+		if errors.Is(err, rdma.ErrNotSupported) {
 			testutil.Skip(t, "libfabric", "provider %s cannot run here: %v", tr.name, err)
 		}
 		if err != nil {
@@ -45,20 +46,20 @@ func TestDomainsAndRegistry(t *testing.T) {
 }
 
 func TestDomainsErrors(t *testing.T) {
-	_, err := Domains("no-such-provider", fabric.DomainOptions{})
-	if !errors.Is(err, fabric.ErrNotSupported) {
+	_, err := Domains("no-such-provider", rdma.DomainOptions{})
+	if !errors.Is(err, rdma.ErrNotSupported) {
 		t.Errorf("unknown provider: %v", err)
 	}
-	_, err = Domains("", fabric.DomainOptions{})
-	if !errors.Is(err, fabric.ErrInvalidArgument) {
+	_, err = Domains("", rdma.DomainOptions{})
+	if !errors.Is(err, rdma.ErrInvalidArgument) {
 		t.Errorf("empty transport: %v", err)
 	}
-	_, err = Open(fabric.DomainInfo{Transport: "shm", Name: "no-such-domain"}, fabric.DomainOptions{})
-	if !errors.Is(err, fabric.ErrNotSupported) {
+	_, err = Open(rdma.DomainInfo{Transport: "shm", Name: "no-such-domain"}, rdma.DomainOptions{})
+	if !errors.Is(err, rdma.ErrNotSupported) {
 		t.Errorf("unknown domain: %v", err)
 	}
-	_, err = Open(fabric.DomainInfo{Transport: "shm", Name: "shm"}, fabric.DomainOptions{QueueDepth: -1})
-	if !errors.Is(err, fabric.ErrInvalidArgument) {
+	_, err = Open(rdma.DomainInfo{Transport: "shm", Name: "shm"}, rdma.DomainOptions{QueueDepth: -1})
+	if !errors.Is(err, rdma.ErrInvalidArgument) {
 		t.Errorf("negative queue depth: %v", err)
 	}
 }
@@ -91,10 +92,10 @@ func TestMultiEndpoint(t *testing.T) {
 				for range n {
 					a, b := openTest(t, tr), openTest(t, tr)
 					local, remote = append(local, a), append(remote, b)
-					srcs = append(srcs, register(t, a, size, fabric.AccessLocal))
-					dsts = append(dsts, register(t, b, n*size, fabric.AccessRemoteWrite))
+					srcs = append(srcs, register(t, a, size, rdma.AccessLocal))
+					dsts = append(dsts, register(t, b, n*size, rdma.AccessRemoteWrite))
 				}
-				seen := map[fabric.Address]bool{}
+				seen := map[rdma.Address]bool{}
 				for _, d := range append(local, remote...) {
 					if seen[d.Address()] {
 						t.Fatalf("two endpoints share address %v", d.Address())
@@ -104,14 +105,14 @@ func TestMultiEndpoint(t *testing.T) {
 				doms := append(append([]*Domain{}, local...), remote...)
 				imms := map[uint32]bool{}
 				writes := 0
-				on := func(i int, ev fabric.Event) {
+				on := func(i int, ev rdma.Event) {
 					if ev.Errno != 0 {
 						t.Fatalf("domain %d: %v", i, doms[i].DescribeError(ev))
 					}
 					switch ev.Kind {
-					case fabric.EventImm:
+					case rdma.EventImm:
 						imms[ev.Imm] = true
-					case fabric.EventWrite:
+					case rdma.EventWrite:
 						writes++
 					}
 				}
@@ -123,8 +124,8 @@ func TestMultiEndpoint(t *testing.T) {
 							t.Fatal(err)
 						}
 						op := write(srcs[i], 0, dsts[j], uint64(i*size), size, peer, uint64(i*n+j))
-						op.Imm, op.Flags = uint32(i<<8|j), fabric.WriteHasImm
-						postAll(t, a, []fabric.WriteOp{op}, doms, on)
+						op.Imm, op.Flags = uint32(i<<8|j), rdma.WriteHasImm
+						postAll(t, a, []rdma.WriteOp{op}, doms, on)
 					}
 				}
 				pump(t, 20*time.Second, doms, on, func() bool { return writes == n*n && len(imms) == n*n })
@@ -144,8 +145,8 @@ func TestMultiEndpoint(t *testing.T) {
 // they created in /dev/shm.
 func TestCloseReleasesShm(t *testing.T) {
 	tr := testTransport{"shm", ""}
-	infos, err := Domains(tr.name, fabric.DomainOptions{})
-	if errors.Is(err, fabric.ErrNotSupported) {
+	infos, err := Domains(tr.name, rdma.DomainOptions{})
+	if errors.Is(err, rdma.ErrNotSupported) {
 		testutil.Skip(t, "libfabric", "shm cannot run here: %v", err)
 	}
 	if err != nil {
@@ -154,23 +155,23 @@ func TestCloseReleasesShm(t *testing.T) {
 	before := shmFiles(t)
 	var doms []*Domain
 	for i := range 3 {
-		d, err := Open(infos[0], fabric.DomainOptions{Instance: 900 + i})
+		d, err := Open(infos[0], rdma.DomainOptions{Instance: 900 + i})
 		if err != nil {
 			t.Fatal(err)
 		}
 		doms = append(doms, d)
 	}
 	// Exchange a message so every endpoint has mapped its peer's region.
-	ra := register(t, doms[0], 4096, fabric.AccessLocal)
-	rb := register(t, doms[1], 4096, fabric.AccessRemoteWrite)
+	ra := register(t, doms[0], 4096, rdma.AccessLocal)
+	rb := register(t, doms[1], 4096, rdma.AccessRemoteWrite)
 	peer, err := doms[0].ResolvePeer(doms[1].Address())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var done bool
 	op := write(ra, 0, rb, 0, 64, peer, 1)
-	postAll(t, doms[0], []fabric.WriteOp{op}, doms, func(int, fabric.Event) { done = true })
-	pump(t, 10*time.Second, doms, func(int, fabric.Event) { done = true }, func() bool { return done })
+	postAll(t, doms[0], []rdma.WriteOp{op}, doms, func(int, rdma.Event) { done = true })
+	pump(t, 10*time.Second, doms, func(int, rdma.Event) { done = true }, func() bool { return done })
 	during := shmFiles(t)
 	created := 0
 	for f := range during {
@@ -201,15 +202,15 @@ func TestResolvePeerBadAddress(t *testing.T) {
 			append(bytes.Clone(own), 1, 2, 3),
 		}
 		for _, raw := range bad {
-			addr, err := fabric.AddressFromRaw(raw)
+			addr, err := rdma.AddressFromRaw(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := d.ResolvePeer(addr); !errors.Is(err, fabric.ErrInvalidArgument) {
+			if _, err := d.ResolvePeer(addr); !errors.Is(err, rdma.ErrInvalidArgument) {
 				t.Errorf("ResolvePeer(%q) = %v, want ErrInvalidArgument", raw, err)
 			}
 		}
-		if _, err := d.ResolvePeer(fabric.Address{}); !errors.Is(err, fabric.ErrInvalidArgument) {
+		if _, err := d.ResolvePeer(rdma.Address{}); !errors.Is(err, rdma.ErrInvalidArgument) {
 			t.Errorf("ResolvePeer(zero) = %v", err)
 		}
 		// The same address twice gives the same peer, and self works.
@@ -228,33 +229,33 @@ func TestRegisterBadSpan(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		d := openTest(t, tr)
 		b := hostBuf(t, 4096)
-		for _, s := range []fabric.MemorySpan{
+		for _, s := range []rdma.MemorySpan{
 			{Addr: 0, Len: 4096},
 			{Addr: addrOf(b), Len: 0},
 			{Addr: ^uintptr(0) - 10, Len: 4096},
 		} {
-			if _, err := d.RegisterMemory(s, fabric.AccessLocal); !errors.Is(err, fabric.ErrInvalidArgument) {
+			if _, err := d.RegisterMemory(s, rdma.AccessLocal); !errors.Is(err, rdma.ErrInvalidArgument) {
 				t.Errorf("RegisterMemory(%+v) = %v, want ErrInvalidArgument", s, err)
 			}
 		}
-		if _, err := d.RegisterMemory(fabric.MemorySpan{Addr: addrOf(b), Len: 4096}, fabric.Access(0x80)); !errors.Is(err, fabric.ErrInvalidArgument) {
+		if _, err := d.RegisterMemory(rdma.MemorySpan{Addr: addrOf(b), Len: 4096}, rdma.Access(0x80)); !errors.Is(err, rdma.ErrInvalidArgument) {
 			t.Errorf("bad access: %v", err)
 		}
-		gpu := fabric.MemorySpan{Addr: addrOf(b), Len: 4096, Device: fabric.CUDADevice(0), DmabufFD: -1}
-		if _, err := d.RegisterMemory(gpu, fabric.AccessRemoteWrite); !errors.Is(err, fabric.ErrNotSupported) {
+		gpu := rdma.MemorySpan{Addr: addrOf(b), Len: 4096, Device: rdma.CUDADevice(0), DmabufFD: -1}
+		if _, err := d.RegisterMemory(gpu, rdma.AccessRemoteWrite); !errors.Is(err, rdma.ErrNotSupported) {
 			t.Errorf("CUDA span on %s = %v, want ErrNotSupported", tr.name, err)
 		}
-		if err := d.UnregisterMemory(fabric.MemoryKeys{Handle: 12345}); !errors.Is(err, fabric.ErrUnknownRegion) {
+		if err := d.UnregisterMemory(rdma.MemoryKeys{Handle: 12345}); !errors.Is(err, rdma.ErrUnknownRegion) {
 			t.Errorf("unregister unknown: %v", err)
 		}
-		k, err := d.RegisterMemory(fabric.MemorySpan{Addr: addrOf(b), Len: 4096}, fabric.AccessLocal)
+		k, err := d.RegisterMemory(rdma.MemorySpan{Addr: addrOf(b), Len: 4096}, rdma.AccessLocal)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := d.UnregisterMemory(k); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.UnregisterMemory(k); !errors.Is(err, fabric.ErrUnknownRegion) {
+		if err := d.UnregisterMemory(k); !errors.Is(err, rdma.ErrUnknownRegion) {
 			t.Errorf("double unregister: %v", err)
 		}
 	})
@@ -263,30 +264,30 @@ func TestRegisterBadSpan(t *testing.T) {
 func TestClosedDomain(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		d := openTest(t, tr)
-		register(t, d, 4096, fabric.AccessRemoteWrite) // left for Close to release
+		register(t, d, 4096, rdma.AccessRemoteWrite) // left for Close to release
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Close(); err != nil {
 			t.Fatalf("second Close: %v", err)
 		}
-		if _, err := d.PostWrites(make([]fabric.WriteOp, 1)); !errors.Is(err, fabric.ErrClosed) {
+		if _, err := d.PostWrites(make([]rdma.WriteOp, 1)); !errors.Is(err, rdma.ErrClosed) {
 			t.Errorf("PostWrites: %v", err)
 		}
-		if _, err := d.PostSends(make([]fabric.SendOp, 1)); !errors.Is(err, fabric.ErrClosed) {
+		if _, err := d.PostSends(make([]rdma.SendOp, 1)); !errors.Is(err, rdma.ErrClosed) {
 			t.Errorf("PostSends: %v", err)
 		}
-		if _, err := d.PostRecvs(make([]fabric.RecvOp, 1)); !errors.Is(err, fabric.ErrClosed) {
+		if _, err := d.PostRecvs(make([]rdma.RecvOp, 1)); !errors.Is(err, rdma.ErrClosed) {
 			t.Errorf("PostRecvs: %v", err)
 		}
-		if _, err := d.Poll(make([]fabric.Event, 1)); !errors.Is(err, fabric.ErrClosed) {
+		if _, err := d.Poll(make([]rdma.Event, 1)); !errors.Is(err, rdma.ErrClosed) {
 			t.Errorf("Poll: %v", err)
 		}
-		if _, err := d.ResolvePeer(d.Address()); !errors.Is(err, fabric.ErrClosed) {
+		if _, err := d.ResolvePeer(d.Address()); !errors.Is(err, rdma.ErrClosed) {
 			t.Errorf("ResolvePeer: %v", err)
 		}
 		b := hostBuf(t, 4096)
-		if _, err := d.RegisterMemory(fabric.MemorySpan{Addr: addrOf(b), Len: 4096}, 0); !errors.Is(err, fabric.ErrClosed) {
+		if _, err := d.RegisterMemory(rdma.MemorySpan{Addr: addrOf(b), Len: 4096}, 0); !errors.Is(err, rdma.ErrClosed) {
 			t.Errorf("RegisterMemory: %v", err)
 		}
 	})
@@ -299,27 +300,27 @@ func TestCloseReleasesFDs(t *testing.T) {
 		// Warm up once: libfabric opens a few descriptors it keeps for the
 		// life of the process (provider initialisation).
 		cycle := func() {
-			infos, err := Domains(tr.name, fabric.DomainOptions{Node: tr.node})
+			infos, err := Domains(tr.name, rdma.DomainOptions{Node: tr.node})
 			if err != nil {
 				testutil.SkipIfNotSupported(t, "libfabric", err)
 			}
-			a, err := Open(infos[0], fabric.DomainOptions{Node: tr.node, Instance: 700})
+			a, err := Open(infos[0], rdma.DomainOptions{Node: tr.node, Instance: 700})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := Open(infos[0], fabric.DomainOptions{Node: tr.node, Instance: 701})
+			b, err := Open(infos[0], rdma.DomainOptions{Node: tr.node, Instance: 701})
 			if err != nil {
 				t.Fatal(err)
 			}
-			src, dst := register(t, a, 4096, fabric.AccessLocal), register(t, b, 4096, fabric.AccessRemoteWrite)
+			src, dst := register(t, a, 4096, rdma.AccessLocal), register(t, b, 4096, rdma.AccessRemoteWrite)
 			peer, err := a.ResolvePeer(b.Address())
 			if err != nil {
 				t.Fatal(err)
 			}
 			n := 0
 			doms := []*Domain{a, b}
-			postAll(t, a, []fabric.WriteOp{write(src, 0, dst, 0, 64, peer, 1)}, doms, func(int, fabric.Event) { n++ })
-			pump(t, 10*time.Second, doms, func(int, fabric.Event) { n++ }, func() bool { return n >= 1 })
+			postAll(t, a, []rdma.WriteOp{write(src, 0, dst, 0, 64, peer, 1)}, doms, func(int, rdma.Event) { n++ })
+			pump(t, 10*time.Second, doms, func(int, rdma.Event) { n++ }, func() bool { return n >= 1 })
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -6,18 +6,18 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
 // errClosed is returned by every call on a closed Domain. Pre-allocated:
 // the data path returns it without allocating.
-var errClosed = fmt.Errorf("libfabric domain closed: %w", fabric.ErrClosed)
+var errClosed = fmt.Errorf("libfabric domain closed: %w", rdma.ErrClosed)
 
-// callError turns a failed libfabric call into a *fabric.ProviderError
-// (which wraps fabric.ErrProvider).
+// callError turns a failed libfabric call into a *rdma.ProviderError
+// (which wraps rdma.ErrProvider).
 func callError(transport, op string, err error) error {
-	pe := &fabric.ProviderError{Provider: providerLabel(transport), Op: op, Msg: err.Error()}
+	pe := &rdma.ProviderError{Provider: providerLabel(transport), Op: op, Msg: err.Error()}
 	var errno ofi.Errno
 	if errors.As(err, &errno) {
 		pe.Errno = int(errno)
@@ -61,7 +61,7 @@ func (r *errRing) add(t errText) {
 	r.next++
 }
 
-func (r *errRing) find(ev fabric.Event) (string, bool) {
+func (r *errRing) find(ev rdma.Event) (string, bool) {
 	for i := 1; i <= errRingSize && i <= r.next; i++ {
 		t := &r.buf[(r.next-i)%errRingSize]
 		if t.context == ev.Context && t.errno == ev.Errno && t.provErrno == ev.ProvErrno {

@@ -10,17 +10,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/efa"
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // Example writes 4 KiB with an immediate between two endpoints of
 // tcp;ofi_rxm on loopback. Registered memory must not be Go heap memory;
 // this uses mmap. Both ends are polled: tcp moves data only then.
 func Example() {
-	opts := fabric.DomainOptions{Node: "127.0.0.1"}
+	opts := rdma.DomainOptions{Node: "127.0.0.1"}
 	infos, err := efa.Domains("tcp;ofi_rxm", opts)
 	if err != nil {
-		log.Fatal(err) // wraps fabric.ErrNotSupported without libfabric tcp
+		log.Fatal(err) // wraps rdma.ErrNotSupported without libfabric tcp
 	}
 	var doms [2]*efa.Domain
 	for i := range doms {
@@ -35,11 +35,11 @@ func Example() {
 	defer unix.Munmap(src)
 	defer unix.Munmap(dst)
 	copy(src, "hello over libfabric")
-	sk, err := doms[0].RegisterMemory(fabric.MemorySpan{Addr: uintptr(unsafe.Pointer(&src[0])), Len: 4096, DmabufFD: -1}, fabric.AccessLocal)
+	sk, err := doms[0].RegisterMemory(rdma.MemorySpan{Addr: uintptr(unsafe.Pointer(&src[0])), Len: 4096, DmabufFD: -1}, rdma.AccessLocal)
 	if err != nil {
 		log.Fatal(err)
 	}
-	dk, err := doms[1].RegisterMemory(fabric.MemorySpan{Addr: uintptr(unsafe.Pointer(&dst[0])), Len: 4096, DmabufFD: -1}, fabric.AccessRemoteWrite)
+	dk, err := doms[1].RegisterMemory(rdma.MemorySpan{Addr: uintptr(unsafe.Pointer(&dst[0])), Len: 4096, DmabufFD: -1}, rdma.AccessRemoteWrite)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -48,15 +48,15 @@ func Example() {
 		log.Fatal(err)
 	}
 	remote := uint64(0) // offset addressing...
-	if dk.Mode == fabric.AddrVirtual {
+	if dk.Mode == rdma.AddrVirtual {
 		remote = uint64(uintptr(unsafe.Pointer(&dst[0]))) // ...or virtual
 	}
-	ops := []fabric.WriteOp{{
+	ops := []rdma.WriteOp{{
 		Local: uint64(uintptr(unsafe.Pointer(&src[0]))), Length: 4096, LocalDesc: sk.Local,
 		Remote: remote, RemoteKey: dk.Remote, Peer: peer, Context: 1,
-		Imm: 42, Flags: fabric.WriteHasImm,
+		Imm: 42, Flags: rdma.WriteHasImm,
 	}}
-	evs := make([]fabric.Event, 16)
+	evs := make([]rdma.Event, 16)
 	for got := 0; got < 2; {
 		if len(ops) > 0 {
 			n, err := doms[0].PostWrites(ops)
@@ -74,7 +74,7 @@ func Example() {
 				if ev.Errno != 0 {
 					log.Fatal(d.DescribeError(ev))
 				}
-				if ev.Kind == fabric.EventImm {
+				if ev.Kind == rdma.EventImm {
 					fmt.Printf("imm %d: %s\n", ev.Imm, dst[:20])
 				}
 				got++

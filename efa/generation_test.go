@@ -13,6 +13,7 @@ import (
 	"github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // TestGenerationLibrary: an engine on libfabric names the library loaded
@@ -28,7 +29,7 @@ func TestGenerationLibrary(t *testing.T) {
 		require.NoError(t, e.Close(ctx))
 	}()
 	lib := e.Info().Library
-	require.Equal(t, fabric.LibraryInfo{Name: "libfabric", Version: efa.Version(), API: efa.APIVersion()}, lib)
+	require.Equal(t, rdma.LibraryInfo{Name: "libfabric", Version: efa.Version(), API: efa.APIVersion()}, lib)
 	require.NotEmpty(t, lib.Version)
 	require.NotEmpty(t, lib.API)
 	if want := os.Getenv("FERRY_LIBFABRIC"); want != "" {
@@ -42,11 +43,11 @@ func TestGenerationLibrary(t *testing.T) {
 // (the project-built 2.1 includes it; Debian's 1.17 has none), and never
 // crashes.
 func TestGenerationEFANoDevice(t *testing.T) {
-	infos, err := efa.Domains("efa", fabric.DomainOptions{})
+	infos, err := efa.Domains("efa", rdma.DomainOptions{})
 	if err == nil {
 		t.Skipf("this machine has %d EFA domain(s): nothing to check", len(infos))
 	}
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
 	require.Contains(t, err.Error(), "no device")
 	t.Log(err)
 }

@@ -10,11 +10,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // testTransport is one libfabric provider the tests run on, pinned to
@@ -42,10 +41,10 @@ var instanceSeq int
 // missing here and closing the domain at cleanup.
 func openTest(tb testing.TB, tr testTransport) *Domain {
 	tb.Helper()
-	opts := fabric.DomainOptions{Node: tr.node}
+	opts := rdma.DomainOptions{Node: tr.node}
 	infos, err := Domains(tr.name, opts)
 	if err != nil {
-		if errors.Is(err, fabric.ErrNotSupported) {
+		if errors.Is(err, rdma.ErrNotSupported) {
 			testutil.Skip(tb, "libfabric", "provider %s cannot run here: %v", tr.name, err)
 		}
 		tb.Fatalf("Domains(%s): %v", tr.name, err)
@@ -80,13 +79,13 @@ func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
 // region is a registered host buffer.
 type region struct {
 	buf  []byte
-	keys fabric.MemoryKeys
+	keys rdma.MemoryKeys
 }
 
-func register(tb testing.TB, d *Domain, size int, access fabric.Access) region {
+func register(tb testing.TB, d *Domain, size int, access rdma.Access) region {
 	tb.Helper()
 	b := hostBuf(tb, size)
-	k, err := d.RegisterMemory(fabric.MemorySpan{Addr: addrOf(b), Len: uint64(size), DmabufFD: -1}, access)
+	k, err := d.RegisterMemory(rdma.MemorySpan{Addr: addrOf(b), Len: uint64(size), DmabufFD: -1}, access)
 	if err != nil {
 		tb.Fatalf("register %d bytes: %v", size, err)
 	}
@@ -102,7 +101,7 @@ func register(tb testing.TB, d *Domain, size int, access fabric.Access) region {
 
 // remote is the address a peer uses for offset off of r.
 func (r region) remote(off uint64) uint64 {
-	if r.keys.Mode == fabric.AddrVirtual {
+	if r.keys.Mode == rdma.AddrVirtual {
 		return uint64(addrOf(r.buf)) + off
 	}
 	return off
@@ -111,8 +110,8 @@ func (r region) remote(off uint64) uint64 {
 func (r region) local(off uint64) uint64 { return uint64(addrOf(r.buf)) + off }
 
 // write builds a write of n bytes from src+soff to dst+doff.
-func write(src region, soff uint64, dst region, doff, n uint64, peer fabric.PeerID, ctx uint64) fabric.WriteOp {
-	return fabric.WriteOp{
+func write(src region, soff uint64, dst region, doff, n uint64, peer rdma.PeerID, ctx uint64) rdma.WriteOp {
+	return rdma.WriteOp{
 		Local: src.local(soff), Length: n, LocalDesc: src.keys.Local,
 		Remote: dst.remote(doff), RemoteKey: dst.keys.Remote, Peer: peer, Context: ctx,
 	}
@@ -120,9 +119,9 @@ func write(src region, soff uint64, dst region, doff, n uint64, peer fabric.Peer
 
 // pump polls every domain until done returns true, handing each event to
 // on with the index of its domain. It fails the test after timeout.
-func pump(tb testing.TB, timeout time.Duration, doms []*Domain, on func(i int, ev fabric.Event), done func() bool) {
+func pump(tb testing.TB, timeout time.Duration, doms []*Domain, on func(i int, ev rdma.Event), done func() bool) {
 	tb.Helper()
-	evs := make([]fabric.Event, 64)
+	evs := make([]rdma.Event, 64)
 	deadline := time.Now().Add(timeout)
 	for spins := 0; !done(); spins++ {
 		for i, d := range doms {
@@ -142,7 +141,7 @@ func pump(tb testing.TB, timeout time.Duration, doms []*Domain, on func(i int, e
 
 // postAll posts every op on d, polling all domains whenever d is busy, and
 // calls on for events seen meanwhile.
-func postAll(tb testing.TB, d *Domain, ops []fabric.WriteOp, doms []*Domain, on func(i int, ev fabric.Event)) (eagain int) {
+func postAll(tb testing.TB, d *Domain, ops []rdma.WriteOp, doms []*Domain, on func(i int, ev rdma.Event)) (eagain int) {
 	tb.Helper()
 	posted := 0
 	pump(tb, 30*time.Second, doms, on, func() bool {

@@ -6,17 +6,17 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
 // TestLayout checks that the Go op and event structs handed to C have the
 // exact layout of the C structs in internal/ofi/shim.h.
 func TestLayout(t *testing.T) {
-	var w fabric.WriteOp
-	var s fabric.SendOp
-	var r fabric.RecvOp
-	var e fabric.Event
+	var w rdma.WriteOp
+	var s rdma.SendOp
+	var r rdma.RecvOp
+	var e rdma.Event
 	want := []uintptr{
 		unsafe.Sizeof(w), unsafe.Offsetof(w.Local), unsafe.Offsetof(w.Length), unsafe.Offsetof(w.LocalDesc),
 		unsafe.Offsetof(w.Remote), unsafe.Offsetof(w.RemoteKey), unsafe.Offsetof(w.Peer),
@@ -42,16 +42,16 @@ func TestLayout(t *testing.T) {
 		unsafe.Sizeof(e.Errno) != 4 || unsafe.Sizeof(e.ProvErrno) != 4 || unsafe.Sizeof(w.Peer) != 8 {
 		t.Error("field widths differ from shim.h")
 	}
-	kinds := map[fabric.EventKind]uint32{
-		fabric.EventWrite: ofi.EventWrite, fabric.EventSend: ofi.EventSend,
-		fabric.EventRecv: ofi.EventRecv, fabric.EventImm: ofi.EventImm,
+	kinds := map[rdma.EventKind]uint32{
+		rdma.EventWrite: ofi.EventWrite, rdma.EventSend: ofi.EventSend,
+		rdma.EventRecv: ofi.EventRecv, rdma.EventImm: ofi.EventImm,
 	}
 	for k, c := range kinds {
 		if uint32(k) != c {
 			t.Errorf("event kind %v is %d in Go, %d in C", k, uint32(k), c)
 		}
 	}
-	if fabric.WriteHasImm != ofi.WriteHasImm {
-		t.Errorf("WriteHasImm %d in Go, %d in C", fabric.WriteHasImm, ofi.WriteHasImm)
+	if rdma.WriteHasImm != ofi.WriteHasImm {
+		t.Errorf("WriteHasImm %d in Go, %d in C", rdma.WriteHasImm, ofi.WriteHasImm)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
@@ -41,15 +41,15 @@ import (
 // other way (seen as ECANCELED with provider errno ENOENT).
 
 var (
-	_ fabric.PeerChecker = (*Domain)(nil)
-	_ fabric.PeerProber  = (*Domain)(nil)
+	_ rdma.PeerChecker = (*Domain)(nil)
+	_ rdma.PeerProber  = (*Domain)(nil)
 )
 
 const shmDir = "/dev/shm/"
 
 // CheckPeer tells, for shm peers with ferry's names, whether the peer's
 // endpoint or process is gone. Other providers and names give nil.
-func (d *Domain) CheckPeer(p fabric.PeerID) error {
+func (d *Domain) CheckPeer(p rdma.PeerID) error {
 	if d.provName != "shm" {
 		return nil
 	}
@@ -58,7 +58,7 @@ func (d *Domain) CheckPeer(p fabric.PeerID) error {
 		return nil
 	}
 	if why := shmPeerGone(shmDir, name); why != "" {
-		return fmt.Errorf("shm peer %s: %s: %w", name, why, fabric.ErrPeerLost)
+		return fmt.Errorf("shm peer %s: %s: %w", name, why, rdma.ErrPeerLost)
 	}
 	return nil
 }
@@ -67,12 +67,12 @@ func (d *Domain) CheckPeer(p fabric.PeerID) error {
 // peer's probe region, completed only once the peer has processed it
 // (FI_DELIVERY_COMPLETE), so that a peer behind a link that went down
 // leaves it unanswered.
-func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
+func (d *Domain) ProbeOp(p rdma.PeerID) (rdma.WriteOp, bool) {
 	if d.probeMR == nil {
-		return fabric.WriteOp{}, false
+		return rdma.WriteOp{}, false
 	}
-	return fabric.WriteOp{Peer: p, Local: uint64(addrOfProbe(d.probeBuf)), LocalDesc: d.probeMR.Desc, RemoteKey: probeKey,
-		Flags: fabric.WriteDelivered}, true
+	return rdma.WriteOp{Peer: p, Local: uint64(addrOfProbe(d.probeBuf)), LocalDesc: d.probeMR.Desc, RemoteKey: probeKey,
+		Flags: rdma.WriteDelivered}, true
 }
 
 // probeKey is the requested key of every ferry tcp endpoint's probe

@@ -11,9 +11,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // deadPID returns the pid of a process that has exited and been reaped.
@@ -89,7 +88,7 @@ func TestCheckPeerShm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(filepath.Join("/dev/shm", name))
-	addr, err := fabric.AddressFromRaw(append([]byte(name), 0))
+	addr, err := rdma.AddressFromRaw(append([]byte(name), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +97,14 @@ func TestCheckPeerShm(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = a.CheckPeer(dead)
-	if !errors.Is(err, fabric.ErrPeerLost) {
+	if !errors.Is(err, rdma.ErrPeerLost) {
 		t.Fatalf("peer of a dead process: %v", err)
 	}
 	t.Log(err)
 	if err := os.Remove(filepath.Join("/dev/shm", name)); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.CheckPeer(dead); !errors.Is(err, fabric.ErrPeerLost) {
+	if err := a.CheckPeer(dead); !errors.Is(err, rdma.ErrPeerLost) {
 		t.Fatalf("peer whose region file is gone: %v", err)
 	}
 	// tcp has no such check but a heartbeat.

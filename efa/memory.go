@@ -7,14 +7,14 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
 // RegisterMemory registers span with fi_mr_regattr and returns its keys,
 // following the negotiated mr_mode:
 //
-//   - Mode is fabric.AddrVirtual with FI_MR_VIRT_ADDR, else fabric.AddrOffset
+//   - Mode is rdma.AddrVirtual with FI_MR_VIRT_ADDR, else rdma.AddrOffset
 //     (peers then address the region by offset from its start);
 //   - Remote is the provider's key with FI_MR_PROV_KEY, else a key this
 //     domain picked, unique within it;
@@ -23,18 +23,18 @@ import (
 // CUDA memory needs a provider with FI_HMEM (EFA); it is registered through
 // its dma-buf fd where this libfabric has FI_MR_DMABUF and span.DmabufFD is
 // set, else as an FI_HMEM_CUDA address range. Without FI_HMEM the error
-// wraps fabric.ErrNotSupported. A span that is empty, at address 0 or
-// wrapping around wraps fabric.ErrInvalidArgument.
-func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (fabric.MemoryKeys, error) {
+// wraps rdma.ErrNotSupported. A span that is empty, at address 0 or
+// wrapping around wraps rdma.ErrInvalidArgument.
+func (d *Domain) RegisterMemory(span rdma.MemorySpan, access rdma.Access) (rdma.MemoryKeys, error) {
 	if d.ep == nil {
-		return fabric.MemoryKeys{}, errClosed
+		return rdma.MemoryKeys{}, errClosed
 	}
 	if span.Addr == 0 || span.Len == 0 || uint64(span.Addr) > math.MaxUint64-span.Len {
-		return fabric.MemoryKeys{}, fmt.Errorf("register memory: span %#x+%d: %w",
-			span.Addr, span.Len, fabric.ErrInvalidArgument)
+		return rdma.MemoryKeys{}, fmt.Errorf("register memory: span %#x+%d: %w",
+			span.Addr, span.Len, rdma.ErrInvalidArgument)
 	}
-	if access&^fabric.AccessRemoteWrite != 0 {
-		return fabric.MemoryKeys{}, fmt.Errorf("register memory: access %#x: %w", access, fabric.ErrInvalidArgument)
+	if access&^rdma.AccessRemoteWrite != 0 {
+		return rdma.MemoryKeys{}, fmt.Errorf("register memory: access %#x: %w", access, rdma.ErrInvalidArgument)
 	}
 	spec := ofi.MRSpec{
 		Addr:     uint64(span.Addr),
@@ -42,14 +42,14 @@ func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (f
 		Access:   ofi.AccessSend | ofi.AccessRecv | ofi.AccessRead | ofi.AccessWrite,
 		DmabufFD: -1,
 	}
-	if access&fabric.AccessRemoteWrite != 0 {
+	if access&rdma.AccessRemoteWrite != 0 {
 		spec.Access |= ofi.AccessRemoteWrite | ofi.AccessRemoteRead
 	}
 	if span.Device.IsCUDA() {
 		if !d.hmem {
-			return fabric.MemoryKeys{}, fmt.Errorf("register %s memory: libfabric provider %s has no FI_HMEM "+
+			return rdma.MemoryKeys{}, fmt.Errorf("register %s memory: libfabric provider %s has no FI_HMEM "+
 				"support (this libfabric %s build cannot register CUDA memory): %w",
-				span.Device, d.provName, ofi.Version(), fabric.ErrNotSupported)
+				span.Device, d.provName, ofi.Version(), rdma.ErrNotSupported)
 		}
 		spec.CUDA = true
 		spec.Device = span.Device.Ordinal()
@@ -63,11 +63,11 @@ func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (f
 	}
 	mr, err := d.ep.RegMR(spec)
 	if err != nil {
-		return fabric.MemoryKeys{}, callError(d.transport, "fi_mr_regattr", err)
+		return rdma.MemoryKeys{}, callError(d.transport, "fi_mr_regattr", err)
 	}
 	h := mrHandle(mr)
 	d.mrs[h] = mr
-	return fabric.MemoryKeys{Handle: h, Local: mr.Desc, Remote: mr.Key, Mode: d.AddrMode()}, nil
+	return rdma.MemoryKeys{Handle: h, Local: mr.Desc, Remote: mr.Key, Mode: d.AddrMode()}, nil
 }
 
 // mrHandle is the identity of a registration as the engine sees it. It is
@@ -76,14 +76,14 @@ func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (f
 func mrHandle(mr *ofi.MR) uintptr { return uintptr(unsafe.Pointer(mr)) }
 
 // UnregisterMemory releases a registration made by this domain. Keys it did
-// not make give an error wrapping fabric.ErrUnknownRegion.
-func (d *Domain) UnregisterMemory(keys fabric.MemoryKeys) error {
+// not make give an error wrapping rdma.ErrUnknownRegion.
+func (d *Domain) UnregisterMemory(keys rdma.MemoryKeys) error {
 	if d.ep == nil {
 		return errClosed
 	}
 	mr, ok := d.mrs[keys.Handle]
 	if !ok {
-		return fmt.Errorf("unregister memory: handle %#x: %w", keys.Handle, fabric.ErrUnknownRegion)
+		return fmt.Errorf("unregister memory: handle %#x: %w", keys.Handle, rdma.ErrUnknownRegion)
 	}
 	delete(d.mrs, keys.Handle)
 	if err := mr.Close(); err != nil {

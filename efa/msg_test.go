@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // TestSendRecv exchanges two-sided messages both ways and checks lengths,
@@ -16,8 +16,8 @@ import (
 func TestSendRecv(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		a, b := openTest(t, tr), openTest(t, tr)
-		ra := register(t, a, 1<<16, fabric.AccessLocal)
-		rb := register(t, b, 1<<16, fabric.AccessLocal)
+		ra := register(t, a, 1<<16, rdma.AccessLocal)
+		rb := register(t, b, 1<<16, rdma.AccessLocal)
 		pab, err := a.ResolvePeer(b.Address())
 		if err != nil {
 			t.Fatal(err)
@@ -27,23 +27,23 @@ func TestSendRecv(t *testing.T) {
 			t.Fatal(err)
 		}
 		// b receives into its second half; a sends 3 messages from its first.
-		var recvs []fabric.RecvOp
+		var recvs []rdma.RecvOp
 		for i := range 4 {
-			recvs = append(recvs, fabric.RecvOp{Local: rb.local(uint64(32768 + i*4096)), Length: 4096,
+			recvs = append(recvs, rdma.RecvOp{Local: rb.local(uint64(32768 + i*4096)), Length: 4096,
 				LocalDesc: rb.keys.Local, Context: uint64(10 + i)})
 		}
 		if n, err := b.PostRecvs(recvs); n != len(recvs) || err != nil {
 			t.Fatalf("post recvs: %d, %v", n, err)
 		}
 		fill(ra.buf, 5)
-		sends := []fabric.SendOp{
+		sends := []rdma.SendOp{
 			{Local: ra.local(0), Length: 100, LocalDesc: ra.keys.Local, Peer: pab, Context: 1},
 			{Local: ra.local(100), Length: 4096, LocalDesc: ra.keys.Local, Peer: pab, Context: 2},
 			{Local: ra.local(0), Length: 0, LocalDesc: ra.keys.Local, Peer: pab, Context: 3},
 		}
-		got := map[uint64]fabric.Event{}
+		got := map[uint64]rdma.Event{}
 		doms := []*Domain{a, b}
-		on := func(i int, ev fabric.Event) {
+		on := func(i int, ev rdma.Event) {
 			if ev.Errno != 0 {
 				t.Fatalf("domain %d: %v", i, doms[i].DescribeError(ev))
 			}
@@ -60,8 +60,8 @@ func TestSendRecv(t *testing.T) {
 			}
 			return len(got) == 6
 		})
-		for ctx, want := range map[uint64]fabric.EventKind{1: fabric.EventSend, 2: fabric.EventSend, 3: fabric.EventSend,
-			10: fabric.EventRecv, 11: fabric.EventRecv, 12: fabric.EventRecv} {
+		for ctx, want := range map[uint64]rdma.EventKind{1: rdma.EventSend, 2: rdma.EventSend, 3: rdma.EventSend,
+			10: rdma.EventRecv, 11: rdma.EventRecv, 12: rdma.EventRecv} {
 			if got[ctx].Kind != want {
 				t.Fatalf("context %d: %+v, want %v", ctx, got[ctx], want)
 			}
@@ -74,11 +74,11 @@ func TestSendRecv(t *testing.T) {
 			t.Fatal("payload differs")
 		}
 		// And back, into the receive still posted... on a.
-		if n, err := a.PostRecvs([]fabric.RecvOp{{Local: ra.local(60000), Length: 64, LocalDesc: ra.keys.Local, Context: 20}}); n != 1 || err != nil {
+		if n, err := a.PostRecvs([]rdma.RecvOp{{Local: ra.local(60000), Length: 64, LocalDesc: ra.keys.Local, Context: 20}}); n != 1 || err != nil {
 			t.Fatalf("post recv: %d %v", n, err)
 		}
 		clear(got)
-		back := []fabric.SendOp{{Local: rb.local(0), Length: 64, LocalDesc: rb.keys.Local, Peer: pba, Context: 21}}
+		back := []rdma.SendOp{{Local: rb.local(0), Length: 64, LocalDesc: rb.keys.Local, Peer: pba, Context: 21}}
 		pump(t, 10*time.Second, doms, on, func() bool {
 			if len(back) > 0 {
 				n, err := b.PostSends(back)
@@ -87,31 +87,31 @@ func TestSendRecv(t *testing.T) {
 				}
 				back = back[n:]
 			}
-			return got[20].Kind == fabric.EventRecv && got[21].Kind == fabric.EventSend
+			return got[20].Kind == rdma.EventRecv && got[21].Kind == rdma.EventSend
 		})
 	})
 }
 
 // TestErrorCompletion makes a real error completion, a message longer than
 // the receive buffer, and checks that it comes back as an event with the
-// op's context and turns into a *fabric.ProviderError.
+// op's context and turns into a *rdma.ProviderError.
 func TestErrorCompletion(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		a, b := openTest(t, tr), openTest(t, tr)
-		ra := register(t, a, 8192, fabric.AccessLocal)
-		rb := register(t, b, 8192, fabric.AccessLocal)
+		ra := register(t, a, 8192, rdma.AccessLocal)
+		rb := register(t, b, 8192, rdma.AccessLocal)
 		peer, err := a.ResolvePeer(b.Address())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.PostRecvs([]fabric.RecvOp{{Local: rb.local(0), Length: 16, LocalDesc: rb.keys.Local, Context: 0x77 << 56}}); err != nil {
+		if _, err := b.PostRecvs([]rdma.RecvOp{{Local: rb.local(0), Length: 16, LocalDesc: rb.keys.Local, Context: 0x77 << 56}}); err != nil {
 			t.Fatal(err)
 		}
-		sends := []fabric.SendOp{{Local: ra.local(0), Length: 4000, LocalDesc: ra.keys.Local, Peer: peer, Context: 5}}
-		var errEv fabric.Event
+		sends := []rdma.SendOp{{Local: ra.local(0), Length: 4000, LocalDesc: ra.keys.Local, Peer: peer, Context: 5}}
+		var errEv rdma.Event
 		var sent bool
 		doms := []*Domain{a, b}
-		pump(t, 10*time.Second, doms, func(i int, ev fabric.Event) {
+		pump(t, 10*time.Second, doms, func(i int, ev rdma.Event) {
 			switch {
 			case i == 1 && ev.Errno != 0:
 				errEv = ev
@@ -132,12 +132,12 @@ func TestErrorCompletion(t *testing.T) {
 			t.Errorf("error event context %#x, want the recv's", errEv.Context)
 		}
 		err = b.DescribeError(errEv)
-		var pe *fabric.ProviderError
-		if !errors.Is(err, fabric.ErrProvider) || !errors.As(err, &pe) || pe.Msg == "" {
+		var pe *rdma.ProviderError
+		if !errors.Is(err, rdma.ErrProvider) || !errors.As(err, &pe) || pe.Msg == "" {
 			t.Fatalf("DescribeError = %v", err)
 		}
 		t.Logf("%s: %v (kind %v)", tr.name, err, errEv.Kind)
-		if b.DescribeError(fabric.Event{Kind: fabric.EventRecv}) != nil {
+		if b.DescribeError(rdma.Event{Kind: rdma.EventRecv}) != nil {
 			t.Error("DescribeError of a successful event is not nil")
 		}
 	})

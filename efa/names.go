@@ -1,6 +1,6 @@
 package efa
 
-// ProviderName is the name this package registers with fabric.Register.
+// ProviderName is the name this package registers with rdma.Register.
 const ProviderName = "libfabric"
 
 // transportNames are the transport names this provider serves: libfabric

@@ -11,24 +11,24 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
-func init() { fabric.Register(provider{}) }
+func init() { rdma.Register(provider{}) }
 
-// provider is the fabric.Provider registered as "libfabric".
+// provider is the rdma.Provider registered as "libfabric".
 type provider struct{}
 
 func (provider) Name() string { return ProviderName }
 
 func (provider) Transports() []string { return slices.Clone(transportNames) }
 
-func (provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+func (provider) Domains(transport string, opts rdma.DomainOptions) ([]rdma.DomainInfo, error) {
 	return Domains(transport, opts)
 }
 
-func (provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
+func (provider) Open(info rdma.DomainInfo, opts rdma.DomainOptions) (rdma.Domain, error) {
 	d, err := Open(info, opts)
 	if err != nil {
 		return nil, err
@@ -44,11 +44,11 @@ func Version() string { return ofi.Version() }
 // with and the newest ferry was checked against, such as "2.1".
 func APIVersion() string { return ofi.APIVersion() }
 
-var _ fabric.LibraryReporter = provider{}
+var _ rdma.LibraryReporter = provider{}
 
 // Library names the libfabric in use and the API version asked for.
-func (provider) Library() fabric.LibraryInfo {
-	return fabric.LibraryInfo{Name: "libfabric", Version: ofi.Version(), API: ofi.APIVersion()}
+func (provider) Library() rdma.LibraryInfo {
+	return rdma.LibraryInfo{Name: "libfabric", Version: ofi.Version(), API: ofi.APIVersion()}
 }
 
 // Transports lists the libfabric provider names usable on this machine for
@@ -80,14 +80,14 @@ func Transports() ([]string, error) {
 // provider name) that can run ferry: FI_EP_RDM with FI_MSG and FI_RMA and
 // 4 bytes of remote CQ data. opts.Node pins the source address (tests use
 // "127.0.0.1" for tcp); shm ignores it. No domain gives an error wrapping
-// fabric.ErrNotSupported that says why.
-func Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+// rdma.ErrNotSupported that says why.
+func Domains(transport string, opts rdma.DomainOptions) ([]rdma.DomainInfo, error) {
 	l, p, err := getInfo(transport, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Free()
-	var out []fabric.DomainInfo
+	var out []rdma.DomainInfo
 	seen := map[string]bool{}
 	var skipped []string
 	for _, in := range l.Infos() {
@@ -103,17 +103,17 @@ func Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, 
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("libfabric %s: no usable domain (%s): %w",
-			transport, strings.Join(skipped, "; "), fabric.ErrNotSupported)
+			transport, strings.Join(skipped, "; "), rdma.ErrNotSupported)
 	}
 	return out, nil
 }
 
 // getInfo runs fi_getinfo with transport's policy. "No such provider or
-// device" becomes fabric.ErrNotSupported.
-func getInfo(transport string, opts fabric.DomainOptions) (*ofi.InfoList, policy, error) {
-	if transport == "" || transport == fabric.TransportAuto {
+// device" becomes rdma.ErrNotSupported.
+func getInfo(transport string, opts rdma.DomainOptions) (*ofi.InfoList, policy, error) {
+	if transport == "" || transport == rdma.TransportAuto {
 		return nil, policy{}, fmt.Errorf("libfabric: transport %q: name a libfabric provider: %w",
-			transport, fabric.ErrInvalidArgument)
+			transport, rdma.ErrInvalidArgument)
 	}
 	p := policyFor(transport)
 	node, flags := p.node(opts.Node)
@@ -125,7 +125,7 @@ func getInfo(transport string, opts fabric.DomainOptions) (*ofi.InfoList, policy
 				where = " on " + node
 			}
 			return nil, p, fmt.Errorf("libfabric %s: no device%s (libfabric %s, fi_getinfo: %v): %w",
-				transport, where, ofi.Version(), err, fabric.ErrNotSupported)
+				transport, where, ofi.Version(), err, rdma.ErrNotSupported)
 		}
 		return nil, p, callError(transport, "fi_getinfo", err)
 	}
@@ -140,9 +140,9 @@ func unusable(in ofi.Info) string {
 	return ""
 }
 
-func domainInfo(transport string, in ofi.Info) fabric.DomainInfo {
+func domainInfo(transport string, in ofi.Info) rdma.DomainInfo {
 	pci := in.PCIAddress()
-	return fabric.DomainInfo{
+	return rdma.DomainInfo{
 		Provider:   ProviderName,
 		Transport:  transport,
 		Name:       in.DomainName(),

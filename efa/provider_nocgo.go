@@ -6,25 +6,25 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // errNoCgo is what every entry point returns in a build without cgo, where
 // libfabric cannot be called.
-var errNoCgo = fmt.Errorf("libfabric provider: built with CGO_ENABLED=0: %w", fabric.ErrNotSupported)
+var errNoCgo = fmt.Errorf("libfabric provider: built with CGO_ENABLED=0: %w", rdma.ErrNotSupported)
 
-func init() { fabric.Register(provider{}) }
+func init() { rdma.Register(provider{}) }
 
 type provider struct{}
 
 func (provider) Name() string         { return ProviderName }
 func (provider) Transports() []string { return slices.Clone(transportNames) }
 
-func (provider) Domains(string, fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+func (provider) Domains(string, rdma.DomainOptions) ([]rdma.DomainInfo, error) {
 	return nil, errNoCgo
 }
 
-func (provider) Open(fabric.DomainInfo, fabric.DomainOptions) (fabric.RdmaDomain, error) {
+func (provider) Open(rdma.DomainInfo, rdma.DomainOptions) (rdma.Domain, error) {
 	return nil, errNoCgo
 }
 
@@ -32,10 +32,10 @@ func (provider) Open(fabric.DomainInfo, fabric.DomainOptions) (fabric.RdmaDomain
 type Domain struct{}
 
 // Domains fails: built without cgo.
-func Domains(string, fabric.DomainOptions) ([]fabric.DomainInfo, error) { return nil, errNoCgo }
+func Domains(string, rdma.DomainOptions) ([]rdma.DomainInfo, error) { return nil, errNoCgo }
 
 // Open fails: built without cgo.
-func Open(fabric.DomainInfo, fabric.DomainOptions) (*Domain, error) { return nil, errNoCgo }
+func Open(rdma.DomainInfo, rdma.DomainOptions) (*Domain, error) { return nil, errNoCgo }
 
 // Version is empty: built without cgo.
 func Version() string { return "" }

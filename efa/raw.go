@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
@@ -25,19 +25,19 @@ const maxRawBytes = 16 << 30
 // busy (tcp and shm only move data while the target polls) and waits for
 // every write completion and, with Imm, every immediate at the target.
 // After the last iteration it checks that every byte landed where it
-// should. Bad specs wrap fabric.ErrInvalidArgument; a missing provider
-// wraps fabric.ErrNotSupported.
+// should. Bad specs wrap rdma.ErrInvalidArgument; a missing provider
+// wraps rdma.ErrNotSupported.
 func RawBench(spec RawSpec) (RawResult, error) {
 	if err := checkRawSpec(spec); err != nil {
 		return RawResult{}, err
 	}
-	infos, err := Domains(spec.Transport, fabric.DomainOptions{Node: spec.Node})
+	infos, err := Domains(spec.Transport, rdma.DomainOptions{Node: spec.Node})
 	if err != nil {
 		return RawResult{}, err
 	}
 	var doms [2]*Domain
 	for i := range doms {
-		d, err := Open(infos[0], fabric.DomainOptions{Node: spec.Node, Instance: 1<<30 + i})
+		d, err := Open(infos[0], rdma.DomainOptions{Node: spec.Node, Instance: 1<<30 + i})
 		if err != nil {
 			return RawResult{}, err
 		}
@@ -62,11 +62,11 @@ func RawBench(spec RawSpec) (RawResult, error) {
 	for i := range src {
 		src[i] = byte(i*131 + i>>12)
 	}
-	sk, err := init.RegisterMemory(hostSpan(src), fabric.AccessLocal)
+	sk, err := init.RegisterMemory(hostSpan(src), rdma.AccessLocal)
 	if err != nil {
 		return RawResult{}, err
 	}
-	dk, err := target.RegisterMemory(hostSpan(dst), fabric.AccessRemoteWrite)
+	dk, err := target.RegisterMemory(hostSpan(dst), rdma.AccessRemoteWrite)
 	if err != nil {
 		return RawResult{}, err
 	}
@@ -75,7 +75,7 @@ func RawBench(spec RawSpec) (RawResult, error) {
 		return RawResult{}, err
 	}
 	dstBase := uint64(0)
-	if dk.Mode == fabric.AddrVirtual {
+	if dk.Mode == rdma.AddrVirtual {
 		dstBase = uint64(addrOfBytes(dst))
 	}
 	// A fixed permutation keeps runs comparable.
@@ -83,9 +83,9 @@ func RawBench(spec RawSpec) (RawResult, error) {
 	if spec.Pages == 0 {
 		perm = []int{0}
 	}
-	ops := make([]fabric.WriteOp, pages)
+	ops := make([]rdma.WriteOp, pages)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{
+		ops[i] = rdma.WriteOp{
 			Local:     uint64(addrOfBytes(src)) + uint64(i)*spec.Size,
 			Length:    spec.Size,
 			LocalDesc: sk.Local,
@@ -94,14 +94,14 @@ func RawBench(spec RawSpec) (RawResult, error) {
 			Peer:      peer,
 		}
 		if spec.Imm {
-			ops[i].Imm, ops[i].Flags = uint32(i), fabric.WriteHasImm
+			ops[i].Imm, ops[i].Flags = uint32(i), rdma.WriteHasImm
 		}
 	}
 	// One immediate-only write, untimed, sets up the connection (tcp needs
 	// tens of ms for its first op) and later flushes: on one connection it
 	// lands after the writes before it.
-	flush := []fabric.WriteOp{{Local: uint64(addrOfBytes(src)), LocalDesc: sk.Local,
-		Remote: dstBase, RemoteKey: dk.Remote, Peer: peer, Flags: fabric.WriteHasImm}}
+	flush := []rdma.WriteOp{{Local: uint64(addrOfBytes(src)), LocalDesc: sk.Local,
+		Remote: dstBase, RemoteKey: dk.Remote, Peer: peer, Flags: rdma.WriteHasImm}}
 	timeout := spec.Timeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
@@ -123,7 +123,7 @@ func RawBench(spec RawSpec) (RawResult, error) {
 		d := dst[uint64(perm[i])*spec.Size : uint64(perm[i]+1)*spec.Size]
 		if !bytes.Equal(s, d) {
 			return RawResult{}, fmt.Errorf("raw bench %s: write %d did not land intact at page %d: %w",
-				spec.Transport, i, perm[i], fabric.ErrProvider)
+				spec.Transport, i, perm[i], rdma.ErrProvider)
 		}
 	}
 	res := RawResult{Provider: init.ProviderName(), Bytes: uint64(len(ops)) * spec.Size, Ops: len(ops),
@@ -134,8 +134,8 @@ func RawBench(spec RawSpec) (RawResult, error) {
 	return res, nil
 }
 
-func rawLoop(init, target *Domain, ops []fabric.WriteOp, iters, warmup int, timeout time.Duration, lat []int64) error {
-	phase, err := ofi.RawLoop(init.ep, target.ep, unsafe.Pointer(&ops[0]), len(ops), iters, warmup, timeout, lat)
+func rawLoop(init, target *Domain, ops []rdma.WriteOp, iters, warmup int, timeout time.Duration, lat []int64) error {
+	phase, err := ofi.RawLoop(init.ep, target.ep, &ops[0], len(ops), iters, warmup, timeout, lat)
 	if err != nil {
 		return fmt.Errorf("raw bench iteration %d: %w", phase, callError(init.transport, "raw loop", err))
 	}
@@ -144,7 +144,7 @@ func rawLoop(init, target *Domain, ops []fabric.WriteOp, iters, warmup int, time
 
 func checkRawSpec(s RawSpec) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("raw bench: "+format+": %w", append(args, fabric.ErrInvalidArgument)...)
+		return fmt.Errorf("raw bench: "+format+": %w", append(args, rdma.ErrInvalidArgument)...)
 	}
 	switch {
 	case s.Transport == "":
@@ -162,13 +162,13 @@ func checkRawSpec(s RawSpec) error {
 func mapHost(n uint64) ([]byte, error) {
 	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("raw bench: mmap %d bytes: %v: %w", n, err, fabric.ErrInvalidArgument)
+		return nil, fmt.Errorf("raw bench: mmap %d bytes: %v: %w", n, err, rdma.ErrInvalidArgument)
 	}
 	return b, nil
 }
 
-func hostSpan(b []byte) fabric.MemorySpan {
-	return fabric.MemorySpan{Addr: addrOfBytes(b), Len: uint64(len(b)), DmabufFD: -1}
+func hostSpan(b []byte) rdma.MemorySpan {
+	return rdma.MemorySpan{Addr: addrOfBytes(b), Len: uint64(len(b)), DmabufFD: -1}
 }
 
 func addrOfBytes(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

@@ -6,9 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 func TestRawBench(t *testing.T) {
@@ -21,7 +20,7 @@ func TestRawBench(t *testing.T) {
 		} {
 			spec.Transport, spec.Node = tr.name, tr.node
 			res, err := RawBench(spec)
-			if errors.Is(err, fabric.ErrNotSupported) {
+			if errors.Is(err, rdma.ErrNotSupported) {
 				testutil.Skip(t, "libfabric", "%s cannot run here: %v", tr.name, err)
 			}
 			if err != nil {
@@ -44,7 +43,7 @@ func TestRawBenchBadSpec(t *testing.T) {
 		{Transport: "shm", Size: 64, Iters: 1, Pages: -1},
 		{Transport: "shm", Size: 1 << 30, Pages: 1 << 10, Iters: 1},
 	} {
-		if _, err := RawBench(spec); !errors.Is(err, fabric.ErrInvalidArgument) {
+		if _, err := RawBench(spec); !errors.Is(err, rdma.ErrInvalidArgument) {
 			t.Errorf("RawBench(%+v) = %v, want ErrInvalidArgument", spec, err)
 		}
 	}

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // TestUnreachablePeer writes to an endpoint that has been closed. Every
@@ -18,45 +17,45 @@ import (
 // error event; shm refuses the address itself.
 func TestUnreachablePeer(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
-		infos, err := Domains(tr.name, fabric.DomainOptions{Node: tr.node})
+		infos, err := Domains(tr.name, rdma.DomainOptions{Node: tr.node})
 		if err != nil {
 			testutil.SkipIfNotSupported(t, "libfabric", err)
 		}
-		a, err := Open(infos[0], fabric.DomainOptions{Node: tr.node, Instance: 800, HandshakeTimeout: 300 * time.Millisecond})
+		a, err := Open(infos[0], rdma.DomainOptions{Node: tr.node, Instance: 800, HandshakeTimeout: 300 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
 		gone := openTest(t, tr)
 		addr := gone.Address()
-		dst := register(t, gone, 4096, fabric.AccessRemoteWrite)
+		dst := register(t, gone, 4096, rdma.AccessRemoteWrite)
 		if err := gone.Close(); err != nil {
 			t.Fatal(err)
 		}
 		peer, err := a.ResolvePeer(addr)
 		if err != nil {
-			if !errors.Is(err, fabric.ErrInvalidArgument) {
+			if !errors.Is(err, rdma.ErrInvalidArgument) {
 				t.Fatalf("untyped error %v", err)
 			}
 			t.Logf("%s: resolving a closed peer fails at once: %v", tr.name, err)
 			return
 		}
-		src := register(t, a, 4096, fabric.AccessLocal)
-		ops := make([]fabric.WriteOp, 4)
+		src := register(t, a, 4096, rdma.AccessLocal)
+		ops := make([]rdma.WriteOp, 4)
 		for i := range ops {
 			ops[i] = write(src, 0, dst, 0, 64, peer, uint64(i))
-			ops[i].Flags = fabric.WriteHasImm
+			ops[i].Flags = rdma.WriteHasImm
 		}
 		ended := map[uint64]int{}
 		rest := ops
-		evs := make([]fabric.Event, 16)
+		evs := make([]rdma.Event, 16)
 		start := time.Now()
 		for (len(rest) > 0 || len(ended) < len(ops)) && time.Since(start) < 10*time.Second {
 			if len(rest) > 0 {
 				n, err := a.PostWrites(rest)
 				rest = rest[n:]
 				if err != nil {
-					if !errors.Is(err, fabric.ErrTimeout) || !errors.Is(err, fabric.ErrProvider) {
+					if !errors.Is(err, rdma.ErrTimeout) || !errors.Is(err, rdma.ErrProvider) {
 						t.Fatalf("post error %v is not a provider timeout", err)
 					}
 					ended[rest[0].Context]++

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ofi"
 )
 
@@ -16,30 +16,30 @@ func TestSingleWriteImm(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		a, b := openTest(t, tr), openTest(t, tr)
 		t.Logf("%s: provider %s, mr_mode %#x, addr %d bytes %q", tr.name, a.ProviderName(), a.MRMode(), len(a.Address().Raw()), a.Address().Raw())
-		src := register(t, a, 1<<20, fabric.AccessLocal)
-		dst := register(t, b, 1<<20, fabric.AccessRemoteWrite)
+		src := register(t, a, 1<<20, rdma.AccessLocal)
+		dst := register(t, b, 1<<20, rdma.AccessRemoteWrite)
 		fill(src.buf, 3)
 		peer, err := a.ResolvePeer(b.Address())
 		if err != nil {
 			t.Fatal(err)
 		}
 		op := write(src, 100, dst, 200, 300000, peer, 0xabc)
-		op.Imm, op.Flags = 0xdeadbeef, fabric.WriteHasImm
-		var got []fabric.Event
+		op.Imm, op.Flags = 0xdeadbeef, rdma.WriteHasImm
+		var got []rdma.Event
 		doms := []*Domain{a, b}
-		postAll(t, a, []fabric.WriteOp{op}, doms, nil)
-		pump(t, 10*time.Second, doms, func(i int, ev fabric.Event) {
+		postAll(t, a, []rdma.WriteOp{op}, doms, nil)
+		pump(t, 10*time.Second, doms, func(i int, ev rdma.Event) {
 			if ev.Errno != 0 {
 				t.Fatalf("domain %d: %v", i, doms[i].DescribeError(ev))
 			}
 			got = append(got, ev)
 		}, func() bool { return len(got) == 2 })
-		var w, imm fabric.Event
+		var w, imm rdma.Event
 		for _, ev := range got {
 			switch ev.Kind {
-			case fabric.EventWrite:
+			case rdma.EventWrite:
 				w = ev
-			case fabric.EventImm:
+			case rdma.EventImm:
 				imm = ev
 			}
 		}
@@ -61,35 +61,35 @@ func TestImmOnly(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		a, b := openTest(t, tr), openTest(t, tr)
 		const size = 8192
-		src := register(t, a, size, fabric.AccessLocal)
-		dst := register(t, b, size, fabric.AccessRemoteWrite)
+		src := register(t, a, size, rdma.AccessLocal)
+		dst := register(t, b, size, rdma.AccessRemoteWrite)
 		peer, err := a.ResolvePeer(b.Address())
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ops []fabric.WriteOp
+		var ops []rdma.WriteOp
 		for i, off := range []uint64{0, 17, size - 1, size} {
 			op := write(src, size, dst, off, 0, peer, uint64(100+i))
-			op.Imm, op.Flags = uint32(7000+i), fabric.WriteHasImm
+			op.Imm, op.Flags = uint32(7000+i), rdma.WriteHasImm
 			ops = append(ops, op)
 		}
 		// A real write ending exactly at the end of the region, then a
 		// zero-length one right behind it.
 		fill(src.buf, 9)
 		tail := write(src, 0, dst, size-64, 64, peer, 200)
-		tail.Imm, tail.Flags = 8000, fabric.WriteHasImm
+		tail.Imm, tail.Flags = 8000, rdma.WriteHasImm
 		ops = append(ops, tail)
 
 		imms, writes := map[uint32]bool{}, map[uint64]bool{}
 		doms := []*Domain{a, b}
-		on := func(i int, ev fabric.Event) {
+		on := func(i int, ev rdma.Event) {
 			if ev.Errno != 0 {
 				t.Fatalf("domain %d: %v", i, doms[i].DescribeError(ev))
 			}
 			switch {
-			case i == 0 && ev.Kind == fabric.EventWrite:
+			case i == 0 && ev.Kind == rdma.EventWrite:
 				writes[ev.Context] = true
-			case i == 1 && ev.Kind == fabric.EventImm:
+			case i == 1 && ev.Kind == rdma.EventImm:
 				imms[ev.Imm] = true
 			default:
 				t.Fatalf("domain %d: unexpected %+v", i, ev)
@@ -115,8 +115,8 @@ func TestManyPages(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		a, b := openTest(t, tr), openTest(t, tr)
 		const pages, page = 5000, 1024
-		src := register(t, a, pages*page, fabric.AccessLocal)
-		dst := register(t, b, pages*page, fabric.AccessRemoteWrite)
+		src := register(t, a, pages*page, rdma.AccessLocal)
+		dst := register(t, b, pages*page, rdma.AccessRemoteWrite)
 		fill(src.buf, 1)
 		for i := range pages {
 			src.buf[i*page] = byte(i)
@@ -127,26 +127,26 @@ func TestManyPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		perm := rand.New(rand.NewPCG(3, 4)).Perm(pages)
-		ops := make([]fabric.WriteOp, pages)
+		ops := make([]rdma.WriteOp, pages)
 		for i := range ops {
 			ops[i] = write(src, uint64(i*page), dst, uint64(perm[i]*page), page, peer, uint64(i))
-			ops[i].Imm, ops[i].Flags = uint32(i), fabric.WriteHasImm
+			ops[i].Imm, ops[i].Flags = uint32(i), rdma.WriteHasImm
 		}
 		done := make([]bool, pages)
 		var nw, ni int
 		doms := []*Domain{a, b}
-		on := func(i int, ev fabric.Event) {
+		on := func(i int, ev rdma.Event) {
 			if ev.Errno != 0 {
 				t.Fatalf("domain %d: %v", i, doms[i].DescribeError(ev))
 			}
 			switch ev.Kind {
-			case fabric.EventWrite:
+			case rdma.EventWrite:
 				if done[ev.Context] {
 					t.Fatalf("write %d completed twice", ev.Context)
 				}
 				done[ev.Context] = true
 				nw++
-			case fabric.EventImm:
+			case rdma.EventImm:
 				ni++
 			}
 		}
@@ -168,11 +168,11 @@ func TestManyPages(t *testing.T) {
 // TestAddrMode checks the addressing each provider negotiates: tcp;ofi_rxm
 // uses offsets and requested keys, shm virtual addresses.
 func TestAddrMode(t *testing.T) {
-	want := map[string]fabric.AddrMode{"tcp;ofi_rxm": fabric.AddrOffset, "shm": fabric.AddrVirtual}
+	want := map[string]rdma.AddrMode{"tcp;ofi_rxm": rdma.AddrOffset, "shm": rdma.AddrVirtual}
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		d := openTest(t, tr)
-		r1 := register(t, d, 4096, fabric.AccessRemoteWrite)
-		r2 := register(t, d, 4096, fabric.AccessRemoteWrite)
+		r1 := register(t, d, 4096, rdma.AccessRemoteWrite)
+		r2 := register(t, d, 4096, rdma.AccessRemoteWrite)
 		if r1.keys.Mode != want[tr.name] || d.AddrMode() != want[tr.name] {
 			t.Errorf("mode %v, want %v", r1.keys.Mode, want[tr.name])
 		}
@@ -187,20 +187,20 @@ func TestAddrMode(t *testing.T) {
 func TestPollSmallArray(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr testTransport) {
 		a, b := openTest(t, tr), openTest(t, tr)
-		src := register(t, a, 4096, fabric.AccessLocal)
-		dst := register(t, b, 4096, fabric.AccessRemoteWrite)
+		src := register(t, a, 4096, rdma.AccessLocal)
+		dst := register(t, b, 4096, rdma.AccessRemoteWrite)
 		peer, err := a.ResolvePeer(b.Address())
 		if err != nil {
 			t.Fatal(err)
 		}
 		const n = 300
-		ops := make([]fabric.WriteOp, n)
+		ops := make([]rdma.WriteOp, n)
 		for i := range ops {
 			ops[i] = write(src, 0, dst, uint64(i%64)*64, 64, peer, uint64(i))
-			ops[i].Imm, ops[i].Flags = uint32(i), fabric.WriteHasImm
+			ops[i].Imm, ops[i].Flags = uint32(i), rdma.WriteHasImm
 		}
 		writes, imms := make([]int, n), make([]int, n)
-		evs := make([]fabric.Event, 3)
+		evs := make([]rdma.Event, 3)
 		posted, seen := 0, 0
 		deadline := time.Now().Add(20 * time.Second)
 		for seen < 2*n {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // benchPair opens a writer and a target over the null provider: every op

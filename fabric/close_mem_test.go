@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/fabric/memfabric"
+	"github.com/ferryrdma/ferry/memfabric"
 )
 
 // TestCloseStuckWorker: a worker stuck inside a provider call cannot stop;

@@ -3,9 +3,10 @@ package fabric
 import (
 	"fmt"
 
-	"github.com/ferryrdma/ferry/fabric/topology"
 	"log/slog"
 	"time"
+
+	"github.com/ferryrdma/ferry/fabric/topology"
 )
 
 // PollMode is how a worker waits when it has nothing to do.

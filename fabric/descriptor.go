@@ -5,30 +5,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // AddrMode says how a provider forms the remote address of an RDMA write
 // into a registered region.
-type AddrMode uint8
+type AddrMode = rdma.AddrMode
 
+// The address modes (see rdma.AddrMode).
 const (
-	// AddrVirtual: the remote address is the region's virtual base plus the
-	// offset (FI_MR_VIRT_ADDR, verbs).
-	AddrVirtual AddrMode = 1
-	// AddrOffset: the remote address is the offset from the region's start
-	// (libfabric without FI_MR_VIRT_ADDR, such as tcp;ofi_rxm).
-	AddrOffset AddrMode = 2
+	AddrVirtual = rdma.AddrVirtual
+	AddrOffset  = rdma.AddrOffset
 )
-
-func (m AddrMode) String() string {
-	switch m {
-	case AddrVirtual:
-		return "va"
-	case AddrOffset:
-		return "offset"
-	}
-	return fmt.Sprintf("addrmode(%d)", uint8(m))
-}
 
 // RemoteKey is what a peer needs to write into a region through one NIC.
 type RemoteKey struct {
@@ -126,7 +115,7 @@ func (d *Descriptor) UnmarshalBinary(b []byte) error {
 		}
 		v.NICs[i].Mode = m
 		v.NICs[i].Key = binary.LittleEndian.Uint64(b[1:])
-		a, used, err := decodeAddress(b[9:])
+		a, used, err := rdma.DecodeAddress(b[9:])
 		if err != nil {
 			return fmt.Errorf("descriptor nic %d: %w", i, err)
 		}

@@ -14,7 +14,8 @@
 // dispatcher goroutine that runs user callbacks, so user code never blocks
 // the poller.
 //
-// Providers implement the RdmaDomain contract and register themselves, the
+// Providers implement the contract of package fabric/rdma (rdma.Domain: one
+// NIC endpoint) and register themselves there with rdma.Register, the
 // way database/sql drivers do: import github.com/ferryrdma/ferry/efa for
 // libfabric (efa, tcp;ofi_rxm, shm, ...), github.com/ferryrdma/ferry/verbs
 // for libibverbs and github.com/ferryrdma/ferry/ipc for shared memory

@@ -108,10 +108,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	specs := slices.Clone(cfg.Groups)
 	slices.SortStableFunc(specs, func(a, b GroupSpec) int {
-		if a.Device.less(b.Device) {
+		if deviceLess(a.Device, b.Device) {
 			return -1
 		}
-		if b.Device.less(a.Device) {
+		if deviceLess(b.Device, a.Device) {
 			return 1
 		}
 		return 0

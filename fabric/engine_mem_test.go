@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 func openMem(t *testing.T, nics int) *fabric.Engine {

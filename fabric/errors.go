@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/errdefs"
 )
 
@@ -25,18 +26,18 @@ var (
 	ErrInvalidArgument = errdefs.ErrInvalidArgument
 	// ErrUnknownRegion is a memory region that is nil, unregistered, or
 	// registered with another engine.
-	ErrUnknownRegion = errors.New("unknown memory region")
+	ErrUnknownRegion = rdma.ErrUnknownRegion
 	// ErrOutOfBounds is a local or remote range outside its region.
 	ErrOutOfBounds = errors.New("range outside memory region")
 	// ErrNICMismatch is a descriptor or peer group whose NIC count differs
 	// from the local group's.
 	ErrNICMismatch = errors.New("nic count mismatch")
 	// ErrBadEncoding is a descriptor or address whose bytes cannot be decoded.
-	ErrBadEncoding = errors.New("bad encoding")
+	ErrBadEncoding = rdma.ErrBadEncoding
 	// ErrNoTransport means provider "auto" found neither EFA nor verbs.
 	ErrNoTransport = errors.New("no rdma transport")
 	// ErrUnknownProvider is a provider name no imported package registered.
-	ErrUnknownProvider = errors.New("unknown provider")
+	ErrUnknownProvider = rdma.ErrUnknownProvider
 	// ErrBusy is a Transfer handle submitted again before it was waited for.
 	ErrBusy = errdefs.ErrBusy
 	// ErrTooLarge is a message larger than the send buffers.
@@ -45,7 +46,7 @@ var (
 	// removed or replaced.
 	ErrRemoved = errors.New("counter removed")
 	// ErrProvider is wrapped by every ProviderError.
-	ErrProvider = errors.New("provider error")
+	ErrProvider = rdma.ErrProvider
 	// ErrPeerLost means a peer an operation or a wait depends on is gone:
 	// its process ended, its endpoint closed, its connection broke or it
 	// stopped accepting work. PeerError names it.
@@ -59,7 +60,7 @@ var (
 	// ErrAbandoned is returned by a Close that gave up on a worker stuck in
 	// a provider call: that worker's domains stay open, and the memory
 	// registered with them must not be freed.
-	ErrAbandoned = errors.New("worker abandoned")
+	ErrAbandoned = rdma.ErrAbandoned
 )
 
 // PeerError is an operation or a wait that failed because a peer was
@@ -83,42 +84,7 @@ func (e *PeerError) Unwrap() error { return e.Cause }
 // ProviderError is an error reported by a provider library: a failed call or
 // an error completion. It wraps ErrProvider, ErrTimeout when Timeout is set
 // and ErrPeerLost when PeerLost is.
-type ProviderError struct {
-	Provider  string // "libfabric/tcp;ofi_rxm", "verbs", ...
-	Op        string // "fi_writemsg", "write completion", ...
-	Errno     int    // the library's error number (positive)
-	ProvErrno int    // provider-specific error number, 0 if none
-	Msg       string // the library's text for the error
-	Timeout   bool   // the error is a protocol deadline
-	// PeerLost says the error is the peer's: its connection was reset or
-	// refused, or it stopped answering.
-	PeerLost bool
-	// PeerClosed (with PeerLost) says the peer ended in order: it closed
-	// its endpoint (its engine) and said so first. Its operations fail as
-	// a lost peer's do, but the engine reports it at debug level: that is
-	// how every run ends, not a fault.
-	PeerClosed bool
-	// RegionGone says the target has no region with the write's key (it
-	// was unregistered, or never was): the error then also matches
-	// ErrUnknownRegion, and the engine fails later writes to that region
-	// at once.
-	RegionGone bool
-}
-
-func (e *ProviderError) Error() string {
-	s := fmt.Sprintf("%s: %s: %s (errno %d", e.Provider, e.Op, e.Msg, e.Errno)
-	if e.ProvErrno != 0 {
-		s += fmt.Sprintf(", provider errno %d", e.ProvErrno)
-	}
-	return s + ")"
-}
-
-// Is makes errors.Is(err, ErrProvider) and, when they apply, ErrTimeout and
-// ErrPeerLost hold.
-func (e *ProviderError) Is(target error) bool {
-	return target == ErrProvider || (e.Timeout && target == ErrTimeout) || (e.PeerLost && target == ErrPeerLost) ||
-		(e.RegionGone && target == ErrUnknownRegion)
-}
+type ProviderError = rdma.ProviderError
 
 // RequestError describes why a request was refused. It wraps one sentinel.
 type RequestError struct {

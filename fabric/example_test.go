@@ -7,7 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric" // the in-process "mem" provider
+	_ "github.com/ferryrdma/ferry/memfabric" // the in-process "mem" provider
 )
 
 // Two engines in one process: the writer sends 1 MiB sharded over 2 NICs

@@ -3,9 +3,9 @@ package fabric
 import (
 	"errors"
 	"fmt"
-	"sort"
-	"sync"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
+	"github.com/ferryrdma/ferry/internal/hostfiles"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,43 +58,9 @@ func memfdCreate(name string) (int, error) {
 	return fd, err
 }
 
-// hostFiles indexes the live memfd-backed HostBuffers by address, so a
-// provider can find the file behind any registered span. It is touched at
-// allocation, free and registration, never per operation.
-var hostFiles hostFileIndex
-
-type hostFileIndex struct {
-	mu   sync.Mutex
-	bufs []*HostBuffer // sorted by address
-}
-
-func (x *hostFileIndex) add(h *HostBuffer) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	i := sort.Search(len(x.bufs), func(i int) bool { return x.bufs[i].Addr() >= h.Addr() })
-	x.bufs = append(x.bufs, nil)
-	copy(x.bufs[i+1:], x.bufs[i:])
-	x.bufs[i] = h
-}
-
-func (x *hostFileIndex) remove(h *HostBuffer) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for i, b := range x.bufs {
-		if b == h {
-			x.bufs = append(x.bufs[:i], x.bufs[i+1:]...)
-			return
-		}
-	}
-}
-
 // HostFile is a duplicate descriptor of the memory file behind a range of
 // a HostBuffer. The receiver owns FD and closes it.
-type HostFile struct {
-	FD     int
-	Offset uint64 // where the range starts in the file
-	Size   uint64 // the bytes of the file the HostBuffer maps
-}
+type HostFile = rdma.HostFile
 
 // HostMemoryFile returns the memory file behind [addr, addr+n) when the
 // range lies inside one live memfd-backed HostBuffer (see AllocHost),
@@ -103,32 +69,7 @@ type HostFile struct {
 //
 // Whoever gets the descriptor can map the whole buffer, not only the
 // range: hand it only to peers trusted with all of it.
-func HostMemoryFile(addr uintptr, n uint64) (HostFile, error) {
-	if n == 0 || addr+uintptr(n) < addr {
-		return HostFile{}, fmt.Errorf("host memory file of [%#x, +%d): %w", addr, n, ErrInvalidArgument)
-	}
-	x := &hostFiles
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	i := sort.Search(len(x.bufs), func(i int) bool { return x.bufs[i].Addr() > addr }) - 1
-	if i < 0 {
-		return HostFile{}, errNotHostFile(addr, n)
-	}
-	h := x.bufs[i]
-	start := h.Addr()
-	if addr-start > uintptr(cap(h.b)) || n > uint64(cap(h.b))-uint64(addr-start) {
-		return HostFile{}, errNotHostFile(addr, n)
-	}
-	fd, err := unix.FcntlInt(uintptr(h.file), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return HostFile{}, fmt.Errorf("dup host memory file: %w", err)
-	}
-	return HostFile{FD: fd, Offset: uint64(addr - start), Size: uint64(cap(h.b))}, nil
-}
-
-func errNotHostFile(addr uintptr, n uint64) error {
-	return fmt.Errorf("[%#x, +%d) is not inside one memfd-backed fabric.AllocHost buffer: %w", addr, n, ErrNotSupported)
-}
+func HostMemoryFile(addr uintptr, n uint64) (HostFile, error) { return rdma.HostMemoryFile(addr, n) }
 
 // MapHostFile maps the first size bytes of a memory file the caller made
 // (memfd_create with MFD_ALLOW_SEALING) as a HostBuffer that same-host
@@ -164,6 +105,6 @@ func MapHostFile(fd int, size int) (*HostBuffer, error) {
 		return nil, fmt.Errorf("map host file %d: mmap %d bytes: %w", fd, size, memErr(err))
 	}
 	h := &HostBuffer{b: b[:size:size], file: dup}
-	hostFiles.add(h)
+	hostfiles.Add(h.Addr(), uint64(cap(h.b)), h.file)
 	return h, nil
 }

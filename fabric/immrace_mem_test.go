@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/fabric/memfabric"
+	"github.com/ferryrdma/ferry/memfabric"
 )
 
 // TestImmCounterRegisteredMidPass pins down the interleaving that once

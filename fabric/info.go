@@ -1,6 +1,10 @@
 package fabric
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
+)
 
 // Info describes a running engine.
 type Info struct {
@@ -37,7 +41,7 @@ func (e *Engine) Info() Info {
 	}
 	in := Info{Provider: e.choice.Provider.Name(), Transport: e.choice.Transport, Reason: e.choice.Reason,
 		Poll: e.cfg.Poll, Main: e.MainAddress()}
-	if lr, ok := e.choice.Provider.(LibraryReporter); ok {
+	if lr, ok := e.choice.Provider.(rdma.LibraryReporter); ok {
 		in.Library = lr.Library()
 	}
 	for _, w := range e.workers {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // lockedBuffer collects log lines from the engine's goroutines.

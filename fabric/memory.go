@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
+	"github.com/ferryrdma/ferry/internal/hostfiles"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +52,7 @@ func AllocHost(n int) (*HostBuffer, error) {
 	}
 	h.b = h.b[:n:n]
 	if h.file >= 0 {
-		hostFiles.add(h)
+		hostfiles.Add(h.Addr(), uint64(cap(h.b)), h.file)
 	}
 	return h, nil
 }
@@ -80,7 +82,7 @@ func (h *HostBuffer) Free() error {
 		return nil
 	}
 	if h.file >= 0 {
-		hostFiles.remove(h)
+		hostfiles.Remove(h.Addr(), h.file)
 	}
 	ps := unix.Getpagesize()
 	full := unsafe.Slice(unsafe.SliceData(h.b), (cap(h.b)+ps-1)/ps*ps)
@@ -109,7 +111,7 @@ type MemoryRegion struct {
 	w      *worker
 	span   MemorySpan
 	access Access
-	keys   [MaxNICs]MemoryKeys
+	keys   [MaxNICs]rdma.MemoryKeys
 	desc   Descriptor
 	state  atomic.Int32
 	// inflight counts op contexts using the region; worker-owned.

@@ -3,6 +3,8 @@ package fabric
 import (
 	"errors"
 	"time"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // Peer liveness. A worker keeps a peerState per peer address and domain.
@@ -30,7 +32,7 @@ import (
 // domains. Worker-owned.
 type peerState struct {
 	addr    Address
-	id      PeerID
+	id      rdma.PeerID
 	idx     uint32     // in domState.peerList
 	lost    *PeerError // nil while reachable
 	gone    bool       // lost for good: its process or endpoint ended
@@ -156,7 +158,7 @@ func peerClosed(err error) bool {
 func (w *worker) sweepGone() []lostPeer {
 	found := w.swept[:0]
 	for _, ds := range w.doms {
-		pc, ok := ds.d.(PeerChecker)
+		pc, ok := ds.d.(rdma.PeerChecker)
 		if !ok {
 			continue
 		}
@@ -307,7 +309,7 @@ func (w *worker) noteOpError(ds *domState, ps *peerState, err error) {
 		ds.stalled = true // it stopped answering: no reset, no refusal
 	}
 	gone := ps.gone
-	if pc, ok := ds.d.(PeerChecker); ok && !gone {
+	if pc, ok := ds.d.(rdma.PeerChecker); ok && !gone {
 		gone = pc.CheckPeer(ps.id) != nil
 	}
 	w.peerLost(ds, ps, err, gone)
@@ -331,7 +333,7 @@ func (w *worker) liveness() {
 // recently used and watched ones, or all of them when urgent (an error
 // completion that named no operation).
 func (w *worker) checkPeers(ds *domState, urgent bool) {
-	pc, ok := ds.d.(PeerChecker)
+	pc, ok := ds.d.(rdma.PeerChecker)
 	if !ok {
 		return
 	}
@@ -348,7 +350,7 @@ func (w *worker) checkPeers(ds *domState, urgent bool) {
 // probePeers posts a heartbeat to each watched peer of ds that has none
 // with the provider.
 func (w *worker) probePeers(ds *domState) {
-	pr, ok := ds.d.(PeerProber)
+	pr, ok := ds.d.(rdma.PeerProber)
 	if !ok {
 		return
 	}
@@ -390,7 +392,7 @@ func (w *worker) probePeers(ds *domState) {
 }
 
 // probeDone takes a heartbeat's completion.
-func (w *worker) probeDone(ds *domState, ev *Event) {
+func (w *worker) probeDone(ds *domState, ev *rdma.Event) {
 	i := int(ev.Context & ctxIndexMask)
 	if i >= len(ds.peerList) || !ds.peerList[i].probing {
 		w.unmatched(ds, ev)
@@ -414,7 +416,7 @@ func (w *worker) probeDone(ds *domState, ev *Event) {
 // The op it belonged to cannot be found from it, so the peers of the
 // domain are checked at once: transfers to a peer found lost fail with
 // ErrPeerLost, and anything else still ends at its deadline.
-func (w *worker) unmatched(ds *domState, ev *Event) {
+func (w *worker) unmatched(ds *domState, ev *rdma.Event) {
 	ds.stats.Errors.Add(1)
 	w.e.unmatchedErrs.Add(1)
 	var err error

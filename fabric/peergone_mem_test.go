@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/fabric/memfabric"
+	"github.com/ferryrdma/ferry/memfabric"
 )
 
 func domAddr(e *fabric.Engine, nic int) fabric.Address {

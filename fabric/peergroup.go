@@ -32,7 +32,7 @@ func (e *Engine) AddPeerGroup(dev Device, peers [][]Address) (PeerGroup, error) 
 		}
 		for _, a := range p {
 			key.WriteByte(0)
-			key.WriteString(a.raw)
+			key.WriteString(a.RawString())
 		}
 		key.WriteByte(1)
 	}

@@ -3,6 +3,8 @@ package fabric
 import (
 	"context"
 	"fmt"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // The two-sided side channel: small control messages over NIC 0 of the
@@ -98,7 +100,7 @@ func (w *worker) acceptSend(r *request) {
 	}
 	w.xfers[xi].peer, w.xfers[xi].peerLosses = p, p.losses
 	e := w.e
-	ds.sendQ = append(ds.sendQ, SendOp{
+	ds.sendQ = append(ds.sendQ, rdma.SendOp{
 		Local:     uint64(e.sendBuf.Addr()) + uint64(r.slot)*uint64(e.cfg.SendBufferSize),
 		Length:    r.bytes,
 		LocalDesc: e.sendReg.keys[0].Local,
@@ -137,7 +139,7 @@ func (w *worker) postSends(ds *domState) bool {
 	return n > 0
 }
 
-func (w *worker) sendDone(ds *domState, ev *Event) {
+func (w *worker) sendDone(ds *domState, ev *rdma.Event) {
 	xi := uint32(ev.Context & ctxIndexMask)
 	if ev.Context&ctxTagMask != ctxTagSend || int(xi) >= len(w.xfers) || w.xfers[xi].kind != reqSend {
 		w.unmatched(ds, ev)
@@ -232,7 +234,7 @@ func (w *worker) postRecvSlot(i int) {
 	if !s.live || w.stopping {
 		return
 	}
-	w.doms[0].recvQ = append(w.doms[0].recvQ, RecvOp{Local: s.addr, Length: s.length, LocalDesc: s.desc, Context: ctxTagRecv | uint64(i)})
+	w.doms[0].recvQ = append(w.doms[0].recvQ, rdma.RecvOp{Local: s.addr, Length: s.length, LocalDesc: s.desc, Context: ctxTagRecv | uint64(i)})
 }
 
 func (w *worker) postRecvs(ds *domState) bool {
@@ -261,7 +263,7 @@ func (w *worker) recvFailed(i int, err error) {
 	}
 }
 
-func (w *worker) recvDone(ds *domState, ev *Event) {
+func (w *worker) recvDone(ds *domState, ev *rdma.Event) {
 	i := int(ev.Context & ctxIndexMask)
 	if ev.Context&ctxTagMask != ctxTagRecv || i >= len(w.recvs) {
 		return

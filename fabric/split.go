@@ -1,5 +1,7 @@
 package fabric
 
+import "github.com/ferryrdma/ferry/fabric/rdma"
+
 // Large writes. A write longer than its domain's piece size is posted as
 // consecutive pieces of at most that size:
 //
@@ -87,7 +89,7 @@ func (w *worker) splitScatter(c *opCtx) {
 // every unit has the same number of pieces). It stops at the window and,
 // on an unordered domain, before a last piece whose earlier pieces are
 // still in flight.
-func (w *worker) fillSplit(c *opCtx, out []WriteOp) int {
+func (w *worker) fillSplit(c *opCtx, out []rdma.WriteOp) int {
 	ds := w.doms[c.dom]
 	piece := ds.piece
 	// One piece per provider call (see above).
@@ -96,10 +98,10 @@ func (w *worker) fillSplit(c *opCtx, out []WriteOp) int {
 		i := c.next + j
 		u, p := i/c.pp, i%c.pp
 		last := p == c.pp-1
-		if last && c.flags&WriteHasImm != 0 && !ds.info.OrderedWrites && (j > 0 || c.finished < c.next) {
+		if last && c.flags&rdma.WriteHasImm != 0 && !ds.info.OrderedWrites && (j > 0 || c.finished < c.next) {
 			return j
 		}
-		var op WriteOp
+		var op rdma.WriteOp
 		var size uint64
 		if !w.fillUnit(c, u, &op, &size) {
 			return j
@@ -113,7 +115,7 @@ func (w *worker) fillSplit(c *opCtx, out []WriteOp) int {
 			op.Length = 0
 		}
 		if !last {
-			op.Flags &^= WriteHasImm
+			op.Flags &^= rdma.WriteHasImm
 			op.Imm = 0
 		}
 		out[j] = op
@@ -124,17 +126,17 @@ func (w *worker) fillSplit(c *opCtx, out []WriteOp) int {
 // fillUnit builds the whole (unsplit) write of unit u of c into op and
 // its length into size, as fill would. It returns false, with c marked
 // bad, when the unit's peer cannot be written to.
-func (w *worker) fillUnit(c *opCtx, u int, op *WriteOp, size *uint64) bool {
+func (w *worker) fillUnit(c *opCtx, u int, op *rdma.WriteOp, size *uint64) bool {
 	switch c.kind {
 	case reqSingle:
-		*op = WriteOp{
+		*op = rdma.WriteOp{
 			Local: c.localBase + c.srcOff, LocalDesc: c.localDesc,
 			Remote: c.rbase + c.dstOff, RemoteKey: c.rkey, Peer: c.peer,
 			Imm: c.imm, Flags: c.flags,
 		}
 		*size = c.length
 	case reqPaged:
-		*op = WriteOp{
+		*op = rdma.WriteOp{
 			Local:     c.localBase + c.srcOff + c.srcStride*uint64(c.srcPages[u]),
 			LocalDesc: c.localDesc,
 			Remote:    c.rbase + c.dstOff + c.dstStride*uint64(c.dstPages[u]),
@@ -142,7 +144,7 @@ func (w *worker) fillUnit(c *opCtx, u int, op *WriteOp, size *uint64) bool {
 		}
 		*size = c.length
 	case reqScatter:
-		var one [1]WriteOp
+		var one [1]rdma.WriteOp
 		next, total := c.next, c.total
 		c.next, c.total = u, u+1
 		n := w.fillWhole(c, one[:])

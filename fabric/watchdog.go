@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // The watchdog. It judges progress, not the wall time of one call: writes
@@ -193,7 +195,7 @@ func (w *worker) lookForGonePeer(start int64) {
 	}
 	var lost []found
 	for _, ds := range w.doms {
-		pc, ok := ds.d.(PeerChecker)
+		pc, ok := ds.d.(rdma.PeerChecker)
 		if !ok {
 			continue
 		}

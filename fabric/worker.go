@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
@@ -43,7 +44,7 @@ type worker struct {
 	// post. Worker-owned; nil until the first.
 	goneRegions map[regionRef]struct{}
 
-	reporters []ProgressReporter
+	reporters []rdma.ProgressReporter
 	progSeen  uint64
 	progAt    int64
 
@@ -107,25 +108,25 @@ type worker struct {
 	sleeping atomic.Bool
 	yielder  osyield.Yielder // chosen when the worker started (see yield)
 	wake     waker
-	sleepers []Sleeper // domains whose peers can wake the worker
-	busyPoll bool      // an empty poll looked like provider progress work
+	sleepers []rdma.Sleeper // domains whose peers can wake the worker
+	busyPoll bool           // an empty poll looked like provider progress work
 }
 
 // domState is one domain and the worker's queues for it.
 type domState struct {
-	d        RdmaDomain
+	d        rdma.Domain
 	info     DomainInfo
 	addr     Address
 	peers    map[Address]*peerState
 	peerList []*peerState
-	byID     map[PeerID]*peerState
-	probe    [1]WriteOp
+	byID     map[rdma.PeerID]*peerState
+	probe    [1]rdma.WriteOp
 	fifo     ring
-	batch    []WriteOp
+	batch    []rdma.WriteOp
 	segs     []batchSeg
-	events   []Event
-	sendQ    []SendOp
-	recvQ    []RecvOp
+	events   []rdma.Event
+	sendQ    []rdma.SendOp
+	recvQ    []rdma.RecvOp
 	posted   int // ops in flight on the provider
 	// stalled is set once a peer of this domain stopped answering
 	// without a reset (unanswered heartbeats, posts refused for the
@@ -209,19 +210,19 @@ func (w *worker) open(opts DomainOptions) error {
 		ds := &domState{
 			d: d, info: d.Info(), addr: d.Address(),
 			peers:  make(map[Address]*peerState),
-			byID:   make(map[PeerID]*peerState),
-			batch:  make([]WriteOp, batchSize),
+			byID:   make(map[rdma.PeerID]*peerState),
+			batch:  make([]rdma.WriteOp, batchSize),
 			segs:   make([]batchSeg, 0, batchSize),
-			events: make([]Event, eventsSize),
+			events: make([]rdma.Event, eventsSize),
 			depth:  opts.QueueDepth,
 		}
 		ds.info.Index = info.Index
 		ds.piece = pieceSize(ds.info)
 		ds.stats.Name = ds.info.Name
-		if r, ok := d.(ProgressReporter); ok {
+		if r, ok := d.(rdma.ProgressReporter); ok {
 			w.reporters = append(w.reporters, r)
 		}
-		if s, ok := d.(Sleeper); ok {
+		if s, ok := d.(rdma.Sleeper); ok {
 			w.sleepers = append(w.sleepers, s)
 			w.wake.watch(s.WakeFD())
 		}
@@ -239,7 +240,7 @@ func (w *worker) closeDomains() error {
 	abandoned := false
 	for _, ds := range w.doms {
 		removeLocalEndpoint(ds.addr)
-		if a, ok := ds.d.(Abandoner); ok && (ds.posted > ds.probes || ds.stalled) {
+		if a, ok := ds.d.(rdma.Abandoner); ok && (ds.posted > ds.probes || ds.stalled) {
 			// The drain ended with ops the provider still holds, or a
 			// connection stopped moving with data possibly half way.
 			abandoned = true

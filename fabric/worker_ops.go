@@ -2,6 +2,8 @@ package fabric
 
 import (
 	"fmt"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // Op contexts. A transfer becomes one opCtx per NIC it uses; an opCtx is a
@@ -50,7 +52,7 @@ type opCtx struct {
 	src       *MemoryRegion
 	localBase uint64
 	localDesc uint64
-	peer      PeerID
+	peer      rdma.PeerID
 	ps        *peerState // the one peer of an imm, single or paged context
 	psLosses  uint32     // ps.losses when the context was taken
 	rkey      uint64
@@ -300,7 +302,7 @@ func (w *worker) accept(r *request) {
 	imm := func(c *opCtx) {
 		c.imm = r.imm
 		if r.hasImm {
-			c.flags = WriteHasImm
+			c.flags = rdma.WriteHasImm
 		}
 	}
 	switch r.kind {
@@ -311,7 +313,7 @@ func (w *worker) accept(r *request) {
 		}
 		ci := w.newCtx(xi, d, reqImm)
 		c := &w.ctxs[ci]
-		c.total, c.imm, c.flags = 1, r.imm, WriteHasImm
+		c.total, c.imm, c.flags = 1, r.imm, rdma.WriteHasImm
 		w.immSource(c)
 		if err := w.target(c, &r.dst, d); err != nil {
 			fail(ci, err)
@@ -386,7 +388,7 @@ func (w *worker) accept(r *request) {
 func (w *worker) barrierBlock(xi uint32, d int, dsts []Descriptor, immv uint32) {
 	ci := w.newCtx(xi, d, reqBarrier)
 	c := &w.ctxs[ci]
-	c.total, c.imm, c.flags, c.dsts = len(dsts), immv, WriteHasImm, dsts
+	c.total, c.imm, c.flags, c.dsts = len(dsts), immv, rdma.WriteHasImm, dsts
 	w.immSource(c)
 	w.enqueueCtx(ci)
 }
@@ -411,7 +413,7 @@ func (w *worker) acceptScatter(xi uint32, r *request) {
 		c.total = hi - lo
 		c.imm = r.imm
 		if r.hasImm {
-			c.flags = WriteHasImm
+			c.flags = rdma.WriteHasImm
 		}
 		w.source(c, r.src)
 		c.targets, c.first, c.group = r.targets[lo:hi], lo, g
@@ -437,7 +439,7 @@ func (w *worker) acceptScatter(xi uint32, r *request) {
 
 // fill writes c's next ops (from c.next) into out and returns how many.
 // A peer that cannot be resolved marks c bad and stops it.
-func (w *worker) fill(c *opCtx, out []WriteOp) int {
+func (w *worker) fill(c *opCtx, out []rdma.WriteOp) int {
 	if c.pp > 1 {
 		return w.fillSplit(c, out)
 	}
@@ -445,13 +447,13 @@ func (w *worker) fill(c *opCtx, out []WriteOp) int {
 }
 
 // fillWhole is fill for a context whose ops are whole writes.
-func (w *worker) fillWhole(c *opCtx, out []WriteOp) int {
+func (w *worker) fillWhole(c *opCtx, out []rdma.WriteOp) int {
 	k := min(c.total-c.next, len(out))
 	i0 := c.next
 	switch c.kind {
 	case reqImm, reqSingle:
 		if k > 0 {
-			out[0] = WriteOp{
+			out[0] = rdma.WriteOp{
 				Local: c.localBase + c.srcOff, Length: c.length, LocalDesc: c.localDesc,
 				Remote: c.rbase + c.dstOff, RemoteKey: c.rkey, Peer: c.peer,
 				Imm: c.imm, Flags: c.flags,
@@ -462,7 +464,7 @@ func (w *worker) fillWhole(c *opCtx, out []WriteOp) int {
 		local := c.localBase + c.srcOff
 		remote := c.rbase + c.dstOff
 		for j := range sp {
-			out[j] = WriteOp{
+			out[j] = rdma.WriteOp{
 				Local: local + c.srcStride*uint64(sp[j]), Length: c.length, LocalDesc: c.localDesc,
 				Remote: remote + c.dstStride*uint64(dp[j]), RemoteKey: c.rkey, Peer: c.peer,
 				Imm: c.imm, Flags: c.flags,
@@ -488,7 +490,7 @@ func (w *worker) fillWhole(c *opCtx, out []WriteOp) int {
 			if rk.Mode == AddrOffset {
 				rb = 0
 			}
-			out[j] = WriteOp{Local: c.localBase, Remote: rb, RemoteKey: rk.Key, Peer: p.id, Imm: c.imm, Flags: c.flags}
+			out[j] = rdma.WriteOp{Local: c.localBase, Remote: rb, RemoteKey: rk.Key, Peer: p.id, Imm: c.imm, Flags: c.flags}
 		}
 	case reqScatter:
 		ds := w.doms[c.dom]
@@ -524,7 +526,7 @@ func (w *worker) fillWhole(c *opCtx, out []WriteOp) int {
 			if c.nslices > 1 {
 				off, size = byteSlice(t.Length, c.nslices, c.slice)
 			}
-			op := WriteOp{LocalDesc: c.localDesc, RemoteKey: rk.Key, Peer: p.id, Imm: c.imm, Flags: c.flags}
+			op := rdma.WriteOp{LocalDesc: c.localDesc, RemoteKey: rk.Key, Peer: p.id, Imm: c.imm, Flags: c.flags}
 			if size > 0 {
 				op.Local = c.localBase + t.SrcOffset + off
 				op.Remote = rb + t.DstOffset + off

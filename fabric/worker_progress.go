@@ -3,6 +3,8 @@ package fabric
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // progress posts queued work and reaps completions on every domain. It
@@ -174,13 +176,13 @@ func (w *worker) poll() bool {
 		for i := 0; i < n; i++ {
 			ev := &ds.events[i]
 			kind := ev.Kind
-			if ev.Errno != 0 && kind != EventImm {
+			if ev.Errno != 0 && kind != rdma.EventImm {
 				// Error completions may not say what the op was; the
 				// context tag always does.
 				kind = tagKind(ev.Context)
 			}
 			switch kind {
-			case EventImm:
+			case rdma.EventImm:
 				if ev.Errno != 0 {
 					ds.stats.Errors.Add(1)
 					w.e.log.Warn("ferry incoming write failed", "nic", ds.info.Name, "err", ds.d.DescribeError(*ev))
@@ -188,11 +190,11 @@ func (w *worker) poll() bool {
 				}
 				ds.stats.Imms.Add(1)
 				w.immArrived(ev.Imm)
-			case EventWrite:
+			case rdma.EventWrite:
 				w.writeDone(ds, ev)
-			case EventSend:
+			case rdma.EventSend:
 				w.sendDone(ds, ev)
-			case EventRecv:
+			case rdma.EventRecv:
 				w.recvDone(ds, ev)
 			default:
 				w.unmatched(ds, ev)
@@ -215,19 +217,19 @@ func (w *worker) poll() bool {
 // tagKind recovers an op's kind from the tag the engine put in its context.
 // A heartbeat is a write: its error completion goes to probeDone, which
 // blames the peer, not to unmatched.
-func tagKind(ctx uint64) EventKind {
+func tagKind(ctx uint64) rdma.EventKind {
 	switch ctx & ctxTagMask {
 	case ctxTagWrite, ctxTagProbe:
-		return EventWrite
+		return rdma.EventWrite
 	case ctxTagSend:
-		return EventSend
+		return rdma.EventSend
 	case ctxTagRecv:
-		return EventRecv
+		return rdma.EventRecv
 	}
 	return 0
 }
 
-func (w *worker) writeDone(ds *domState, ev *Event) {
+func (w *worker) writeDone(ds *domState, ev *rdma.Event) {
 	ci := uint32(ev.Context & ctxIndexMask)
 	if ev.Context&ctxTagMask == ctxTagProbe {
 		w.probeDone(ds, ev)
@@ -372,7 +374,7 @@ func (w *worker) domainFailed(ds *domState, err error) {
 		w.finishXfer(uint32(s.Context&ctxIndexMask), err)
 	}
 	ds.sendQ = ds.sendQ[:0]
-	ds.d = &failedDomain{RdmaDomain: ds.d, err: err}
+	ds.d = &failedDomain{Domain: ds.d, err: err}
 }
 
 func indexOf(doms []*domState, ds *domState) int {
@@ -386,11 +388,11 @@ func indexOf(doms []*domState, ds *domState) int {
 
 // failedDomain refuses every post and reports nothing, after a fatal error.
 type failedDomain struct {
-	RdmaDomain
+	rdma.Domain
 	err error
 }
 
-func (f *failedDomain) PostWrites(ops []WriteOp) (int, error) { return 0, f.err }
-func (f *failedDomain) PostSends(ops []SendOp) (int, error)   { return 0, f.err }
-func (f *failedDomain) PostRecvs(ops []RecvOp) (int, error)   { return 0, f.err }
-func (f *failedDomain) Poll(ev []Event) (int, error)          { return 0, nil }
+func (f *failedDomain) PostWrites(ops []rdma.WriteOp) (int, error) { return 0, f.err }
+func (f *failedDomain) PostSends(ops []rdma.SendOp) (int, error)   { return 0, f.err }
+func (f *failedDomain) PostRecvs(ops []rdma.RecvOp) (int, error)   { return 0, f.err }
+func (f *failedDomain) Poll(ev []rdma.Event) (int, error)          { return 0, nil }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // An endpoint address names the domain's listening socket in the abstract
@@ -48,13 +48,13 @@ func (a endpointAddr) socketName() string {
 
 func (a endpointAddr) String() string { return fmt.Sprintf("ipc:pid %d/%016x", a.pid, a.nonce) }
 
-func parseAddr(addr fabric.Address) (endpointAddr, error) {
+func parseAddr(addr rdma.Address) (endpointAddr, error) {
 	b := []byte(addr.RawString())
 	if len(b) != addrLen || b[0] != addrMagic {
-		return endpointAddr{}, fmt.Errorf("ipc: %d-byte address %s is not an ipc endpoint: %w", len(b), addr, fabric.ErrInvalidArgument)
+		return endpointAddr{}, fmt.Errorf("ipc: %d-byte address %s is not an ipc endpoint: %w", len(b), addr, rdma.ErrInvalidArgument)
 	}
 	if b[1] != addrVersion {
-		return endpointAddr{}, fmt.Errorf("ipc: address version %d (this build speaks %d): %w", b[1], addrVersion, fabric.ErrInvalidArgument)
+		return endpointAddr{}, fmt.Errorf("ipc: address version %d (this build speaks %d): %w", b[1], addrVersion, rdma.ErrInvalidArgument)
 	}
 	return endpointAddr{
 		host:  binary.LittleEndian.Uint64(b[2:]),

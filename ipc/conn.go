@@ -7,9 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // inConn is a connection from an initiator: this domain is its target.
@@ -68,7 +67,7 @@ type outPeer struct {
 	prod     producer
 	maps     map[uint64]*mapping // by key: requested, mapped or refused
 	last     *mapping
-	heldOps  []fabric.WriteOp
+	heldOps  []rdma.WriteOp
 	heldHead int
 	isHeld   bool
 	pageGone bool

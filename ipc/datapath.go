@@ -1,8 +1,6 @@
 package ipc
 
-import (
-	"github.com/ferryrdma/ferry/fabric"
-)
+import "github.com/ferryrdma/ferry/fabric/rdma"
 
 // The data path. A write is done by the initiator's worker in PostWrites:
 // it copies the bytes into its mapping of the target's region, then
@@ -20,15 +18,15 @@ const publishNowBytes = 64 << 10
 
 // evQueue holds completions until Poll hands them out.
 type evQueue struct {
-	buf  []fabric.Event
+	buf  []rdma.Event
 	head int
 }
 
-func (q *evQueue) push(ev fabric.Event) { q.buf = append(q.buf, ev) }
+func (q *evQueue) push(ev rdma.Event) { q.buf = append(q.buf, ev) }
 
 func (q *evQueue) pending() bool { return q.head < len(q.buf) }
 
-func (q *evQueue) drain(out []fabric.Event) int {
+func (q *evQueue) drain(out []rdma.Event) int {
 	n := copy(out, q.buf[q.head:])
 	q.head += n
 	if q.head == len(q.buf) {
@@ -37,13 +35,13 @@ func (q *evQueue) drain(out []fabric.Event) int {
 	return n
 }
 
-func (d *Domain) complete(op *fabric.WriteOp, errno int32) {
-	d.done.push(fabric.Event{Kind: fabric.EventWrite, Context: op.Context, Errno: errno})
+func (d *Domain) complete(op *rdma.WriteOp, errno int32) {
+	d.done.push(rdma.Event{Kind: rdma.EventWrite, Context: op.Context, Errno: errno})
 }
 
 // PostWrites accepts every op: each completes through Poll, at once or
 // after it was held.
-func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
+func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 	if d.closed.Load() {
 		return 0, errClosed
 	}
@@ -67,7 +65,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 }
 
 // exec performs op, or reports false when it must wait.
-func (d *Domain) exec(p *outPeer, op *fabric.WriteOp) bool {
+func (d *Domain) exec(p *outPeer, op *rdma.WriteOp) bool {
 	switch p.state.Load() {
 	case peerConnecting:
 		return false
@@ -78,7 +76,7 @@ func (d *Domain) exec(p *outPeer, op *fabric.WriteOp) bool {
 	if p.prod.pg == nil {
 		p.prod.pg, p.prod.wake = p.page, p.wakeFD
 	}
-	imm := op.Flags&fabric.WriteHasImm != 0
+	imm := op.Flags&rdma.WriteHasImm != 0
 	if imm && !p.prod.immRoom() {
 		return false
 	}
@@ -170,13 +168,13 @@ func (d *Domain) release() {
 
 // PostSends writes each message into the peer's message ring; a full ring
 // or a connection still being set up makes the domain busy.
-func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
+func (d *Domain) PostSends(ops []rdma.SendOp) (int, error) {
 	if d.closed.Load() {
 		return 0, errClosed
 	}
 	for i := range ops {
 		op := &ops[i]
-		ev := fabric.Event{Kind: fabric.EventSend, Context: op.Context}
+		ev := rdma.Event{Kind: rdma.EventSend, Context: op.Context}
 		switch {
 		case uint64(op.Peer) >= uint64(len(d.peers)):
 			ev.Errno = errnoInvalid
@@ -204,7 +202,7 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 }
 
 // PostRecvs queues receive buffers; messages fill them in order.
-func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
+func (d *Domain) PostRecvs(ops []rdma.RecvOp) (int, error) {
 	if d.closed.Load() {
 		return 0, errClosed
 	}
@@ -215,7 +213,7 @@ func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
 // Poll applies what the control goroutines left, retries held writes,
 // and returns local completions, then immediates and messages from the
 // incoming connections (taken round-robin, so none starves).
-func (d *Domain) Poll(events []fabric.Event) (int, error) {
+func (d *Domain) Poll(events []rdma.Event) (int, error) {
 	if d.closed.Load() {
 		return 0, errClosed
 	}
@@ -251,7 +249,7 @@ func (d *Domain) retryHeld() {
 	d.endBatch()
 }
 
-func (d *Domain) pollConns(events []fabric.Event) int {
+func (d *Domain) pollConns(events []rdma.Event) int {
 	n, k, remove := 0, len(d.conns), false
 	for i := 0; i < k && n < len(events); i++ {
 		c := d.conns[(d.rr+i)%k]
@@ -268,7 +266,7 @@ func (d *Domain) pollConns(events []fabric.Event) int {
 		}
 		take := min(avail, uint64(len(events)-n))
 		for j := uint64(0); j < take; j++ {
-			events[n] = fabric.Event{Kind: fabric.EventImm, Imm: c.cons.takeImm()}
+			events[n] = rdma.Event{Kind: rdma.EventImm, Imm: c.cons.takeImm()}
 			n++
 		}
 		if take > 0 {
@@ -285,7 +283,7 @@ func (d *Domain) pollConns(events []fabric.Event) int {
 			}
 			r := &d.recvs[d.recvHead]
 			d.recvHead++
-			ev := fabric.Event{Kind: fabric.EventRecv, Context: r.Context, Length: ln}
+			ev := rdma.Event{Kind: rdma.EventRecv, Context: r.Context, Length: ln}
 			if ln > r.Length {
 				ev.Errno = errnoMsgSize
 			}

@@ -1,4 +1,4 @@
-// Package ipc is ferry's intra-node transport: an RdmaDomain over shared
+// Package ipc is ferry's intra-node transport: an rdma.Domain over shared
 // memory between processes (or engines) of one machine, registered as
 // transport "ipc".
 //
@@ -18,7 +18,7 @@
 // target moves bytes: its worker only drains immediates and messages.
 // Two-sided sends go through a second ring on the same page. A target's
 // worker with nothing to do may sleep: the first initiator that publishes
-// into its rings wakes it through an eventfd (see fabric.Sleeper).
+// into its rings wakes it through an eventfd (see rdma.Sleeper).
 //
 // # Names, trust and leaks
 //
@@ -37,8 +37,8 @@
 // control connection and the other side learns as soon as the
 // connection's reader goroutine runs: the initiator unmaps the target's
 // regions and connection page, fails every write it held for it and every
-// later one with an error wrapping fabric.ErrPeerLost (and
-// fabric.ErrProvider); the target delivers what the dead initiator had
+// later one with an error wrapping rdma.ErrPeerLost (and
+// rdma.ErrProvider); the target delivers what the dead initiator had
 // published, then unmaps the connection page. That reader also finds the
 // process exiting (/proc) and marks every other connection of this
 // process to it dead first, so the endpoints of one dead process (the

@@ -9,24 +9,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // Domain is one ipc endpoint: a listening abstract unix socket, the
 // regions it shares, its connections to targets (outgoing peers) and from
 // initiators (incoming connections).
 //
-// Like every fabric.RdmaDomain it is driven by one worker goroutine. The
+// Like every rdma.Domain it is driven by one worker goroutine. The
 // goroutines it starts (the accept loop and one reader per connection)
 // serve only the control protocol; they hand results to the worker
 // through small mailboxes (a mutex and an atomic flag the worker checks
 // once per Poll), never touching the data path.
 type Domain struct {
-	info fabric.DomainInfo
+	info rdma.DomainInfo
 	ea   endpointAddr
-	addr fabric.Address
+	addr rdma.Address
 	ln   *net.UnixListener
 	evfd int            // wake eventfd: peers and our goroutines signal a sleeping worker
 	wg   sync.WaitGroup // the accept loop and every connection reader
@@ -42,12 +41,12 @@ type Domain struct {
 
 	// Worker-owned.
 	peers     []*outPeer
-	peerOf    map[string]fabric.PeerID
+	peerOf    map[string]rdma.PeerID
 	conns     []*inConn // incoming connections the worker polls
 	held      []*outPeer
 	dirty     []*outPeer // producers with unpublished immediates
 	done      evQueue
-	recvs     []fabric.RecvOp
+	recvs     []rdma.RecvOp
 	recvHead  int
 	job       copyJob
 	cur       *mapping // the mapping held during this batch
@@ -56,7 +55,7 @@ type Domain struct {
 	localRegs int
 }
 
-var _ fabric.RdmaDomain = (*Domain)(nil)
+var _ rdma.Domain = (*Domain)(nil)
 
 // liveRegs counts registrations not yet unregistered, across domains.
 var liveRegs atomic.Int64
@@ -65,12 +64,12 @@ var liveRegs atomic.Int64
 // process hold: zero once every region was unregistered.
 func LiveRegistrations() int64 { return liveRegs.Load() }
 
-func open(info fabric.DomainInfo) (*Domain, error) {
+func open(info rdma.DomainInfo) (*Domain, error) {
 	info.OrderedWrites = true // see domainInfo
 	d := &Domain{info: info, ea: newEndpointAddr(), regions: map[uint64]*region{},
-		incoming: map[*inConn]struct{}{}, peerOf: map[string]fabric.PeerID{}}
+		incoming: map[*inConn]struct{}{}, peerOf: map[string]rdma.PeerID{}}
 	var err error
-	if d.addr, err = fabric.AddressFromRaw(d.ea.raw()); err != nil {
+	if d.addr, err = rdma.AddressFromRaw(d.ea.raw()); err != nil {
 		return nil, err
 	}
 	if d.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
@@ -87,14 +86,14 @@ func open(info fabric.DomainInfo) (*Domain, error) {
 	return d, nil
 }
 
-func (d *Domain) Info() fabric.DomainInfo { return d.info }
-func (d *Domain) Address() fabric.Address { return d.addr }
+func (d *Domain) Info() rdma.DomainInfo { return d.info }
+func (d *Domain) Address() rdma.Address { return d.addr }
 
 // region is a remote-writable registration: the memory file behind it,
 // kept open to hand to initiators that ask for its key.
 type region struct {
 	key      uint64
-	file     fabric.HostFile
+	file     rdma.HostFile
 	length   uint64
 	mappedBy map[*inConn]struct{} // connections that were sent the file
 }
@@ -102,22 +101,22 @@ type region struct {
 // RegisterMemory registers host memory. Local-only spans may be any
 // memory; remote-writable ones must lie in one fabric.AllocHost buffer
 // (a memfd an initiator can map), else the error wraps
-// fabric.ErrNotSupported. Remote addresses are offsets into the span.
-func (d *Domain) RegisterMemory(s fabric.MemorySpan, a fabric.Access) (fabric.MemoryKeys, error) {
+// rdma.ErrNotSupported. Remote addresses are offsets into the span.
+func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKeys, error) {
 	if d.closed.Load() {
-		return fabric.MemoryKeys{}, errClosed
+		return rdma.MemoryKeys{}, errClosed
 	}
 	if !s.Device.IsHost() {
-		return fabric.MemoryKeys{}, fmt.Errorf("ipc: register %s memory: host memory only: %w", s.Device, fabric.ErrNotSupported)
+		return rdma.MemoryKeys{}, fmt.Errorf("ipc: register %s memory: host memory only: %w", s.Device, rdma.ErrNotSupported)
 	}
-	if a&fabric.AccessRemoteWrite == 0 {
+	if a&rdma.AccessRemoteWrite == 0 {
 		d.localRegs++
 		liveRegs.Add(1)
-		return fabric.MemoryKeys{Mode: fabric.AddrOffset}, nil
+		return rdma.MemoryKeys{Mode: rdma.AddrOffset}, nil
 	}
-	f, err := fabric.HostMemoryFile(s.Addr, s.Len)
+	f, err := rdma.HostMemoryFile(s.Addr, s.Len)
 	if err != nil {
-		return fabric.MemoryKeys{}, fmt.Errorf("ipc: remote-writable memory must come from fabric.AllocHost: %w", err)
+		return rdma.MemoryKeys{}, fmt.Errorf("ipc: remote-writable memory must come from fabric.AllocHost: %w", err)
 	}
 	r := &region{file: f, length: s.Len, mappedBy: map[*inConn]struct{}{}}
 	d.mu.Lock()
@@ -127,7 +126,7 @@ func (d *Domain) RegisterMemory(s fabric.MemorySpan, a fabric.Access) (fabric.Me
 	d.regions[r.key] = r
 	d.mu.Unlock()
 	liveRegs.Add(1)
-	return fabric.MemoryKeys{Handle: uintptr(r.key), Remote: r.key, Mode: fabric.AddrOffset}, nil
+	return rdma.MemoryKeys{Handle: uintptr(r.key), Remote: r.key, Mode: rdma.AddrOffset}, nil
 }
 
 // randomKey makes keys unguessable: knowing a region's descriptor is what
@@ -139,20 +138,20 @@ func randomKey() uint64 {
 }
 
 // Progress counts the bytes of this domain's large copies (see
-// fabric.ProgressReporter): a copy of many MiB shows it moves.
+// rdma.ProgressReporter): a copy of many MiB shows it moves.
 func (d *Domain) Progress() uint64 { return d.job.moved.Load() }
 
-var _ fabric.ProgressReporter = (*Domain)(nil)
+var _ rdma.ProgressReporter = (*Domain)(nil)
 
 // UnregisterMemory releases a registration. For a shared region it
 // revokes every initiator's mapping and waits (up to ctlTimeout per
 // unresponsive peer) until each acknowledged that no copy into it runs
 // any more and it is unmapped: after it returns no write lands in the
 // memory, as with an RDMA deregistration.
-func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
+func (d *Domain) UnregisterMemory(k rdma.MemoryKeys) error {
 	if k.Remote == 0 {
 		if d.localRegs == 0 {
-			return fmt.Errorf("ipc: unregister: no local registration left: %w", fabric.ErrUnknownRegion)
+			return fmt.Errorf("ipc: unregister: no local registration left: %w", rdma.ErrUnknownRegion)
 		}
 		d.localRegs--
 		liveRegs.Add(-1)
@@ -169,7 +168,7 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 	}
 	d.mu.Unlock()
 	if r == nil {
-		return fmt.Errorf("ipc: unregister key %#x: %w", k.Remote, fabric.ErrUnknownRegion)
+		return fmt.Errorf("ipc: unregister key %#x: %w", k.Remote, rdma.ErrUnknownRegion)
 	}
 	_ = unix.Close(r.file.FD)
 	liveRegs.Add(-1)
@@ -199,7 +198,7 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 		}
 	}
 	if len(slow) > 0 {
-		return &fabric.ProviderError{Provider: TransportName, Op: "unregister", Errno: int(unix.ETIMEDOUT), Timeout: true,
+		return &rdma.ProviderError{Provider: TransportName, Op: "unregister", Errno: int(unix.ETIMEDOUT), Timeout: true,
 			Msg: fmt.Sprintf("peer processes %v did not acknowledge the revocation within %v", slow, ctlTimeout())}
 	}
 	return nil
@@ -207,7 +206,7 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 
 // ResolvePeer connects to the endpoint at addr. The connection finishes
 // setting up in the background; writes posted meanwhile are held.
-func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
+func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 	if id, ok := d.peerOf[addr.RawString()]; ok {
 		return id, nil
 	}
@@ -219,12 +218,12 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 		return 0, err
 	}
 	if h := hostID(); ea.host != 0 && h != 0 && ea.host != h {
-		return 0, fmt.Errorf("ipc: %s lives on another host (ipc connects processes of one machine): %w", ea, fabric.ErrNotSupported)
+		return 0, fmt.Errorf("ipc: %s lives on another host (ipc connects processes of one machine): %w", ea, rdma.ErrNotSupported)
 	}
 	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: ea.socketName(), Net: "unixpacket"})
 	if err != nil {
 		return 0, fmt.Errorf("ipc: connect to %s: %v (the process exited or closed its engine, or runs in another network namespace): %w",
-			ea, err, fabric.ErrPeerLost)
+			ea, err, rdma.ErrPeerLost)
 	}
 	c, err := newCtlConn(uc)
 	var pid int
@@ -250,12 +249,12 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 	addPeerProcess(p)
 	go d.runOutgoing(p)
 	d.peers = append(d.peers, p)
-	id := fabric.PeerID(len(d.peers) - 1)
+	id := rdma.PeerID(len(d.peers) - 1)
 	d.peerOf[addr.RawString()] = id
 	return id, nil
 }
 
-func (d *Domain) DescribeError(ev fabric.Event) error { return describe(ev) }
+func (d *Domain) DescribeError(ev rdma.Event) error { return describe(ev) }
 
 // Close stops the control goroutines, unmaps every peer's memory and
 // connection page and releases the regions. Peers see the connections

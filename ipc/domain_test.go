@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/stretchr/testify/require"
@@ -24,7 +25,7 @@ func TestWrites(t *testing.T) {
 	fill(a.buf.Bytes(), 3)
 	peer := a.resolve(b)
 	sizes := []uint64{1, 64, 4096, 65536, 1<<20 + 3, 9<<20 + 5}
-	var ops []fabric.WriteOp
+	var ops []rdma.WriteOp
 	off := uint64(0)
 	for i, n := range sizes {
 		ops = append(ops, a.write(peer, b, off, n, uint64(i+1), uint32(100+i)))
@@ -38,12 +39,12 @@ func TestWrites(t *testing.T) {
 	require.True(t, bytes.Equal(a.buf.Bytes()[:off], b.buf.Bytes()[:off]), "bytes differ")
 	require.ElementsMatch(t, []uint32{100, 101, 102, 103, 104, 105}, b.imms)
 
-	bad := []fabric.WriteOp{
+	bad := []rdma.WriteOp{
 		a.write(peer, b, uint64(b.buf.Len())-10, 11, 20, 0),                                  // past the end
 		a.write(peer, b, 1<<62, 1, 21, 0),                                                    // far past the end
 		{Local: a.addr(0), Length: 8, RemoteKey: b.keys.Remote ^ 1, Peer: peer, Context: 22}, // unknown key
 		{Local: a.addr(0), Length: 8, RemoteKey: b.keys.Remote, Peer: peer + 7, Context: 23}, // unknown peer
-		{Peer: peer, Context: 24, Imm: 77, Flags: fabric.WriteHasImm, RemoteKey: 12345},      // zero bytes: no key check
+		{Peer: peer, Context: 24, Imm: 77, Flags: rdma.WriteHasImm, RemoteKey: 12345},        // zero bytes: no key check
 	}
 	b.imms = nil
 	a.post(bad...)
@@ -53,8 +54,8 @@ func TestWrites(t *testing.T) {
 		require.Equal(t, errno, ev.Errno, "context %d", ctx)
 		if errno != 0 {
 			err := a.d.DescribeError(ev)
-			require.ErrorIs(t, err, fabric.ErrProvider)
-			require.NotErrorIs(t, err, fabric.ErrPeerLost)
+			require.ErrorIs(t, err, rdma.ErrProvider)
+			require.NotErrorIs(t, err, rdma.ErrPeerLost)
 		}
 	}
 	require.Equal(t, []uint32{77}, b.imms)
@@ -67,12 +68,12 @@ func TestRingFullHolds(t *testing.T) {
 	a, b := openSide(t, 1<<20), openSide(t, 1<<20)
 	peer := a.resolve(b)
 	const total = 1<<14 + 500
-	ops := make([]fabric.WriteOp, 0, 256)
+	ops := make([]rdma.WriteOp, 0, 256)
 	for i := 0; i < total; i += len(ops) {
 		ops = ops[:0]
 		for j := i; j < min(total, i+256); j++ {
-			ops = append(ops, fabric.WriteOp{Local: a.addr(0), Length: 8, Remote: 8, RemoteKey: b.keys.Remote,
-				Peer: peer, Context: uint64(j), Imm: uint32(j), Flags: fabric.WriteHasImm})
+			ops = append(ops, rdma.WriteOp{Local: a.addr(0), Length: 8, Remote: 8, RemoteKey: b.keys.Remote,
+				Peer: peer, Context: uint64(j), Imm: uint32(j), Flags: rdma.WriteHasImm})
 		}
 		a.post(ops...)
 		a.poll()
@@ -96,9 +97,9 @@ func TestUnregisterRevokes(t *testing.T) {
 	extra, err := fabric.AllocHost(1 << 20)
 	require.NoError(t, err)
 	defer extra.Free()
-	k2, err := b.d.RegisterMemory(extra.Span(), fabric.AccessRemoteWrite)
+	k2, err := b.d.RegisterMemory(extra.Span(), rdma.AccessRemoteWrite)
 	require.NoError(t, err)
-	w := fabric.WriteOp{Local: a.addr(0), Length: 4096, RemoteKey: k2.Remote, Peer: peer, Context: 1}
+	w := rdma.WriteOp{Local: a.addr(0), Length: 4096, RemoteKey: k2.Remote, Peer: peer, Context: 1}
 	a.post(w)
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 }, a, b)
 	require.Zero(t, a.byCtx[1].Errno)
@@ -109,8 +110,8 @@ func TestUnregisterRevokes(t *testing.T) {
 	a.post(w)
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 }, a, b)
 	require.EqualValues(t, 126, a.byCtx[2].Errno, "a write after unregistration fails")
-	require.ErrorIs(t, a.d.DescribeError(a.byCtx[2]), fabric.ErrUnknownRegion)
-	require.ErrorIs(t, b.d.UnregisterMemory(k2), fabric.ErrUnknownRegion)
+	require.ErrorIs(t, a.d.DescribeError(a.byCtx[2]), rdma.ErrUnknownRegion)
+	require.ErrorIs(t, b.d.UnregisterMemory(k2), rdma.ErrUnknownRegion)
 }
 
 // TestSendRecv: messages land in posted buffers in order; a message
@@ -120,15 +121,15 @@ func TestSendRecv(t *testing.T) {
 	a, b := openSide(t, 4<<20), openSide(t, 4<<20)
 	fill(a.buf.Bytes(), 9)
 	peer := a.resolve(b)
-	var recvs []fabric.RecvOp
+	var recvs []rdma.RecvOp
 	for i := 0; i < 4; i++ {
-		recvs = append(recvs, fabric.RecvOp{Local: b.addr(uint64(i) << 20), Length: 1 << 20, Context: uint64(50 + i)})
+		recvs = append(recvs, rdma.RecvOp{Local: b.addr(uint64(i) << 20), Length: 1 << 20, Context: uint64(50 + i)})
 	}
 	recvs[3].Length = 10
 	n, err := b.d.PostRecvs(recvs)
 	require.NoError(t, err)
 	require.Equal(t, 4, n)
-	sends := []fabric.SendOp{
+	sends := []rdma.SendOp{
 		{Local: a.addr(0), Length: 5, Peer: peer, Context: 1},
 		{Local: a.addr(100), Length: ipc.MaxMessage, Peer: peer, Context: 2},
 		{Local: a.addr(7), Length: 0, Peer: peer, Context: 3},
@@ -161,10 +162,10 @@ func TestSendRecv(t *testing.T) {
 	require.True(t, bytes.Equal(a.buf.Bytes()[100:100+ipc.MaxMessage], b.buf.Bytes()[1<<20:1<<20+ipc.MaxMessage]))
 
 	// Nobody receives: the ring fills and the sender is told to wait.
-	big := fabric.SendOp{Local: a.addr(0), Length: 300 << 10, Peer: peer, Context: 9}
+	big := rdma.SendOp{Local: a.addr(0), Length: 300 << 10, Peer: peer, Context: 9}
 	busy := false
 	for i := 0; i < 5 && !busy; i++ {
-		n, err := a.d.PostSends([]fabric.SendOp{big})
+		n, err := a.d.PostSends([]rdma.SendOp{big})
 		require.NoError(t, err)
 		busy = n == 0
 	}
@@ -181,19 +182,19 @@ func TestNoLeaks(t *testing.T) {
 		require.NoError(t, err)
 		buf, err := fabric.AllocHost(1 << 20)
 		require.NoError(t, err)
-		ka, err := a.RegisterMemory(buf.Span(), fabric.AccessRemoteWrite)
+		ka, err := a.RegisterMemory(buf.Span(), rdma.AccessRemoteWrite)
 		require.NoError(t, err)
-		kb, err := b.RegisterMemory(buf.Span(), fabric.AccessRemoteWrite)
+		kb, err := b.RegisterMemory(buf.Span(), rdma.AccessRemoteWrite)
 		require.NoError(t, err)
 		pa, err := a.ResolvePeer(b.Address())
 		require.NoError(t, err)
 		pb, err := b.ResolvePeer(a.Address())
 		require.NoError(t, err)
-		_, err = a.PostWrites([]fabric.WriteOp{{Local: uint64(buf.Addr()), Length: 64, Remote: 4096, RemoteKey: kb.Remote, Peer: pa, Context: 1}})
+		_, err = a.PostWrites([]rdma.WriteOp{{Local: uint64(buf.Addr()), Length: 64, Remote: 4096, RemoteKey: kb.Remote, Peer: pa, Context: 1}})
 		require.NoError(t, err)
-		_, err = b.PostWrites([]fabric.WriteOp{{Local: uint64(buf.Addr()), Length: 64, Remote: 8192, RemoteKey: ka.Remote, Peer: pb, Context: 1}})
+		_, err = b.PostWrites([]rdma.WriteOp{{Local: uint64(buf.Addr()), Length: 64, Remote: 8192, RemoteKey: ka.Remote, Peer: pb, Context: 1}})
 		require.NoError(t, err)
-		evs := make([]fabric.Event, 8)
+		evs := make([]rdma.Event, 8)
 		got := 0
 		deadline := time.Now().Add(10 * time.Second)
 		for got < 2 && time.Now().Before(deadline) {
@@ -234,38 +235,38 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	anon := make([]byte, 8192) // Go heap: never registered remote-writable
-	_, err = d.RegisterMemory(fabric.MemorySpan{Addr: fabricAddr(anon), Len: 8192, Device: fabric.HostDevice}, fabric.AccessRemoteWrite)
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
-	_, err = d.RegisterMemory(fabric.MemorySpan{Addr: 4096, Len: 4096, Device: fabric.CUDADevice(0)}, fabric.AccessLocal)
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
-	k, err := d.RegisterMemory(fabric.MemorySpan{Addr: fabricAddr(anon), Len: 8192, Device: fabric.HostDevice}, fabric.AccessLocal)
+	_, err = d.RegisterMemory(rdma.MemorySpan{Addr: fabricAddr(anon), Len: 8192, Device: rdma.HostDevice}, rdma.AccessRemoteWrite)
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
+	_, err = d.RegisterMemory(rdma.MemorySpan{Addr: 4096, Len: 4096, Device: rdma.CUDADevice(0)}, rdma.AccessLocal)
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
+	k, err := d.RegisterMemory(rdma.MemorySpan{Addr: fabricAddr(anon), Len: 8192, Device: rdma.HostDevice}, rdma.AccessLocal)
 	require.NoError(t, err, "local-only memory may be anything")
 	require.NoError(t, d.UnregisterMemory(k))
-	require.ErrorIs(t, d.UnregisterMemory(fabric.MemoryKeys{Remote: 99}), fabric.ErrUnknownRegion)
+	require.ErrorIs(t, d.UnregisterMemory(rdma.MemoryKeys{Remote: 99}), rdma.ErrUnknownRegion)
 
-	other, err := fabric.AddressFromRaw([]byte("not an ipc address"))
+	other, err := rdma.AddressFromRaw([]byte("not an ipc address"))
 	require.NoError(t, err)
 	_, err = d.ResolvePeer(other)
-	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+	require.ErrorIs(t, err, rdma.ErrInvalidArgument)
 	gone, err := ipc.Open()
 	require.NoError(t, err)
 	addr := gone.Address()
 	require.NoError(t, gone.Close())
 	_, err = d.ResolvePeer(addr)
-	require.ErrorIs(t, err, fabric.ErrPeerLost, "a closed endpoint")
-	require.True(t, errors.Is(err, fabric.ErrPeerLost))
+	require.ErrorIs(t, err, rdma.ErrPeerLost, "a closed endpoint")
+	require.True(t, errors.Is(err, rdma.ErrPeerLost))
 	raw := addr.Raw()
 	raw[2] ^= 0xff // another host's boot id
-	far, err := fabric.AddressFromRaw(raw)
+	far, err := rdma.AddressFromRaw(raw)
 	require.NoError(t, err)
 	_, err = d.ResolvePeer(far)
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
 
 	require.NoError(t, d.Close())
-	_, err = d.PostWrites([]fabric.WriteOp{{}})
-	require.ErrorIs(t, err, fabric.ErrClosed)
-	_, err = d.RegisterMemory(fabric.MemorySpan{Addr: 4096, Len: 1, Device: fabric.HostDevice}, fabric.AccessLocal)
-	require.ErrorIs(t, err, fabric.ErrClosed)
+	_, err = d.PostWrites([]rdma.WriteOp{{}})
+	require.ErrorIs(t, err, rdma.ErrClosed)
+	_, err = d.RegisterMemory(rdma.MemorySpan{Addr: 4096, Len: 1, Device: rdma.HostDevice}, rdma.AccessLocal)
+	require.ErrorIs(t, err, rdma.ErrClosed)
 }
 
 // TestSegmentsShared: endpoints of one process writing into the same
@@ -275,12 +276,12 @@ func TestSegmentsShared(t *testing.T) {
 	extra, err := fabric.AllocHost(1 << 20)
 	require.NoError(t, err)
 	defer extra.Free()
-	k, err := b.d.RegisterMemory(extra.Span(), fabric.AccessRemoteWrite)
+	k, err := b.d.RegisterMemory(extra.Span(), rdma.AccessRemoteWrite)
 	require.NoError(t, err)
 	base := ipc.LiveMappings()
 	for _, a := range []*side{a1, a2} {
 		peer := a.resolve(b)
-		a.post(fabric.WriteOp{Local: a.addr(0), Length: 4096, Remote: 8192, RemoteKey: k.Remote, Peer: peer, Context: 1})
+		a.post(rdma.WriteOp{Local: a.addr(0), Length: 4096, Remote: 8192, RemoteKey: k.Remote, Peer: peer, Context: 1})
 		pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 }, a, b)
 		require.Zero(t, a.byCtx[1].Errno)
 	}
@@ -297,8 +298,8 @@ func TestWriteToSelf(t *testing.T) {
 	fill(a.buf.Bytes()[:4096], 5)
 	self := a.resolve(a)
 	a.post(a.write(self, a, 0, 4096, 1, 99))
-	a.post(fabric.WriteOp{Local: a.addr(0), Length: 4096, Remote: 8192, RemoteKey: a.keys.Remote, Peer: self,
-		Context: 2, Imm: 100, Flags: fabric.WriteHasImm})
+	a.post(rdma.WriteOp{Local: a.addr(0), Length: 4096, Remote: 8192, RemoteKey: a.keys.Remote, Peer: self,
+		Context: 2, Imm: 100, Flags: rdma.WriteHasImm})
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 && len(a.imms) == 2 }, a)
 	require.Zero(t, a.byCtx[1].Errno)
 	require.Zero(t, a.byCtx[2].Errno)
@@ -317,7 +318,7 @@ func TestWriteAfterControlTimeout(t *testing.T) {
 	a, b := openSide(t, 1<<20), openSide(t, 1<<20)
 	fill(a.buf.Bytes(), 9)
 	peer := a.resolve(b)
-	a.post(fabric.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: fabric.WriteHasImm}) // connects, maps nothing
+	a.post(rdma.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: rdma.WriteHasImm}) // connects, maps nothing
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 && len(b.imms) == 1 }, a, b)
 	time.Sleep(400 * time.Millisecond)       // past the hello's deadline
 	a.post(a.write(peer, b, 0, 1<<20, 2, 6)) // the first map request
@@ -328,16 +329,16 @@ func TestWriteAfterControlTimeout(t *testing.T) {
 }
 
 // TestPeerClosedInOrder: a target that closes its domain says so first:
-// its initiator reports it closed (fabric.ProviderError.PeerClosed, still
-// fabric.ErrPeerLost, so its operations fail), not gone with errno 104.
+// its initiator reports it closed (rdma.ProviderError.PeerClosed, still
+// rdma.ErrPeerLost, so its operations fail), not gone with errno 104.
 func TestPeerClosedInOrder(t *testing.T) {
 	a := openSide(t, 1<<20)
 	d, err := ipc.Open()
 	require.NoError(t, err)
 	peer, err := a.d.ResolvePeer(d.Address())
 	require.NoError(t, err)
-	a.post(fabric.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: fabric.WriteHasImm})
-	events := make([]fabric.Event, 8)
+	a.post(rdma.WriteOp{Peer: peer, Context: 1, Imm: 5, Flags: rdma.WriteHasImm})
+	events := make([]rdma.Event, 8)
 	pump(t, 10*time.Second, func() bool {
 		_, err := d.Poll(events)
 		require.NoError(t, err)
@@ -347,16 +348,16 @@ func TestPeerClosedInOrder(t *testing.T) {
 	require.NoError(t, d.Close())
 	pump(t, 10*time.Second, func() bool { return a.d.CheckPeer(peer) != nil }, a)
 	err = a.d.CheckPeer(peer)
-	var pe *fabric.ProviderError
+	var pe *rdma.ProviderError
 	require.ErrorAs(t, err, &pe)
 	require.True(t, pe.PeerClosed, "%v", err)
-	require.ErrorIs(t, err, fabric.ErrPeerLost)
+	require.ErrorIs(t, err, rdma.ErrPeerLost)
 	require.Contains(t, err.Error(), "closed its domain")
 
-	a.post(fabric.WriteOp{Peer: peer, Context: 2, Imm: 6, Flags: fabric.WriteHasImm})
+	a.post(rdma.WriteOp{Peer: peer, Context: 2, Imm: 6, Flags: rdma.WriteHasImm})
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 2 }, a)
 	werr := a.d.DescribeError(a.byCtx[2])
 	require.ErrorAs(t, werr, &pe)
 	require.True(t, pe.PeerClosed, "%v", werr)
-	require.ErrorIs(t, werr, fabric.ErrPeerLost)
+	require.ErrorIs(t, werr, rdma.ErrPeerLost)
 }

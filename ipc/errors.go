@@ -3,7 +3,7 @@ package ipc
 import (
 	"fmt"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // Error numbers the domain puts in failed completions (Linux values).
@@ -40,14 +40,14 @@ func errnoText(errno int32) string {
 	return fmt.Sprintf("error %d", errno)
 }
 
-// describe turns a failed completion into a *fabric.ProviderError; one
-// caused by a peer that is gone also matches fabric.ErrPeerLost, so the
+// describe turns a failed completion into a *rdma.ProviderError; one
+// caused by a peer that is gone also matches rdma.ErrPeerLost, so the
 // engine declares that peer lost.
-func describe(ev fabric.Event) error {
-	return &fabric.ProviderError{Provider: TransportName, Op: ev.Kind.String() + " completion",
+func describe(ev rdma.Event) error {
+	return &rdma.ProviderError{Provider: TransportName, Op: ev.Kind.String() + " completion",
 		Errno: int(ev.Errno), Msg: errnoText(ev.Errno), PeerLost: ev.Errno == errnoPeerGone || ev.Errno == errnoPeerClosed,
 		PeerClosed: ev.Errno == errnoPeerClosed, RegionGone: ev.Errno == errnoNoKey}
 }
 
 // errClosed is returned by calls on a closed domain.
-var errClosed = fmt.Errorf("ipc domain closed: %w", fabric.ErrClosed)
+var errClosed = fmt.Errorf("ipc domain closed: %w", rdma.ErrClosed)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/ipc"
 )
 
@@ -37,8 +38,8 @@ func Example() {
 	defer dst.Free()
 	copy(src.Bytes(), "hello over shared memory")
 
-	srcReg, _ := writer.RegisterHost(src, fabric.AccessLocal)
-	dstReg, _ := target.RegisterHost(dst, fabric.AccessRemoteWrite)
+	srcReg, _ := writer.RegisterHost(src, rdma.AccessLocal)
+	dstReg, _ := target.RegisterHost(dst, rdma.AccessRemoteWrite)
 	desc, _ := dstReg.Descriptor()
 	text, _ := desc.MarshalText()
 	remote, _ := fabric.ParseDescriptor(string(text))
@@ -57,7 +58,7 @@ func Example() {
 	// target: <nil> hello over shared memory
 }
 
-// A write to a peer whose process is gone fails with fabric.ErrPeerLost.
+// A write to a peer whose process is gone fails with rdma.ErrPeerLost.
 func Example_peerLost() {
 	d, _ := ipc.Open()
 	defer d.Close()
@@ -65,7 +66,7 @@ func Example_peerLost() {
 	addr := gone.Address()
 	_ = gone.Close()
 	_, err := d.ResolvePeer(addr)
-	fmt.Println(errors.Is(err, fabric.ErrPeerLost))
+	fmt.Println(errors.Is(err, rdma.ErrPeerLost))
 	// Output:
 	// true
 }

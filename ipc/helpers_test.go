@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/ipc"
 )
 
@@ -20,21 +21,21 @@ type side struct {
 	t      testing.TB
 	d      *ipc.Domain
 	buf    *fabric.HostBuffer
-	keys   fabric.MemoryKeys
-	events []fabric.Event
-	byCtx  map[uint64]fabric.Event
+	keys   rdma.MemoryKeys
+	events []rdma.Event
+	byCtx  map[uint64]rdma.Event
 	imms   []uint32
-	recvs  []fabric.Event
+	recvs  []rdma.Event
 }
 
 func openSide(t testing.TB, size int) *side {
 	t.Helper()
 	d, err := ipc.Open()
 	require.NoError(t, err)
-	s := &side{t: t, d: d, events: make([]fabric.Event, 64), byCtx: map[uint64]fabric.Event{}}
+	s := &side{t: t, d: d, events: make([]rdma.Event, 64), byCtx: map[uint64]rdma.Event{}}
 	s.buf, err = fabric.AllocHost(size)
 	require.NoError(t, err)
-	s.keys, err = d.RegisterMemory(s.buf.Span(), fabric.AccessRemoteWrite)
+	s.keys, err = d.RegisterMemory(s.buf.Span(), rdma.AccessRemoteWrite)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = d.UnregisterMemory(s.keys)
@@ -44,7 +45,7 @@ func openSide(t testing.TB, size int) *side {
 	return s
 }
 
-func (s *side) resolve(o *side) fabric.PeerID {
+func (s *side) resolve(o *side) rdma.PeerID {
 	s.t.Helper()
 	p, err := s.d.ResolvePeer(o.d.Address())
 	require.NoError(s.t, err)
@@ -56,9 +57,9 @@ func (s *side) poll() {
 	require.NoError(s.t, err)
 	for _, ev := range s.events[:n] {
 		switch ev.Kind {
-		case fabric.EventImm:
+		case rdma.EventImm:
 			s.imms = append(s.imms, ev.Imm)
-		case fabric.EventRecv:
+		case rdma.EventRecv:
 			s.recvs = append(s.recvs, ev)
 		default:
 			_, dup := s.byCtx[ev.Context]
@@ -83,7 +84,7 @@ func pump(t testing.TB, timeout time.Duration, cond func() bool, sides ...*side)
 	}
 }
 
-func (s *side) post(ops ...fabric.WriteOp) {
+func (s *side) post(ops ...rdma.WriteOp) {
 	s.t.Helper()
 	n, err := s.d.PostWrites(ops)
 	require.NoError(s.t, err)
@@ -93,9 +94,9 @@ func (s *side) post(ops ...fabric.WriteOp) {
 func (s *side) addr(off uint64) uint64 { return uint64(s.buf.Addr()) + off }
 
 // write builds a write of n bytes from s at off to peer's region at off.
-func (s *side) write(peer fabric.PeerID, to *side, off, n uint64, ctx uint64, imm uint32) fabric.WriteOp {
-	return fabric.WriteOp{Local: s.addr(off), Length: n, Remote: off, RemoteKey: to.keys.Remote, Peer: peer,
-		Context: ctx, Imm: imm, Flags: fabric.WriteHasImm}
+func (s *side) write(peer rdma.PeerID, to *side, off, n uint64, ctx uint64, imm uint32) rdma.WriteOp {
+	return rdma.WriteOp{Local: s.addr(off), Length: n, Remote: off, RemoteKey: to.keys.Remote, Peer: peer,
+		Context: ctx, Imm: imm, Flags: rdma.WriteHasImm}
 }
 
 func fill(b []byte, seed byte) {

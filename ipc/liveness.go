@@ -3,7 +3,7 @@ package ipc
 import (
 	"fmt"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // A peer's liveness needs no heartbeat: the kernel closes a process's
@@ -14,13 +14,13 @@ import (
 // or from CheckPeer at its liveness interval. A dead peer is gone for
 // good: its address named one domain of one process, and no later domain
 // has it.
-var _ fabric.PeerChecker = (*Domain)(nil)
+var _ rdma.PeerChecker = (*Domain)(nil)
 
 // CheckPeer reports a peer whose control connection ended (its process
 // exited or crashed, or it closed its domain): nothing more can reach it,
 // and no write to it is ever carried out again. The error is the
 // provider's, as a failed write's would be.
-func (d *Domain) CheckPeer(p fabric.PeerID) error {
+func (d *Domain) CheckPeer(p rdma.PeerID) error {
 	if uint64(p) >= uint64(len(d.peers)) {
 		return nil
 	}
@@ -33,7 +33,7 @@ func (d *Domain) CheckPeer(p fabric.PeerID) error {
 		if errno == errnoPeerClosed {
 			why = "it closed its domain"
 		}
-		return &fabric.ProviderError{Provider: TransportName, Op: "peer check", Errno: int(errno),
+		return &rdma.ProviderError{Provider: TransportName, Op: "peer check", Errno: int(errno),
 			Msg: fmt.Sprintf("%s: %s", pr.ea, why), PeerLost: true, PeerClosed: errno == errnoPeerClosed}
 	}
 	return nil

@@ -1,49 +1,27 @@
 package ipc
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // startTarget runs the test binary as a target process (see runTarget in
 // process_test.go) and returns it with the address it prints.
-func startTarget(t *testing.T) (*exec.Cmd, fabric.Address) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FERRY_IPC_TEST_ROLE=target")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(out)
-		if s.Scan() {
-			line <- s.Text()
-		}
-		close(line)
-	}()
-	var l string
-	select {
-	case l = <-line:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the target said nothing")
-	}
+func startTarget(t *testing.T) (*testutil.Child, rdma.Address) {
+	cmd := testutil.Spawn(t, "target", testutil.SpawnOptions{Stdin: true, Lines: true})
+	l := cmd.ReadLine(30 * time.Second)
 	var hex string
 	var key uint64
-	_, err = fmt.Sscanf(l, "ADDR %s %d", &hex, &key)
+	_, err := fmt.Sscanf(l, "ADDR %s %d", &hex, &key)
 	require.NoError(t, err, "target said %q", l)
-	addr, err := fabric.ParseAddress(hex)
+	addr, err := rdma.ParseAddress(hex)
 	require.NoError(t, err)
 	return cmd, addr
 }
@@ -51,7 +29,7 @@ func startTarget(t *testing.T) (*exec.Cmd, fabric.Address) {
 // waitFor polls d until cond holds, failing after timeout.
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool, ds ...*Domain) {
 	t.Helper()
-	evs := make([]fabric.Event, 16)
+	evs := make([]rdma.Event, 16)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -87,7 +65,7 @@ func TestProcessEndMarksEveryConnection(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool {
 		return a.peers[pa].state.Load() == peerReady && b.peers[pb].state.Load() == peerReady
 	}, a, b)
-	require.Equal(t, cmd.Process.Pid, b.peers[pb].pid, "the pid the kernel gives for the target")
+	require.Equal(t, cmd.Pid(), b.peers[pb].pid, "the pid the kernel gives for the target")
 
 	release := make(chan struct{})
 	held := make(chan struct{})
@@ -106,22 +84,22 @@ func TestProcessEndMarksEveryConnection(t *testing.T) {
 		}
 	}()
 
-	require.NoError(t, cmd.Process.Kill())
+	cmd.Kill()
 	waitFor(t, 10*time.Second, func() bool { return a.CheckPeer(pa) != nil }, a)
 	err = b.CheckPeer(pb)
-	require.ErrorIs(t, err, fabric.ErrPeerLost, "the second endpoint's peer, its reader held back")
-	require.ErrorIs(t, err, fabric.ErrProvider)
+	require.ErrorIs(t, err, rdma.ErrPeerLost, "the second endpoint's peer, its reader held back")
+	require.ErrorIs(t, err, rdma.ErrProvider)
 	require.Contains(t, err.Error(), "process exited")
 
-	n, err := b.PostWrites([]fabric.WriteOp{{Peer: pb, Context: 7, Imm: 1, Flags: fabric.WriteHasImm}})
+	n, err := b.PostWrites([]rdma.WriteOp{{Peer: pb, Context: 7, Imm: 1, Flags: rdma.WriteHasImm}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	evs := make([]fabric.Event, 4)
+	evs := make([]rdma.Event, 4)
 	n, err = b.Poll(evs)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "completed at once")
 	require.Equal(t, uint64(7), evs[0].Context)
-	require.ErrorIs(t, b.DescribeError(evs[0]), fabric.ErrPeerLost, "not carried into the dead process's ring")
+	require.ErrorIs(t, b.DescribeError(evs[0]), rdma.ErrPeerLost, "not carried into the dead process's ring")
 
 	select {
 	case <-held:
@@ -137,9 +115,9 @@ func TestProcessEndMarksEveryConnection(t *testing.T) {
 func TestProcessExiting(t *testing.T) {
 	require.False(t, processExiting(os.Getpid()))
 	cmd, _ := startTarget(t)
-	pid := cmd.Process.Pid
+	pid := cmd.Pid()
 	require.False(t, processExiting(pid), "alive")
-	require.NoError(t, cmd.Process.Kill())
+	cmd.Kill()
 	deadline := time.Now().Add(10 * time.Second)
 	for !processExiting(pid) {
 		require.True(t, time.Now().Before(deadline), "killed process %d never seen exiting", pid)

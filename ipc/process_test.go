@@ -1,11 +1,9 @@
 package ipc_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,32 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
+	"github.com/ferryrdma/ferry/internal/testutil"
 	"github.com/ferryrdma/ferry/ipc"
 )
 
 // Tests across processes: the test binary re-runs itself in a role, and
 // the parent kills it with SIGKILL at the interesting moment.
 
-const roleEnv = "FERRY_IPC_TEST_ROLE"
-
 func TestMain(m *testing.M) {
-	switch os.Getenv(roleEnv) {
-	case "":
-		os.Exit(m.Run())
-	case "target":
-		exitOn(runTarget())
-	case "initiator":
-		exitOn(runInitiator())
-	}
-	exitOn(fmt.Errorf("unknown role %q", os.Getenv(roleEnv)))
-}
-
-func exitOn(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	testutil.Main(m, testutil.Roles{"target": runTarget, "initiator": runInitiator})
 }
 
 // runTarget registers a buffer, says where it is, and never polls: the
@@ -53,7 +35,7 @@ func runTarget() error {
 	if err != nil {
 		return err
 	}
-	k, err := d.RegisterMemory(buf.Span(), fabric.AccessRemoteWrite)
+	k, err := d.RegisterMemory(buf.Span(), rdma.AccessRemoteWrite)
 	if err != nil {
 		return err
 	}
@@ -66,7 +48,7 @@ func runTarget() error {
 // parent's region, waits for their local completions, says so, and waits
 // to be killed.
 func runInitiator() error {
-	addr, err := fabric.ParseAddress(os.Getenv("FERRY_IPC_PEER"))
+	addr, err := rdma.ParseAddress(os.Getenv("FERRY_IPC_PEER"))
 	if err != nil {
 		return err
 	}
@@ -89,15 +71,15 @@ func runInitiator() error {
 	if err != nil {
 		return err
 	}
-	ops := make([]fabric.WriteOp, childWrites)
+	ops := make([]rdma.WriteOp, childWrites)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{Local: uint64(buf.Addr()) + uint64(i)*64, Length: 64, Remote: uint64(i) * 64,
-			RemoteKey: key, Peer: peer, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm}
+		ops[i] = rdma.WriteOp{Local: uint64(buf.Addr()) + uint64(i)*64, Length: 64, Remote: uint64(i) * 64,
+			RemoteKey: key, Peer: peer, Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm}
 	}
 	if _, err := d.PostWrites(ops); err != nil {
 		return err
 	}
-	evs := make([]fabric.Event, 64)
+	evs := make([]rdma.Event, 64)
 	deadline := time.Now().Add(20 * time.Second)
 	for done := 0; done < childWrites; {
 		if time.Now().After(deadline) {
@@ -122,36 +104,13 @@ func runInitiator() error {
 const childWrites = 1000
 
 // startChild runs the test binary in role and returns its first line.
-func startChild(t *testing.T, role string, env ...string) (*exec.Cmd, string) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(out)
-		if s.Scan() {
-			line <- s.Text()
-		}
-		close(line)
-	}()
-	select {
-	case l, ok := <-line:
-		require.True(t, ok, "%s child exited without a word", role)
-		return cmd, l
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s child said nothing", role)
-	}
-	return nil, ""
+func startChild(t *testing.T, role string, env ...string) (*testutil.Child, string) {
+	c := testutil.Spawn(t, role, testutil.SpawnOptions{Env: env, Stdin: true, Lines: true})
+	return c, c.ReadLine(30 * time.Second)
 }
 
 // TestTargetProcessDies: writes held for a target whose ring is full fail
-// with fabric.ErrPeerLost once it is killed, its mappings are released, and
+// with rdma.ErrPeerLost once it is killed, its mappings are released, and
 // later writes and connections to it fail the same way, without hanging.
 func TestTargetProcessDies(t *testing.T) {
 	cmd, line := startChild(t, "target")
@@ -159,7 +118,7 @@ func TestTargetProcessDies(t *testing.T) {
 	var key uint64
 	_, err := fmt.Sscanf(line, "ADDR %s %d", &hex, &key)
 	require.NoError(t, err, "child said %q", line)
-	addr, err := fabric.ParseAddress(hex)
+	addr, err := rdma.ParseAddress(hex)
 	require.NoError(t, err)
 
 	a := openSide(t, 1<<20)
@@ -167,37 +126,37 @@ func TestTargetProcessDies(t *testing.T) {
 	peer, err := a.d.ResolvePeer(addr)
 	require.NoError(t, err)
 	const total = 1<<14 + 300
-	ops := make([]fabric.WriteOp, total)
+	ops := make([]rdma.WriteOp, total)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{Local: a.addr(0), Length: 64, Remote: 64, RemoteKey: key, Peer: peer,
-			Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm}
+		ops[i] = rdma.WriteOp{Local: a.addr(0), Length: 64, Remote: 64, RemoteKey: key, Peer: peer,
+			Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm}
 	}
 	a.post(ops...)
 	pump(t, 20*time.Second, func() bool { return len(a.byCtx) == 1<<14 }, a)
 	require.Equal(t, base+2, ipc.LiveMappings(), "the target's page and region are mapped")
 	require.NoError(t, a.d.CheckPeer(peer), "alive")
 
-	require.NoError(t, cmd.Process.Kill())
+	cmd.Kill()
 	pump(t, 20*time.Second, func() bool { return len(a.byCtx) == total }, a)
 	failed := 0
 	for _, ev := range a.byCtx {
 		if ev.Errno != 0 {
 			failed++
 			err := a.d.DescribeError(ev)
-			require.ErrorIs(t, err, fabric.ErrPeerLost)
-			require.ErrorIs(t, err, fabric.ErrProvider)
+			require.ErrorIs(t, err, rdma.ErrPeerLost)
+			require.ErrorIs(t, err, rdma.ErrProvider)
 		}
 	}
 	require.Equal(t, 300, failed, "every held write failed, once")
-	require.ErrorIs(t, a.d.CheckPeer(peer), fabric.ErrPeerLost)
+	require.ErrorIs(t, a.d.CheckPeer(peer), rdma.ErrPeerLost)
 	// The reader goroutine unmaps the regions and the worker the page as
 	// soon as they see the connection end, not necessarily before the
 	// writes failed.
 	pump(t, 5*time.Second, func() bool { return ipc.LiveMappings() == base }, a)
 
-	a.post(fabric.WriteOp{Local: a.addr(0), Length: 8, RemoteKey: key, Peer: peer, Context: total})
+	a.post(rdma.WriteOp{Local: a.addr(0), Length: 8, RemoteKey: key, Peer: peer, Context: total})
 	pump(t, 5*time.Second, func() bool { return len(a.byCtx) == total+1 }, a)
-	require.ErrorIs(t, a.d.DescribeError(a.byCtx[total]), fabric.ErrPeerLost)
+	require.ErrorIs(t, a.d.DescribeError(a.byCtx[total]), rdma.ErrPeerLost)
 	// Once the process is reaped its listening socket is gone too (its
 	// descriptors close one by one as it exits, so not necessarily before
 	// the connection's).
@@ -206,7 +165,7 @@ func TestTargetProcessDies(t *testing.T) {
 	require.NoError(t, err)
 	defer d2.Close()
 	_, err = d2.ResolvePeer(addr)
-	require.ErrorIs(t, err, fabric.ErrPeerLost)
+	require.ErrorIs(t, err, rdma.ErrPeerLost)
 }
 
 // TestInitiatorProcessDies: a target that polls only after its initiator
@@ -219,7 +178,7 @@ func TestInitiatorProcessDies(t *testing.T) {
 		"FERRY_IPC_KEY="+strconv.FormatUint(b.keys.Remote, 10))
 	require.Equal(t, "WROTE", strings.TrimSpace(line))
 	require.Equal(t, maps+1, ipcMaps(t), "the connection page is mapped")
-	require.NoError(t, cmd.Process.Kill())
+	cmd.Kill()
 	_ = cmd.Wait()
 	pump(t, 20*time.Second, func() bool { return len(b.imms) == childWrites && ipcMaps(t) == maps }, b)
 	for i, v := range b.imms {

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // TransportName is the transport (and provider) name: fabric.Config{Transport: "ipc"}.
 const TransportName = "ipc"
 
-func init() { fabric.Register(provider{}) }
+func init() { rdma.Register(provider{}) }
 
 type provider struct{}
 
@@ -21,17 +20,17 @@ func (provider) Name() string         { return TransportName }
 func (provider) Transports() []string { return []string{TransportName} }
 
 // Domains returns the one ipc domain (the engine opens as many endpoints
-// of it as it wants NICs), or an error wrapping fabric.ErrNotSupported
+// of it as it wants NICs), or an error wrapping rdma.ErrNotSupported
 // where the kernel lacks memfd_create.
-func (provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+func (provider) Domains(transport string, opts rdma.DomainOptions) ([]rdma.DomainInfo, error) {
 	if err := Probe(); err != nil {
 		return nil, err
 	}
 	// No link speed: there is no link, only this host's memory.
-	return []fabric.DomainInfo{domainInfo()}, nil
+	return []rdma.DomainInfo{domainInfo()}, nil
 }
 
-func (provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
+func (provider) Open(info rdma.DomainInfo, opts rdma.DomainOptions) (rdma.Domain, error) {
 	if err := Probe(); err != nil {
 		return nil, err
 	}
@@ -49,13 +48,13 @@ func Open() (*Domain, error) {
 // domainInfo describes the one ipc domain. Writes to one peer are carried
 // out in order (copied by the initiator's worker as they are posted, or
 // held in order), and any length a mapping holds is taken in one op.
-func domainInfo() fabric.DomainInfo {
-	return fabric.DomainInfo{Provider: TransportName, Transport: TransportName, Name: "ipc", NUMANode: -1,
+func domainInfo() rdma.DomainInfo {
+	return rdma.DomainInfo{Provider: TransportName, Transport: TransportName, Name: "ipc", NUMANode: -1,
 		OrderedWrites: true}
 }
 
 // Probe reports whether ipc can run here: nil, or an error wrapping
-// fabric.ErrNotSupported when the kernel refuses memfds (conclusive and
+// rdma.ErrNotSupported when the kernel refuses memfds (conclusive and
 // cached, like success). Other errors (out of descriptors) are returned
 // as they are and not cached.
 func Probe() error {
@@ -72,7 +71,7 @@ func Probe() error {
 	}
 	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL) {
 		probe.done = true
-		probe.err = fmt.Errorf("ipc needs sealed memfds: %v: %w", err, fabric.ErrNotSupported)
+		probe.err = fmt.Errorf("ipc needs sealed memfds: %v: %w", err, rdma.ErrNotSupported)
 		return probe.err
 	}
 	return fmt.Errorf("ipc probe: %w", err)

@@ -6,9 +6,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // Shared memory: every mapping this package makes goes through mapFile and
@@ -43,19 +42,19 @@ func newMemfd(name string, size int) (int, error) {
 // truncate it under the mapping and turn our stores into SIGBUS.
 func mapFile(fd int, off, n, need uint64) ([]byte, error) {
 	if n == 0 || off+n < off || n > 1<<47 {
-		return nil, fmt.Errorf("map [%d, +%d): %w", off, n, fabric.ErrInvalidArgument)
+		return nil, fmt.Errorf("map [%d, +%d): %w", off, n, rdma.ErrInvalidArgument)
 	}
 	if need > 0 {
 		seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 		if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-			return nil, fmt.Errorf("peer memory file is not sealed against shrinking (seals %#x, %v): %w", seals, err, fabric.ErrNotSupported)
+			return nil, fmt.Errorf("peer memory file is not sealed against shrinking (seals %#x, %v): %w", seals, err, rdma.ErrNotSupported)
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			return nil, fmt.Errorf("stat peer memory file: %w", err)
 		}
 		if st.Size < 0 || uint64(st.Size) < need || need > off+n {
-			return nil, fmt.Errorf("peer memory file of %d bytes, mapping [%d, +%d) up to %d: %w", st.Size, off, n, need, fabric.ErrInvalidArgument)
+			return nil, fmt.Errorf("peer memory file of %d bytes, mapping [%d, +%d) up to %d: %w", st.Size, off, n, need, rdma.ErrInvalidArgument)
 		}
 	}
 	b, err := unix.Mmap(fd, int64(off), int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)

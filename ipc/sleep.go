@@ -1,12 +1,11 @@
 package ipc
 
 import (
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
-// A domain is a fabric.Sleeper: its worker may sleep while no initiator
+// A domain is a rdma.Sleeper: its worker may sleep while no initiator
 // writes, and be woken by the first that does, instead of finding the
 // immediate at the end of its sleep. Before sleeping, the worker marks
 // every incoming connection's page "sleeping" and looks at the rings once
@@ -14,7 +13,7 @@ import (
 // and signals the domain's eventfd, which the worker waits on. The
 // domain's own goroutines signal it too when they leave the worker
 // something (a new connection, a mapping, a peer gone).
-var _ fabric.Sleeper = (*Domain)(nil)
+var _ rdma.Sleeper = (*Domain)(nil)
 
 // WakeFD is the eventfd peers signal.
 func (d *Domain) WakeFD() int { return d.evfd }

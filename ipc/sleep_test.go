@@ -4,10 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 func readable(t *testing.T, fd int, wait time.Duration) bool {
@@ -38,15 +37,15 @@ func TestSleeperWakes(t *testing.T) {
 	pump(t, 10*time.Second, func() bool { return len(b.imms) == 2 }, b)
 
 	require.True(t, b.d.PrepareSleep())
-	a.post(fabric.WriteOp{Peer: peer, Context: 3}) // no immediate: nothing to wake for
+	a.post(rdma.WriteOp{Peer: peer, Context: 3}) // no immediate: nothing to wake for
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 3 }, a)
 	require.False(t, readable(t, b.d.WakeFD(), 20*time.Millisecond))
 	b.d.Awake()
 
-	_, err := b.d.PostRecvs([]fabric.RecvOp{{Local: b.addr(0), Length: 64, Context: 9}})
+	_, err := b.d.PostRecvs([]rdma.RecvOp{{Local: b.addr(0), Length: 64, Context: 9}})
 	require.NoError(t, err)
 	require.True(t, b.d.PrepareSleep())
-	n, err := a.d.PostSends([]fabric.SendOp{{Local: a.addr(0), Length: 5, Peer: peer, Context: 4}})
+	n, err := a.d.PostSends([]rdma.SendOp{{Local: a.addr(0), Length: 5, Peer: peer, Context: 4}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.True(t, readable(t, b.d.WakeFD(), 5*time.Second), "a message wakes the sleeper")

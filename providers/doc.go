@@ -11,7 +11,7 @@
 //	mem, null                         in-process (as fabric/fabrictest registers them)
 //
 // fabric-debug, bench-a2a and the C library libferry import this package;
-// fabric.Transports lists the mapping at run time. A program that wants
+// rdma.Transports lists the mapping at run time. A program that wants
 // fewer providers (and fewer shared-library dependencies) imports the
 // provider packages it needs instead.
 package providers

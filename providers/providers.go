@@ -2,7 +2,7 @@ package providers
 
 import (
 	_ "github.com/ferryrdma/ferry/efa"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 	_ "github.com/ferryrdma/ferry/ipc"
+	_ "github.com/ferryrdma/ferry/memfabric"
 	_ "github.com/ferryrdma/ferry/verbs"
 )

@@ -59,8 +59,8 @@ func goTool() string {
 
 // TestLayers holds the layering of ARCHITECTURE.md against the code: cgo
 // only in the allowed packages; cuda (with its emulator, cuda/emu) and
-// internal/* (the lowest layers) free of the engine; internal/* free of
-// cuda, which sits on it.
+// internal/* (the lowest layers) free of the engine; internal/* (but its
+// test helpers) free of cuda, which sits on it.
 func TestLayers(t *testing.T) {
 	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
@@ -72,11 +72,14 @@ func TestLayers(t *testing.T) {
 			continue
 		}
 		for _, d := range p.Deps {
-			if d == module+"/fabric" || strings.HasPrefix(d, module+"/fabric/") {
-				t.Errorf("%s depends on %s: cuda and internal/* sit below the engine (shared error categories are in internal/errdefs)", rel, d)
+			if isEngine(d) {
+				t.Errorf("%s depends on %s: cuda and internal/* sit below the engine (shared error categories are in internal/errdefs; the op and event types the C shims read are in the contract, fabric/rdma)", rel, d)
 			}
-			if internal && (d == module+"/cuda" || strings.HasPrefix(d, module+"/cuda/")) {
-				t.Errorf("%s depends on %s: internal/* sits below cuda", rel, d)
+			// Test helpers (internal/testutil/...) serve the tests of the
+			// packages they help and may sit above them.
+			if internal && !strings.HasPrefix(rel, "internal/testutil") &&
+				(d == module+"/cuda" || strings.HasPrefix(d, module+"/cuda/")) {
+				t.Errorf("%s depends on %s: internal/* sits below cuda (cuda's emulator is cuda/emu)", rel, d)
 			}
 		}
 	}
@@ -94,6 +97,53 @@ func TestEmulatorStaysOut(t *testing.T) {
 		if slices.Contains(p.Deps, module+"/cuda/emu") {
 			t.Errorf("%s depends on cuda/emu: only a2a/cudabackend/emulated (and tests) may", rel)
 		}
+	}
+}
+
+// contract is the provider contract package: a leaf that engine and
+// providers share (ARCHITECTURE.md), as database/sql/driver serves drivers.
+const contract = module + "/fabric/rdma"
+
+// isEngine reports whether the import path d is the engine: fabric or one
+// of its subpackages other than the contract.
+func isEngine(d string) bool {
+	return d == module+"/fabric" || (strings.HasPrefix(d, module+"/fabric/") && d != contract)
+}
+
+// providerRoots are the provider packages (with their subpackages) and the
+// package that links them all in.
+var providerRoots = []string{"efa", "verbs", "ipc", "memfabric", "providers"}
+
+// TestProvidersUseOnlyTheContract holds the provider boundary: a provider
+// imports the contract (fabric/rdma), never the engine, so the engine can
+// change without touching them and a provider's dependencies stay small;
+// and the contract itself is a leaf, depending on nothing of the module but
+// internal/* helpers below it.
+func TestProvidersUseOnlyTheContract(t *testing.T) {
+	var sawProvider, sawContract bool
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if p.ImportPath == contract {
+			sawContract = true
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, module+"/") && !strings.HasPrefix(d, module+"/internal/") {
+					t.Errorf("fabric/rdma depends on %s: the contract is a leaf (only internal/* helpers below it)", d)
+				}
+			}
+			continue
+		}
+		if !slices.ContainsFunc(providerRoots, func(r string) bool { return rel == r || strings.HasPrefix(rel, r+"/") }) {
+			continue
+		}
+		sawProvider = true
+		for _, d := range p.Deps {
+			if isEngine(d) {
+				t.Errorf("%s depends on %s: providers import the contract (fabric/rdma), never the engine", rel, d)
+			}
+		}
+	}
+	if !sawProvider || !sawContract {
+		t.Fatalf("go list found no provider package (%v) or no contract package (%s): the rule checked nothing", sawProvider, contract)
 	}
 }
 

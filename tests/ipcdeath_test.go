@@ -1,13 +1,11 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/testutil"
 	"github.com/ferryrdma/ferry/ipc"
 )
 
@@ -50,19 +49,10 @@ func runIPCTarget() error {
 // have failed), and closing the engine releases every mapping of the dead
 // process.
 func TestIPCTargetKilled(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=ipc-target")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	require.True(t, sc.Scan(), "the target said nothing")
-	desc, err := fabric.ParseDescriptor(strings.TrimPrefix(sc.Text(), "DESC "))
-	require.NoError(t, err, "target said %q", sc.Text())
+	cmd := testutil.Spawn(t, "ipc-target", testutil.SpawnOptions{Stdin: true, Lines: true})
+	l := cmd.ReadLine(60 * time.Second)
+	desc, err := fabric.ParseDescriptor(strings.TrimPrefix(l, "DESC "))
+	require.NoError(t, err, "target said %q", l)
 
 	src, err := fabric.AllocHost(8 << 20)
 	require.NoError(t, err)
@@ -95,7 +85,7 @@ func TestIPCTargetKilled(t *testing.T) {
 	const floods = 200
 	for k := 0; k < floods; k++ {
 		if k == floods/4 {
-			require.NoError(t, cmd.Process.Kill())
+			cmd.Kill()
 		}
 		require.NoError(t, e.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, SrcStride: 4096, Dst: desc,
 			DstPages: idx, DstStride: 4096, Length: 4096, Imm: 2, HasImm: true}, fabric.Count(tc)))

@@ -1,13 +1,10 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // A dead peer costs only its own transfers: one writer floods two target
@@ -27,50 +25,31 @@ import (
 
 // target is a target process started with the unreg-target role.
 type target struct {
-	cmd   *exec.Cmd
+	cmd   *testutil.Child
 	stdin interface{ Write([]byte) (int, error) }
-	lines chan string
 	desc  fabric.Descriptor
 }
 
 func startTarget(t *testing.T, p params) *target {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=unreg-target", "FERRY_TEST_TRANSPORT="+p.transport,
-		"FERRY_TEST_NODE="+p.node, "FERRY_TEST_NICS=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	tg := &target{cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			tg.lines <- sc.Text()
-		}
-		close(tg.lines)
-	}()
+	cmd := testutil.Spawn(t, "unreg-target", testutil.SpawnOptions{Stdin: true, Lines: true,
+		Env: []string{"FERRY_TEST_TRANSPORT=" + p.transport, "FERRY_TEST_NODE=" + p.node, "FERRY_TEST_NICS=1"}})
+	tg := &target{cmd: cmd, stdin: cmd.Stdin}
 	db, err := hex.DecodeString(strings.TrimSpace(tg.next(t, "DESC ")))
 	require.NoError(t, err)
 	require.NoError(t, tg.desc.UnmarshalBinary(db))
 	return tg
 }
 
+// next returns the rest of the target's next line starting with prefix,
+// logging the lines before it.
 func (tg *target) next(t *testing.T, prefix string) string {
 	t.Helper()
 	for {
-		select {
-		case l, ok := <-tg.lines:
-			require.True(t, ok, "target ended before %s", prefix)
-			if rest, found := strings.CutPrefix(l, prefix); found {
-				return rest
-			}
-			t.Logf("target: %s", l)
-		case <-time.After(60 * time.Second):
-			t.Fatalf("target did not say %s", prefix)
+		l := tg.cmd.ReadLine(60 * time.Second)
+		if rest, found := strings.CutPrefix(l, prefix); found {
+			return rest
 		}
+		t.Logf("target: %s", l)
 	}
 }
 
@@ -152,7 +131,7 @@ func killOneOfTwo(t *testing.T, p params) {
 	for tallies[0].ok.Load() < 300 || tallies[1].ok.Load() < 300 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	require.NoError(t, victim.cmd.Process.Kill())
+	victim.cmd.Kill()
 	killed := time.Now()
 	// The victim's transfers end with a PeerError naming it.
 	for tallies[0].failed.Load() == 0 {

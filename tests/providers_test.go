@@ -2,6 +2,6 @@ package tests
 
 import (
 	_ "github.com/ferryrdma/ferry/efa"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 	_ "github.com/ferryrdma/ferry/ipc"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )

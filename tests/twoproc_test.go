@@ -1,11 +1,9 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/internal/ofi"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // The protocol of the two-process tests, after the reference's: the client
@@ -26,18 +25,8 @@ import (
 // into the client's buffer with immediates, then sends "done"; the client
 // counts the immediates and checks every byte.
 
-const roleEnv = "FERRY_TEST_ROLE"
-
 func TestMain(m *testing.M) {
-	roles := map[string]func() error{"server": runServer, "ipc-target": runIPCTarget, "unreg-target": runUnregTarget}
-	if run := roles[os.Getenv(roleEnv)]; run != nil {
-		if err := run(); err != nil {
-			fmt.Fprintln(os.Stderr, os.Getenv(roleEnv)+":", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	testutil.Main(m, testutil.Roles{"server": runServer, "ipc-target": runIPCTarget, "unreg-target": runUnregTarget})
 }
 
 type params struct {
@@ -169,37 +158,13 @@ func isTimeout(err error) bool { return err != nil && strings.Contains(err.Error
 
 // startServer re-executes the test binary as the server and returns its
 // main address.
-func startServer(t *testing.T, p params) (fabric.Address, *exec.Cmd) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=server", "FERRY_TEST_TRANSPORT="+p.transport,
-		"FERRY_TEST_NODE="+p.node, "FERRY_TEST_NICS="+strconv.Itoa(p.nics))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	lines := make(chan string, 16)
-	go func() {
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	select {
-	case l := <-lines:
-		addr, err := fabric.ParseAddress(strings.TrimPrefix(l, "ADDR "))
-		require.NoError(t, err, "server said %q", l)
-		go func() {
-			for l := range lines {
-				t.Log("server:", l)
-			}
-		}()
-		return addr, cmd
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not start")
-	}
-	return fabric.Address{}, nil
+func startServer(t *testing.T, p params) (fabric.Address, *testutil.Child) {
+	cmd := testutil.Spawn(t, "server", testutil.SpawnOptions{Lines: true, Env: []string{"FERRY_TEST_TRANSPORT=" + p.transport,
+		"FERRY_TEST_NODE=" + p.node, "FERRY_TEST_NICS=" + strconv.Itoa(p.nics)}})
+	l := cmd.ReadLine(30 * time.Second)
+	addr, err := fabric.ParseAddress(strings.TrimPrefix(l, "ADDR "))
+	require.NoError(t, err, "server said %q", l)
+	return addr, cmd // what it says later goes to the test log
 }
 
 func shmFiles(t *testing.T) map[string]bool {
@@ -295,7 +260,7 @@ func twoProcesses(t *testing.T, p params) {
 	require.NoError(t, cmd.Wait(), "server exits cleanly after the client closed under its writes")
 	after := shmFiles(t)
 	for f := range after {
-		if !before[f] && strings.Contains(f, strconv.Itoa(cmd.Process.Pid)) {
+		if !before[f] && strings.Contains(f, strconv.Itoa(cmd.Pid())) {
 			t.Errorf("%s left behind", f)
 		}
 	}

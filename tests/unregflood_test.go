@@ -130,7 +130,7 @@ func unregisterDuringFlood(t *testing.T, p params) {
 
 	tg := startTarget(t, p)
 	desc, stdin, next := tg.desc, tg.stdin, func(prefix string) string { return tg.next(t, prefix) }
-	lines, cmd := tg.lines, tg.cmd
+	lines, cmd := tg.cmd.Lines, tg.cmd
 
 	// The flood: 64 KiB writes, at most 256 in flight, each with a 3 s
 	// deadline (libfabric 1.17's shm reports the writes that hit the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -36,8 +36,8 @@ func (a udAddr) appendTo(b []byte) []byte {
 func (a udAddr) key() string { return string(a.appendTo(make([]byte, 0, udAddrLen))) }
 
 // address returns the fabric form.
-func (a udAddr) address() fabric.Address {
-	fa, _ := fabric.AddressFromRaw(a.appendTo(make([]byte, 0, udAddrLen)))
+func (a udAddr) address() rdma.Address {
+	fa, _ := rdma.AddressFromRaw(a.appendTo(make([]byte, 0, udAddrLen)))
 	return fa
 }
 
@@ -48,18 +48,18 @@ func (a udAddr) String() string {
 // parseUDAddr decodes the raw form; anything else is ErrBadEncoding.
 func parseUDAddr(b []byte) (udAddr, error) {
 	if len(b) != udAddrLen || b[0] != udAddrVersion {
-		return udAddr{}, fmt.Errorf("verbs address of %d bytes: %w", len(b), fabric.ErrBadEncoding)
+		return udAddr{}, fmt.Errorf("verbs address of %d bytes: %w", len(b), rdma.ErrBadEncoding)
 	}
 	var a udAddr
 	a.Link = ibv.LinkLayer(b[1])
 	if a.Link != ibv.LinkInfiniBand && a.Link != ibv.LinkEthernet {
-		return udAddr{}, fmt.Errorf("verbs address: link layer %d: %w", b[1], fabric.ErrBadEncoding)
+		return udAddr{}, fmt.Errorf("verbs address: link layer %d: %w", b[1], rdma.ErrBadEncoding)
 	}
 	copy(a.GID[:], b[2:18])
 	a.QPN = binary.BigEndian.Uint32(b[18:])
 	a.LID = binary.BigEndian.Uint16(b[22:])
 	if a.QPN == 0 || a.QPN >= 1<<24 {
-		return udAddr{}, fmt.Errorf("verbs address: qpn %d: %w", a.QPN, fabric.ErrBadEncoding)
+		return udAddr{}, fmt.Errorf("verbs address: qpn %d: %w", a.QPN, rdma.ErrBadEncoding)
 	}
 	return a, nil
 }

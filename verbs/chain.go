@@ -3,7 +3,7 @@ package verbs
 import (
 	"math"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -21,7 +21,7 @@ const (
 // stops at the first op that cannot be posted now, when segs is full, or at
 // the end. It returns the segments, how many ops they cover, and the
 // verdict on ops[covered] (postNow when it stopped for room or at the end).
-func planWrites(ops []fabric.WriteOp, segs []ibv.Seg, judge func(*fabric.WriteOp) verdict) (nseg, covered int, v verdict) {
+func planWrites(ops []rdma.WriteOp, segs []ibv.Seg, judge func(*rdma.WriteOp) verdict) (nseg, covered int, v verdict) {
 	for covered < len(ops) {
 		op := &ops[covered]
 		if v = judge(op); v != postNow {
@@ -47,6 +47,6 @@ func planWrites(ops []fabric.WriteOp, segs []ibv.Seg, judge func(*fabric.WriteOp
 
 // validWrite reports whether an op fits a verbs work request: one SGE
 // carries at most 4 GiB - 1 bytes.
-func validWrite(op *fabric.WriteOp) bool {
+func validWrite(op *rdma.WriteOp) bool {
 	return op.Length <= math.MaxUint32 && (op.Length == 0 || op.Local != 0)
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // The domain-level conformance suite: two domains in one process, on a
@@ -21,17 +21,17 @@ func fill(b []byte, seed byte) {
 
 func TestWriteWithImm(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 4<<20)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 4<<20)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 4<<20)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 4<<20)
 	fill(a.buf, 3)
 	peer := a.resolve(b) // ops below are held until the handshake ends
 	sizes := []uint64{1, 4096, 65536, 1 << 20, 3<<20 + 17}
-	var ops []fabric.WriteOp
+	var ops []rdma.WriteOp
 	off := uint64(0)
 	for i, n := range sizes {
-		ops = append(ops, fabric.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: n, LocalDesc: a.keys.Local,
+		ops = append(ops, rdma.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: n, LocalDesc: a.keys.Local,
 			Remote: uint64(addrOf(b.buf)) + off, RemoteKey: b.keys.Remote, Peer: peer,
-			Context: uint64(100 + i), Imm: uint32(0xabc00000 + i), Flags: fabric.WriteHasImm})
+			Context: uint64(100 + i), Imm: uint32(0xabc00000 + i), Flags: rdma.WriteHasImm})
 		off += n
 	}
 	ops[len(ops)-1].Length = uint64(len(a.buf)) - (off - ops[len(ops)-1].Length)
@@ -54,18 +54,18 @@ func TestWriteWithImm(t *testing.T) {
 
 func TestImmOnlyAndPlainWrites(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
 	peer := a.resolve(b)
 	fill(a.buf, 9)
-	ops := []fabric.WriteOp{
+	ops := []rdma.WriteOp{
 		// immediate only: no SGE, still a valid remote address and key
-		{Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: peer, Context: 1, Imm: 0xdeadbeef, Flags: fabric.WriteHasImm},
+		{Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: peer, Context: 1, Imm: 0xdeadbeef, Flags: rdma.WriteHasImm},
 		// plain write: data, no immediate at the target
 		{Local: uint64(addrOf(a.buf)), Length: 1 << 16, LocalDesc: a.keys.Local, Remote: uint64(addrOf(b.buf)),
 			RemoteKey: b.keys.Remote, Peer: peer, Context: 2},
 		// zero-byte write with immediate at the very end of the region
-		{Remote: uint64(addrOf(b.buf)) + 1<<16, RemoteKey: b.keys.Remote, Peer: peer, Context: 3, Imm: 7, Flags: fabric.WriteHasImm},
+		{Remote: uint64(addrOf(b.buf)) + 1<<16, RemoteKey: b.keys.Remote, Peer: peer, Context: 3, Imm: 7, Flags: rdma.WriteHasImm},
 	}
 	postAllWrites(t, a, ops, b)
 	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == 3 && len(b.imms) == 2 }, a, b)
@@ -95,19 +95,19 @@ func TestImmOnlyAndPlainWrites(t *testing.T) {
 // fills it.)
 func TestPagedWritesBackPressure(t *testing.T) {
 	infos := requireDevices(t, 1)
-	opts := fabric.DomainOptions{QueueDepth: 32}
+	opts := rdma.DomainOptions{QueueDepth: 32}
 	const pages, page = 2000, 512
 	a := openT(t, infos[0], opts, pages*page)
 	b := openT(t, infos[0], opts, pages*page)
 	peer := a.resolve(b)
 	fill(a.buf, 1)
-	ops := make([]fabric.WriteOp, pages)
+	ops := make([]rdma.WriteOp, pages)
 	for i := range ops {
 		// pages land in reverse order, to see each goes where it should
 		src, dst := uint64(i*page), uint64((pages-1-i)*page)
-		ops[i] = fabric.WriteOp{Local: uint64(addrOf(a.buf)) + src, Length: page, LocalDesc: a.keys.Local,
+		ops[i] = rdma.WriteOp{Local: uint64(addrOf(a.buf)) + src, Length: page, LocalDesc: a.keys.Local,
 			Remote: uint64(addrOf(b.buf)) + dst, RemoteKey: b.keys.Remote, Peer: peer, Context: uint64(i),
-			Imm: uint32(i), Flags: fabric.WriteHasImm}
+			Imm: uint32(i), Flags: rdma.WriteHasImm}
 	}
 	// Wait for the connection, so the pushback below comes from the queues.
 	pump(t, 10*time.Second, func() bool { return a.hs.phase(peer) == hsEstablished }, a, b)
@@ -133,23 +133,23 @@ func TestPagedWritesBackPressure(t *testing.T) {
 
 func TestSendRecv(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
 	const n, size = 16, 1024
-	var recvs []fabric.RecvOp
+	var recvs []rdma.RecvOp
 	for i := range n {
-		recvs = append(recvs, fabric.RecvOp{Local: uint64(addrOf(b.buf)) + uint64(i*size), Length: size,
+		recvs = append(recvs, rdma.RecvOp{Local: uint64(addrOf(b.buf)) + uint64(i*size), Length: size,
 			LocalDesc: b.keys.Local, Context: uint64(1000 + i)})
 	}
 	if k, err := b.PostRecvs(recvs); err != nil || k != n {
 		t.Fatalf("post recvs: %d, %v", k, err)
 	}
 	peer := a.resolve(b)
-	var sends []fabric.SendOp
+	var sends []rdma.SendOp
 	for i := range n {
 		msg := a.buf[i*size : i*size+100+i]
 		copy(msg, bytes.Repeat([]byte{byte(i + 1)}, len(msg)))
-		sends = append(sends, fabric.SendOp{Local: uint64(addrOf(msg)), Length: uint64(len(msg)),
+		sends = append(sends, rdma.SendOp{Local: uint64(addrOf(msg)), Length: uint64(len(msg)),
 			LocalDesc: a.keys.Local, Peer: peer, Context: uint64(i)})
 	}
 	for len(sends) > 0 {
@@ -166,7 +166,7 @@ func TestSendRecv(t *testing.T) {
 	for i := range n {
 		a.completedOK(uint64(i))
 		e := b.byCtx[uint64(1000+i)]
-		if e.Kind != fabric.EventRecv || e.Errno != 0 {
+		if e.Kind != rdma.EventRecv || e.Errno != 0 {
 			t.Fatalf("recv %d: %+v", i, e)
 		}
 		msg := b.buf[i*size : i*size+int(e.Length)]
@@ -185,12 +185,12 @@ func TestSendRecv(t *testing.T) {
 // TestCrossingConnect has both sides resolve each other and write at once.
 func TestCrossingConnect(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
 	pa, pb := a.resolve(b), b.resolve(a)
-	w := func(from, to *tdom, p fabric.PeerID) {
-		postAllWrites(t, from, []fabric.WriteOp{{Local: uint64(addrOf(from.buf)), Length: 4096, LocalDesc: from.keys.Local,
-			Remote: uint64(addrOf(to.buf)) + 8192, RemoteKey: to.keys.Remote, Peer: p, Context: 5, Imm: 55, Flags: fabric.WriteHasImm}})
+	w := func(from, to *tdom, p rdma.PeerID) {
+		postAllWrites(t, from, []rdma.WriteOp{{Local: uint64(addrOf(from.buf)), Length: 4096, LocalDesc: from.keys.Local,
+			Remote: uint64(addrOf(to.buf)) + 8192, RemoteKey: to.keys.Remote, Peer: p, Context: 5, Imm: 55, Flags: rdma.WriteHasImm}})
 	}
 	fill(a.buf[:4096], 1)
 	fill(b.buf[:4096], 2)
@@ -212,19 +212,19 @@ func TestTwoNICs(t *testing.T) {
 	infos := requireDevices(t, 2)
 	var pairs [2][2]*tdom
 	for i := range 2 {
-		pairs[i][0] = openT(t, infos[i], fabric.DomainOptions{}, 1<<20)
-		pairs[i][1] = openT(t, infos[i], fabric.DomainOptions{}, 1<<20)
+		pairs[i][0] = openT(t, infos[i], rdma.DomainOptions{}, 1<<20)
+		pairs[i][1] = openT(t, infos[i], rdma.DomainOptions{}, 1<<20)
 		fill(pairs[i][0].buf, byte(10*i))
 	}
 	for i := range 2 {
 		a, b := pairs[i][0], pairs[i][1]
 		p := a.resolve(b)
-		var ops []fabric.WriteOp
+		var ops []rdma.WriteOp
 		for k := range 16 {
 			off := uint64(k << 16)
-			ops = append(ops, fabric.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: 1 << 16, LocalDesc: a.keys.Local,
+			ops = append(ops, rdma.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: 1 << 16, LocalDesc: a.keys.Local,
 				Remote: uint64(addrOf(b.buf)) + off, RemoteKey: b.keys.Remote, Peer: p, Context: uint64(k),
-				Imm: uint32(i<<8 | k), Flags: fabric.WriteHasImm})
+				Imm: uint32(i<<8 | k), Flags: rdma.WriteHasImm})
 		}
 		postAllWrites(t, a, ops, b)
 	}
@@ -245,11 +245,11 @@ func TestTwoNICs(t *testing.T) {
 // TestLoopbackSelf writes from a domain into itself.
 func TestLoopbackSelf(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
 	self := a.resolve(a)
 	fill(a.buf[:4096], 4)
-	postAllWrites(t, a, []fabric.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 4096, LocalDesc: a.keys.Local,
-		Remote: uint64(addrOf(a.buf)) + 4096, RemoteKey: a.keys.Remote, Peer: self, Context: 1, Imm: 1, Flags: fabric.WriteHasImm}})
+	postAllWrites(t, a, []rdma.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 4096, LocalDesc: a.keys.Local,
+		Remote: uint64(addrOf(a.buf)) + 4096, RemoteKey: a.keys.Remote, Peer: self, Context: 1, Imm: 1, Flags: rdma.WriteHasImm}})
 	pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 && len(a.imms) == 1 }, a)
 	a.completedOK(1)
 	if !bytes.Equal(a.buf[:4096], a.buf[4096:8192]) {
@@ -259,34 +259,34 @@ func TestLoopbackSelf(t *testing.T) {
 
 func TestBadInputs(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 4096)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 4096)
-	raw, _ := fabric.AddressFromRaw([]byte{1, 2, 3})
-	if _, err := a.ResolvePeer(raw); !errors.Is(err, fabric.ErrBadEncoding) {
+	a := openT(t, infos[0], rdma.DomainOptions{}, 4096)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 4096)
+	raw, _ := rdma.AddressFromRaw([]byte{1, 2, 3})
+	if _, err := a.ResolvePeer(raw); !errors.Is(err, rdma.ErrBadEncoding) {
 		t.Fatalf("short address: %v", err)
 	}
 	p := a.resolve(b)
-	good := fabric.WriteOp{Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p, Context: 1, Imm: 1, Flags: fabric.WriteHasImm}
-	for i, bad := range []fabric.WriteOp{
+	good := rdma.WriteOp{Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p, Context: 1, Imm: 1, Flags: rdma.WriteHasImm}
+	for i, bad := range []rdma.WriteOp{
 		{Peer: 999, Context: 2},
 		{Local: uint64(addrOf(a.buf)), Length: 1 << 33, LocalDesc: a.keys.Local, Peer: p, Context: 2},
 	} {
 		good.Context = uint64(10 + i)
-		n, err := a.PostWrites([]fabric.WriteOp{good, bad, good})
-		if n != 1 || !errors.Is(err, fabric.ErrInvalidArgument) {
+		n, err := a.PostWrites([]rdma.WriteOp{good, bad, good})
+		if n != 1 || !errors.Is(err, rdma.ErrInvalidArgument) {
 			t.Fatalf("bad op %+v: n=%d err=%v", bad, n, err)
 		}
 	}
-	if n, err := a.PostSends([]fabric.SendOp{{Peer: 77}}); n != 0 || !errors.Is(err, fabric.ErrInvalidArgument) {
+	if n, err := a.PostSends([]rdma.SendOp{{Peer: 77}}); n != 0 || !errors.Is(err, rdma.ErrInvalidArgument) {
 		t.Fatalf("send to unknown peer: %d %v", n, err)
 	}
-	if n, err := a.PostRecvs([]fabric.RecvOp{{Local: 1, Length: 1 << 40}}); n != 0 || !errors.Is(err, fabric.ErrInvalidArgument) {
+	if n, err := a.PostRecvs([]rdma.RecvOp{{Local: 1, Length: 1 << 40}}); n != 0 || !errors.Is(err, rdma.ErrInvalidArgument) {
 		t.Fatalf("huge recv: %d %v", n, err)
 	}
-	if _, err := a.RegisterMemory(fabric.MemorySpan{}, fabric.AccessLocal); !errors.Is(err, fabric.ErrInvalidArgument) {
+	if _, err := a.RegisterMemory(rdma.MemorySpan{}, rdma.AccessLocal); !errors.Is(err, rdma.ErrInvalidArgument) {
 		t.Fatalf("empty span: %v", err)
 	}
-	if err := a.UnregisterMemory(fabric.MemoryKeys{Handle: 12345}); !errors.Is(err, fabric.ErrUnknownRegion) {
+	if err := a.UnregisterMemory(rdma.MemoryKeys{Handle: 12345}); !errors.Is(err, rdma.ErrUnknownRegion) {
 		t.Fatalf("unknown region: %v", err)
 	}
 	// The two good ops each completed once.
@@ -297,10 +297,10 @@ func TestBadInputs(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	if _, err := a.PostWrites([]fabric.WriteOp{good}); !errors.Is(err, fabric.ErrClosed) {
+	if _, err := a.PostWrites([]rdma.WriteOp{good}); !errors.Is(err, rdma.ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
-	if _, err := a.Poll(make([]fabric.Event, 4)); !errors.Is(err, fabric.ErrClosed) {
+	if _, err := a.Poll(make([]rdma.Event, 4)); !errors.Is(err, rdma.ErrClosed) {
 		t.Fatalf("poll after close: %v", err)
 	}
 }

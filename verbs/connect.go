@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -14,16 +14,16 @@ import (
 // that is not under way: it never waits. Ops posted to the peer meanwhile
 // are held by the domain and posted once it is connected, or fail with a
 // timeout at DomainOptions.HandshakeTimeout.
-func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
+func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 	if d.closed {
-		return 0, fabric.ErrClosed
+		return 0, rdma.ErrClosed
 	}
 	a, err := parseUDAddr([]byte(addr.RawString()))
 	if err != nil {
 		return 0, err
 	}
 	if a.Link != d.self.Link {
-		return 0, fmt.Errorf("verbs: peer %v is on %v, this domain on %v: %w", a, a.Link, d.self.Link, fabric.ErrInvalidArgument)
+		return 0, fmt.Errorf("verbs: peer %v is on %v, this domain on %v: %w", a, a.Link, d.self.Link, rdma.ErrInvalidArgument)
 	}
 	id, ok := d.byAddr[a.key()]
 	if !ok {
@@ -33,8 +33,8 @@ func (d *Domain) ResolvePeer(addr fabric.Address) (fabric.PeerID, error) {
 	return id, nil
 }
 
-func (d *Domain) newPeer(a udAddr) fabric.PeerID {
-	id := fabric.PeerID(len(d.peers))
+func (d *Domain) newPeer(a udAddr) rdma.PeerID {
+	id := rdma.PeerID(len(d.peers))
 	d.peers = append(d.peers, &peer{addr: a, self: a == d.self})
 	d.byAddr[a.key()] = id
 	return id
@@ -42,7 +42,7 @@ func (d *Domain) newPeer(a udAddr) fabric.PeerID {
 
 // connect starts the handshake with id, or for the domain's own address
 // connects each queue pair to itself, which needs no messages.
-func (d *Domain) connect(id fabric.PeerID) {
+func (d *Domain) connect(id rdma.PeerID) {
 	p := d.peers[id]
 	if !p.self {
 		d.hs.start(id, time.Now())
@@ -65,7 +65,7 @@ func (d *Domain) connect(id fabric.PeerID) {
 
 // The methods below are the handshake's environment (hsEnv).
 
-func (d *Domain) createQPs(id fabric.PeerID) (qpInfo, error) {
+func (d *Domain) createQPs(id rdma.PeerID) (qpInfo, error) {
 	p := d.peers[id]
 	msg, err := d.dom.CreateRCQP(false, d.sqDepth)
 	if err != nil {
@@ -91,7 +91,7 @@ func (d *Domain) createQPs(id fabric.PeerID) (qpInfo, error) {
 	return p.local, nil
 }
 
-func (d *Domain) connectQPs(id fabric.PeerID, r qpInfo) error {
+func (d *Domain) connectQPs(id rdma.PeerID, r qpInfo) error {
 	p := d.peers[id]
 	for _, c := range []struct {
 		q             ibv.QP
@@ -114,7 +114,7 @@ func (d *Domain) connectQPs(id fabric.PeerID, r qpInfo) error {
 // destroy may discard completions still in the CQ (mlx5 cleans them), and
 // every accepted op must report exactly once. A peer that reconnects k
 // times keeps 2k retired pairs until then.
-func (d *Domain) resetQPs(id fabric.PeerID) {
+func (d *Domain) resetQPs(id rdma.PeerID) {
 	p := d.peers[id]
 	d.dom.SetPeer(uint32(id), ibv.QP{}, ibv.QP{})
 	p.ready = false
@@ -129,7 +129,7 @@ func (d *Domain) resetQPs(id fabric.PeerID) {
 	p.msg, p.rma = ibv.QP{}, ibv.QP{}
 }
 
-func (d *Domain) send(id fabric.PeerID, m *hsMsg) {
+func (d *Domain) send(id rdma.PeerID, m *hsMsg) {
 	p := d.peers[id]
 	if !p.ah.Valid() {
 		ah, err := d.dom.CreateAH(p.addr.GID, p.addr.LID, d.path.global, d.path.sgidIndex, rcHopLimit)
@@ -149,7 +149,7 @@ func (d *Domain) send(id fabric.PeerID, m *hsMsg) {
 	}
 }
 
-func (d *Domain) established(id fabric.PeerID) {
+func (d *Domain) established(id rdma.PeerID) {
 	p := d.peers[id]
 	if err := d.dom.SetPeer(uint32(id), p.msg, p.rma); err != nil {
 		d.failed(id, wrapErr("connect", err))
@@ -161,18 +161,18 @@ func (d *Domain) established(id fabric.PeerID) {
 	}
 }
 
-func (d *Domain) failed(id fabric.PeerID, err error) {
+func (d *Domain) failed(id rdma.PeerID, err error) {
 	p := d.peers[id]
 	errno, prov := int32(syscall.ETIMEDOUT), int32(provErrHandshake)
 	if !isTimeout(err) {
 		errno, prov = int32(syscall.ECONNREFUSED), provErrConnect
 	}
 	for i := range p.heldW {
-		d.pending = append(d.pending, fabric.Event{Kind: fabric.EventWrite, Context: p.heldW[i].Context,
+		d.pending = append(d.pending, rdma.Event{Kind: rdma.EventWrite, Context: p.heldW[i].Context,
 			Errno: errno, ProvErrno: prov})
 	}
 	for i := range p.heldS {
-		d.pending = append(d.pending, fabric.Event{Kind: fabric.EventSend, Context: p.heldS[i].Context,
+		d.pending = append(d.pending, rdma.Event{Kind: rdma.EventSend, Context: p.heldS[i].Context,
 			Errno: errno, ProvErrno: prov})
 	}
 	p.heldW, p.heldS = p.heldW[:0], p.heldS[:0]
@@ -197,7 +197,7 @@ func (d *Domain) recoverQPs(qpns []uint32) {
 	}
 }
 
-func (d *Domain) enqueueBacklog(id fabric.PeerID) {
+func (d *Domain) enqueueBacklog(id rdma.PeerID) {
 	if p := d.peers[id]; !p.queued {
 		p.queued = true
 		d.backlog = append(d.backlog, id)

@@ -8,28 +8,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // requireCross returns two devices whose traffic crosses the IP stack
 // (FERRY_VERBS_CROSS, set by make test-verbs to rxe devices on the two ends
 // of a veth pair with different MTUs).
-func requireCross(t *testing.T) [2]fabric.DomainInfo {
+func requireCross(t *testing.T) [2]rdma.DomainInfo {
 	t.Helper()
 	names := strings.Split(os.Getenv("FERRY_VERBS_CROSS"), ",")
 	msg := "needs FERRY_VERBS_CROSS=devA,devB: two verbs devices on different netdevs of one routed network (make test-verbs sets it up)"
 	if len(names) != 2 {
 		testutil.Skip(t, "verbs", "%s", msg)
 	}
-	infos, err := Provider{}.Domains("verbs", fabric.DomainOptions{})
+	infos, err := Provider{}.Domains("verbs", rdma.DomainOptions{})
 	if err != nil {
 		t.Fatalf("%s: %v", msg, err)
 	}
-	var out [2]fabric.DomainInfo
+	var out [2]rdma.DomainInfo
 	for i, n := range names {
-		k := slices.IndexFunc(infos, func(d fabric.DomainInfo) bool { return d.Name == n })
+		k := slices.IndexFunc(infos, func(d rdma.DomainInfo) bool { return d.Name == n })
 		if k < 0 {
 			t.Fatalf("device %s of FERRY_VERBS_CROSS not found", n)
 		}
@@ -45,24 +44,24 @@ func requireCross(t *testing.T) [2]fabric.DomainInfo {
 func TestCrossDevice(t *testing.T) {
 	devs := requireCross(t)
 	const size = 1 << 20
-	a := openT(t, devs[0], fabric.DomainOptions{}, 2*size)
-	b := openT(t, devs[1], fabric.DomainOptions{}, 2*size)
+	a := openT(t, devs[0], rdma.DomainOptions{}, 2*size)
+	b := openT(t, devs[1], rdma.DomainOptions{}, 2*size)
 	if a.path.mtu == b.path.mtu {
 		t.Logf("both ports at MTU %d: the path-MTU half of this test is vacuous", a.path.mtu.Bytes())
 	}
 	pa, pb := a.resolve(b), b.resolve(a)
 	fill(a.buf[:size], 1)
 	fill(b.buf[:size], 2)
-	var wa, wb []fabric.WriteOp
+	var wa, wb []rdma.WriteOp
 	for i, n := range []uint64{1, 4096, 65536, size - 65536 - 4096 - 1} {
 		off := uint64(0)
 		for _, m := range wa {
 			off += m.Length
 		}
-		wa = append(wa, fabric.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: n, LocalDesc: a.keys.Local,
-			Remote: uint64(addrOf(b.buf)) + size + off, RemoteKey: b.keys.Remote, Peer: pa, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm})
-		wb = append(wb, fabric.WriteOp{Local: uint64(addrOf(b.buf)) + off, Length: n, LocalDesc: b.keys.Local,
-			Remote: uint64(addrOf(a.buf)) + size + off, RemoteKey: a.keys.Remote, Peer: pb, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm})
+		wa = append(wa, rdma.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: n, LocalDesc: a.keys.Local,
+			Remote: uint64(addrOf(b.buf)) + size + off, RemoteKey: b.keys.Remote, Peer: pa, Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm})
+		wb = append(wb, rdma.WriteOp{Local: uint64(addrOf(b.buf)) + off, Length: n, LocalDesc: b.keys.Local,
+			Remote: uint64(addrOf(a.buf)) + size + off, RemoteKey: a.keys.Remote, Peer: pb, Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm})
 	}
 	postAllWrites(t, a, wa, b)
 	postAllWrites(t, b, wb, a)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -52,7 +52,7 @@ func (p PortInfo) Active() bool { return p.State == ibv.PortActive.String() }
 
 // Devices lists the verbs devices of this machine with their ports. Where
 // there are none (no RDMA subsystem: libibverbs fails with ENOSYS; or no
-// device) it returns an error wrapping fabric.ErrNotSupported.
+// device) it returns an error wrapping rdma.ErrNotSupported.
 func Devices() ([]DeviceInfo, error) {
 	names, err := deviceNames()
 	if err != nil {
@@ -73,13 +73,13 @@ func deviceNames() ([]ibv.DeviceName, error) {
 	names, err := ibv.DeviceNames()
 	switch {
 	case errors.Is(err, ibv.ErrNoCgo):
-		return nil, fmt.Errorf("verbs devices: %w: %w", fabric.ErrNotSupported, err)
+		return nil, fmt.Errorf("verbs devices: %w: %w", rdma.ErrNotSupported, err)
 	case errors.Is(err, syscall.ENOSYS):
-		return nil, fmt.Errorf("verbs devices: no RDMA subsystem: %w: %w", fabric.ErrNotSupported, err)
+		return nil, fmt.Errorf("verbs devices: no RDMA subsystem: %w: %w", rdma.ErrNotSupported, err)
 	case err != nil:
 		return nil, fmt.Errorf("verbs devices: %w", err)
 	case len(names) == 0:
-		return nil, fmt.Errorf("verbs devices: none found: %w", fabric.ErrNotSupported)
+		return nil, fmt.Errorf("verbs devices: none found: %w", rdma.ErrNotSupported)
 	}
 	return names, nil
 }

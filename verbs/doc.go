@@ -2,12 +2,12 @@
 // verbs devices (InfiniBand and RoCE), and over Soft-RoCE (rdma_rxe), which
 // is how it is tested on machines without a NIC (make test-verbs).
 //
-// Importing the package registers a fabric.Provider named "verbs" serving
+// Importing the package registers a rdma.Provider named "verbs" serving
 // the transport "verbs"; a fabric.Engine opened with that transport (or
 // "auto" where no EFA device exists) uses it. [Devices] lists the devices,
 // ports, link speeds, GIDs and PCI addresses for diagnostics (fabric-debug
 // info). On a machine without RDMA every entry point returns an error
-// wrapping fabric.ErrNotSupported.
+// wrapping rdma.ErrNotSupported.
 //
 // # One domain
 //
@@ -22,7 +22,7 @@
 //     receives consumed by incoming writes with immediate, re-filled by the
 //     poller;
 //   - a UD queue pair, whose address (GID, QPN, LID) is the domain's
-//     public fabric.Address.
+//     public rdma.Address.
 //
 // # Connections
 //
@@ -31,12 +31,12 @@
 // the pair of domains (messages, RMA), walk them RESET→INIT→RTR→RTS and
 // confirm. Lost datagrams are retransmitted with backoff; when no answer
 // comes before DomainOptions.HandshakeTimeout, the ops held for that peer
-// fail as Events whose error wraps fabric.ErrTimeout, and a later op starts
+// fail as Events whose error wraps rdma.ErrTimeout, and a later op starts
 // over. See handshake.go for the state machine.
 //
 // # Data path
 //
-// PostWrites takes a batch of fabric.WriteOp and crosses into C once: runs
+// PostWrites takes a batch of rdma.WriteOp and crosses into C once: runs
 // of up to four ops to the same peer become one chained ibv_post_send.
 // When the send queue or the slot table is full the call returns how many
 // ops it took, having walked the chain to bad_wr, and the engine retries
@@ -50,7 +50,7 @@
 //
 // An error completion whose retries ran out (the remote HCA stopped
 // acknowledging) and a handshake nobody answered blame the peer: their
-// errors wrap fabric.ErrPeerLost, and the engine declares the peer lost.
+// errors wrap rdma.ErrPeerLost, and the engine declares the peer lost.
 // A peer the engine watches but sends nothing to (Engine.WatchPeer,
 // ImmCounter.Watch) gets a heartbeat every Config.LivenessInterval
 // ([Domain.ProbeOp]): a zero-length RDMA WRITE without immediate, with no

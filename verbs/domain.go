@@ -6,11 +6,11 @@ import (
 	"math"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
-// Defaults, each overridable through fabric.DomainOptions where it says so.
+// Defaults, each overridable through rdma.DomainOptions where it says so.
 const (
 	defaultDepth     = 1024             // DomainOptions.QueueDepth
 	defaultHandshake = 10 * time.Second // DomainOptions.HandshakeTimeout
@@ -25,13 +25,13 @@ const (
 // reached over two RC queue pairs each (messages, RMA), connected lazily by
 // a handshake over UD (see handshake.go).
 //
-// A Domain implements fabric.RdmaDomain: it is owned by one worker and is
+// A Domain implements rdma.Domain: it is owned by one worker and is
 // not safe for concurrent use; nothing but Close blocks.
 type Domain struct {
-	info    fabric.DomainInfo
+	info    rdma.DomainInfo
 	dom     *ibv.Dom
 	self    udAddr
-	addr    fabric.Address
+	addr    rdma.Address
 	path    pathInfo
 	gid     ibv.GIDEntry
 	sqDepth uint32
@@ -39,18 +39,18 @@ type Domain struct {
 	hs      *handshaker
 
 	peers   []*peer
-	byAddr  map[string]fabric.PeerID
-	backlog []fabric.PeerID // connected peers that still hold ops
+	byAddr  map[string]rdma.PeerID
+	backlog []rdma.PeerID // connected peers that still hold ops
 	mrs     map[uintptr]ibv.MR
 	retired []ibv.QP
-	pending []fabric.Event // completions made in Go (handshake failures)
+	pending []rdma.Event // completions made in Go (handshake failures)
 	closed  bool
 
-	qpOwner map[uint32]fabric.PeerID // current RC queue pairs by number
+	qpOwner map[uint32]rdma.PeerID // current RC queue pairs by number
 	// dropSend, when set (by tests), loses handshake datagrams on purpose.
 	dropSend          func(*hsMsg) bool
 	errQPs            [16]uint32
-	judgeW            func(*fabric.WriteOp) verdict
+	judgeW            func(*rdma.WriteOp) verdict
 	segs              [64]ibv.Seg
 	ud                [16]ibv.UDMsg
 	msgBuf            []byte
@@ -68,22 +68,22 @@ type peer struct {
 	ah       ibv.AH
 	ready    bool // connected and visible to the C post helpers
 	queued   bool // in Domain.backlog
-	heldW    []fabric.WriteOp
-	heldS    []fabric.SendOp
+	heldW    []rdma.WriteOp
+	heldS    []rdma.SendOp
 }
 
-var _ fabric.RdmaDomain = (*Domain)(nil)
+var _ rdma.Domain = (*Domain)(nil)
 
 // Open opens the domain info describes (as listed by the provider's
 // Domains): device info.Name, port info.Index (0 picks the first active
 // port). opts.Node, when it is an IP address, picks the GID of that address.
-func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
+func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	depth := opts.QueueDepth
 	if depth <= 0 {
 		depth = defaultDepth
 	}
 	if depth > 1<<20 {
-		return nil, fmt.Errorf("verbs: queue depth %d: %w", depth, fabric.ErrInvalidArgument)
+		return nil, fmt.Errorf("verbs: queue depth %d: %w", depth, rdma.ErrInvalidArgument)
 	}
 	hsTimeout := opts.HandshakeTimeout
 	if hsTimeout <= 0 {
@@ -127,7 +127,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 		return nil, wrapErr("open "+info.Name, err)
 	}
 	d := &Domain{dom: dom, gid: gid, sqDepth: uint32(sq), depth: depth,
-		byAddr: make(map[string]fabric.PeerID), mrs: make(map[uintptr]ibv.MR), qpOwner: make(map[uint32]fabric.PeerID),
+		byAddr: make(map[string]rdma.PeerID), mrs: make(map[uintptr]ibv.MR), qpOwner: make(map[uint32]rdma.PeerID),
 		msgBuf: make([]byte, 0, hsMsgLen)}
 	d.self = udAddr{Link: pa.LinkLayer, GID: gid.GID, QPN: dom.UDQPN(), LID: pa.LID}
 	d.addr = d.self.address()
@@ -137,7 +137,7 @@ func Open(info fabric.DomainInfo, opts fabric.DomainOptions) (*Domain, error) {
 	d.judgeW = d.judgeWrite
 	// An RC queue pair carries out a peer's writes in order; longer
 	// writes than the port takes are posted in pieces by the engine.
-	d.info = fabric.DomainInfo{Provider: provName, Transport: provName, Name: info.Name,
+	d.info = rdma.DomainInfo{Provider: provName, Transport: provName, Name: info.Name,
 		PCIAddress: info.PCIAddress, NUMANode: info.NUMANode, LinkSpeed: info.LinkSpeed, Index: port,
 		MaxWrite: pa.MaxMsgSize, OrderedWrites: true}
 	if d.info.PCIAddress == "" && d.info.LinkSpeed == 0 {
@@ -184,14 +184,14 @@ func choosePort(q *ibv.Context, index int, node string) (ibv.DeviceAttr, int, ib
 		}
 		return attr, port, pa, gid, nil
 	}
-	return attr, 0, ibv.PortAttr{}, ibv.GIDEntry{}, fmt.Errorf("no active port (asked for %d): %w", index, fabric.ErrNotSupported)
+	return attr, 0, ibv.PortAttr{}, ibv.GIDEntry{}, fmt.Errorf("no active port (asked for %d): %w", index, rdma.ErrNotSupported)
 }
 
 // Info describes the domain; Index is the port number.
-func (d *Domain) Info() fabric.DomainInfo { return d.info }
+func (d *Domain) Info() rdma.DomainInfo { return d.info }
 
 // Address is the domain's public address (its UD queue pair).
-func (d *Domain) Address() fabric.Address { return d.addr }
+func (d *Domain) Address() rdma.Address { return d.addr }
 
 // GIDIndex is the source GID index in use.
 func (d *Domain) GIDIndex() int { return d.gid.Index }
@@ -224,15 +224,15 @@ func (d *Domain) Stats() Stats {
 // (devices without it ignore the flag); GPU spans with a dma-buf fd use
 // ibv_reg_dmabuf_mr (from DmabufOffset, iova = Addr, so peers address it
 // like host memory), else ibv_reg_mr (peer memory).
-func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (fabric.MemoryKeys, error) {
+func (d *Domain) RegisterMemory(span rdma.MemorySpan, access rdma.Access) (rdma.MemoryKeys, error) {
 	if d.closed {
-		return fabric.MemoryKeys{}, fabric.ErrClosed
+		return rdma.MemoryKeys{}, rdma.ErrClosed
 	}
 	if span.Addr == 0 || span.Len == 0 {
-		return fabric.MemoryKeys{}, fmt.Errorf("verbs: register %d bytes at %#x: %w", span.Len, span.Addr, fabric.ErrInvalidArgument)
+		return rdma.MemoryKeys{}, fmt.Errorf("verbs: register %d bytes at %#x: %w", span.Len, span.Addr, rdma.ErrInvalidArgument)
 	}
 	flags := ibv.AccessLocalWrite | ibv.AccessRelaxedOrdering
-	if access&fabric.AccessRemoteWrite != 0 {
+	if access&rdma.AccessRemoteWrite != 0 {
 		flags |= ibv.AccessRemoteWrite | ibv.AccessRemoteRead
 	}
 	fd := -1
@@ -240,28 +240,28 @@ func (d *Domain) RegisterMemory(span fabric.MemorySpan, access fabric.Access) (f
 		fd = span.DmabufFD
 	}
 	mr, err := d.dom.RegMR(span.Addr, span.Len, flags, fd, span.DmabufOffset)
-	if err != nil && fd >= 0 && errors.Is(wrapErr("", err), fabric.ErrNotSupported) {
+	if err != nil && fd >= 0 && errors.Is(wrapErr("", err), rdma.ErrNotSupported) {
 		// No dma-buf support in this kernel or device: peer memory
 		// (nvidia-peermem) may still register it. Counted in Stats.
 		d.dmabufFallbacks++
 		mr, err = d.dom.RegMR(span.Addr, span.Len, flags, -1, 0)
 	}
 	if err != nil {
-		return fabric.MemoryKeys{}, wrapErr("register memory", err)
+		return rdma.MemoryKeys{}, wrapErr("register memory", err)
 	}
 	d.mrs[mr.Handle()] = mr
 	lkey, rkey := mr.Keys()
-	return fabric.MemoryKeys{Handle: mr.Handle(), Local: uint64(lkey), Remote: uint64(rkey), Mode: fabric.AddrVirtual}, nil
+	return rdma.MemoryKeys{Handle: mr.Handle(), Local: uint64(lkey), Remote: uint64(rkey), Mode: rdma.AddrVirtual}, nil
 }
 
 // UnregisterMemory releases a registration made by RegisterMemory.
-func (d *Domain) UnregisterMemory(keys fabric.MemoryKeys) error {
+func (d *Domain) UnregisterMemory(keys rdma.MemoryKeys) error {
 	if d.closed {
-		return fabric.ErrClosed
+		return rdma.ErrClosed
 	}
 	mr, ok := d.mrs[keys.Handle]
 	if !ok {
-		return fmt.Errorf("verbs: unregister %#x: %w", keys.Handle, fabric.ErrUnknownRegion)
+		return fmt.Errorf("verbs: unregister %#x: %w", keys.Handle, rdma.ErrUnknownRegion)
 	}
 	delete(d.mrs, keys.Handle)
 	return wrapErr("unregister memory", mr.Dereg())

@@ -5,15 +5,16 @@ import (
 	"fmt"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/verbs"
 )
 
 // List the verbs devices of this machine, as fabric-debug info does. On a
 // machine without RDMA, Devices returns an error wrapping
-// fabric.ErrNotSupported.
+// rdma.ErrNotSupported.
 func ExampleDevices() {
 	devs, err := verbs.Devices()
-	if errors.Is(err, fabric.ErrNotSupported) {
+	if errors.Is(err, rdma.ErrNotSupported) {
 		fmt.Println("no verbs devices:", err)
 		return
 	}
@@ -34,9 +35,9 @@ func ExampleDevices() {
 // Open an engine on the verbs transport: importing the package is what
 // makes "verbs" available.
 func Example_engine() {
-	domains, err := fabric.ChooseTransport("verbs", fabric.DomainOptions{})
+	domains, err := fabric.ChooseTransport("verbs", rdma.DomainOptions{})
 	if err != nil {
-		fmt.Println("verbs unavailable:", errors.Is(err, fabric.ErrNotSupported))
+		fmt.Println("verbs unavailable:", errors.Is(err, rdma.ErrNotSupported))
 		return
 	}
 	fmt.Println(domains.Reason, len(domains.Domains))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // Faults on a real device: lost and unanswered handshakes, error
@@ -16,7 +16,7 @@ import (
 // held ops fail with a timeout instead of hanging.
 func TestHandshakeTimeoutFailsOps(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{HandshakeTimeout: 300 * time.Millisecond}, 4096)
+	a := openT(t, infos[0], rdma.DomainOptions{HandshakeTimeout: 300 * time.Millisecond}, 4096)
 	ghost := a.self
 	ghost.QPN = a.self.QPN + 1000
 	// The handshake's deadline runs from when it starts (at the resolve
@@ -27,14 +27,14 @@ func TestHandshakeTimeoutFailsOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops := []fabric.WriteOp{
-		{Remote: 4096, RemoteKey: 1, Peer: pid, Context: 1, Imm: 1, Flags: fabric.WriteHasImm},
+	ops := []rdma.WriteOp{
+		{Remote: 4096, RemoteKey: 1, Peer: pid, Context: 1, Imm: 1, Flags: rdma.WriteHasImm},
 		{Local: uint64(addrOf(a.buf)), Length: 8, LocalDesc: a.keys.Local, Remote: 4096, RemoteKey: 1, Peer: pid, Context: 2},
 	}
 	if n, err := a.PostWrites(ops); n != 2 || err != nil {
 		t.Fatalf("post: %d %v", n, err)
 	}
-	if n, err := a.PostSends([]fabric.SendOp{{Local: uint64(addrOf(a.buf)), Length: 8, LocalDesc: a.keys.Local, Peer: pid, Context: 3}}); n != 1 || err != nil {
+	if n, err := a.PostSends([]rdma.SendOp{{Local: uint64(addrOf(a.buf)), Length: 8, LocalDesc: a.keys.Local, Peer: pid, Context: 3}}); n != 1 || err != nil {
 		t.Fatalf("send: %d %v", n, err)
 	}
 	pump(t, 5*time.Second, func() bool { return len(a.byCtx) == 3 }, a)
@@ -44,7 +44,7 @@ func TestHandshakeTimeoutFailsOps(t *testing.T) {
 	for c := uint64(1); c <= 3; c++ {
 		e := a.byCtx[c]
 		err := a.DescribeError(e)
-		if e.Errno == 0 || !errors.Is(err, fabric.ErrTimeout) || !errors.Is(err, fabric.ErrProvider) {
+		if e.Errno == 0 || !errors.Is(err, rdma.ErrTimeout) || !errors.Is(err, rdma.ErrProvider) {
 			t.Fatalf("op %d: %+v: %v", c, e, err)
 		}
 	}
@@ -57,27 +57,27 @@ func TestHandshakeTimeoutFailsOps(t *testing.T) {
 // back as a completion classified by wr_id (its opcode is undefined).
 func TestRemoteAccessError(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 4096)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 4096)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 4096)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 4096)
 	p := a.resolve(b)
-	postAllWrites(t, a, []fabric.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local,
+	postAllWrites(t, a, []rdma.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local,
 		Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote ^ 0x5a5a00, Peer: p, Context: 9}}, b)
 	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == 1 }, a, b)
 	e := a.byCtx[9]
-	if e.Kind != fabric.EventWrite || e.Errno == 0 {
+	if e.Kind != rdma.EventWrite || e.Errno == 0 {
 		t.Fatalf("bad key write: %+v", e)
 	}
 	err := a.DescribeError(e)
-	var pe *fabric.ProviderError
-	if !errors.Is(err, fabric.ErrProvider) || !errors.As(err, &pe) || errors.Is(err, fabric.ErrTimeout) {
+	var pe *rdma.ProviderError
+	if !errors.Is(err, rdma.ErrProvider) || !errors.As(err, &pe) || errors.Is(err, rdma.ErrTimeout) {
 		t.Fatalf("error %v", err)
 	}
 	t.Logf("bad key: %v", err)
 
 	// The failed queue pair is replaced: the next write to the peer works.
 	fill(a.buf[:64], 5)
-	postAllWrites(t, a, []fabric.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local,
-		Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p, Context: 10, Imm: 10, Flags: fabric.WriteHasImm}}, b)
+	postAllWrites(t, a, []rdma.WriteOp{{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local,
+		Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p, Context: 10, Imm: 10, Flags: rdma.WriteHasImm}}, b)
 	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == 2 && len(b.imms) == 1 }, a, b)
 	a.completedOK(10)
 	if !bytes.Equal(a.buf[:64], b.buf[:64]) {
@@ -98,12 +98,12 @@ func TestPeerGone(t *testing.T) {
 	infos := requireDevices(t, 1)
 	sqDepthOverride = 6
 	t.Cleanup(func() { sqDepthOverride = 0 })
-	a := openT(t, infos[0], fabric.DomainOptions{QueueDepth: 64, HandshakeTimeout: 500 * time.Millisecond}, 4096)
-	b, err := Open(infos[0], fabric.DomainOptions{})
+	a := openT(t, infos[0], rdma.DomainOptions{QueueDepth: 64, HandshakeTimeout: 500 * time.Millisecond}, 4096)
+	b, err := Open(infos[0], rdma.DomainOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bt := &tdom{Domain: b, t: t, byCtx: map[uint64]fabric.Event{}}
+	bt := &tdom{Domain: b, t: t, byCtx: map[uint64]rdma.Event{}}
 	p, err := a.ResolvePeer(b.Address())
 	if err != nil {
 		t.Fatal(err)
@@ -113,10 +113,10 @@ func TestPeerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 40
-	ops := make([]fabric.WriteOp, n)
+	ops := make([]rdma.WriteOp, n)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local, Remote: 4096,
-			RemoteKey: 1, Peer: p, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm}
+		ops[i] = rdma.WriteOp{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local, Remote: 4096,
+			RemoteKey: 1, Peer: p, Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm}
 	}
 	k, err := a.PostWrites(ops)
 	if err != nil || k == 0 || k >= n {
@@ -146,7 +146,7 @@ func TestPeerGone(t *testing.T) {
 			t.Fatalf("write %d to a closed peer succeeded", i)
 		}
 		err := a.DescribeError(e)
-		if !errors.Is(err, fabric.ErrProvider) {
+		if !errors.Is(err, rdma.ErrProvider) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 		kinds[err.Error()]++
@@ -165,8 +165,8 @@ func TestPeerGone(t *testing.T) {
 // are posted once, in order.
 func TestLossyHandshake(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
 	for _, d := range []*tdom{a, b} {
 		n := 0
 		d.dropSend = func(m *hsMsg) bool {
@@ -177,13 +177,13 @@ func TestLossyHandshake(t *testing.T) {
 	pa, pb := a.resolve(b), b.resolve(a)
 	fill(a.buf, 6)
 	fill(b.buf, 7)
-	var wa, wb []fabric.WriteOp
+	var wa, wb []rdma.WriteOp
 	for i := range 8 {
 		off := uint64(i * 4096)
-		wa = append(wa, fabric.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: 4096, LocalDesc: a.keys.Local,
-			Remote: uint64(addrOf(b.buf)) + 32768 + off, RemoteKey: b.keys.Remote, Peer: pa, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm})
-		wb = append(wb, fabric.WriteOp{Local: uint64(addrOf(b.buf)) + off, Length: 4096, LocalDesc: b.keys.Local,
-			Remote: uint64(addrOf(a.buf)) + 32768 + off, RemoteKey: a.keys.Remote, Peer: pb, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm})
+		wa = append(wa, rdma.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: 4096, LocalDesc: a.keys.Local,
+			Remote: uint64(addrOf(b.buf)) + 32768 + off, RemoteKey: b.keys.Remote, Peer: pa, Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm})
+		wb = append(wb, rdma.WriteOp{Local: uint64(addrOf(b.buf)) + off, Length: 4096, LocalDesc: b.keys.Local,
+			Remote: uint64(addrOf(a.buf)) + 32768 + off, RemoteKey: a.keys.Remote, Peer: pb, Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm})
 	}
 	postAllWrites(t, a, wa, b)
 	postAllWrites(t, b, wb, a)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -16,7 +16,7 @@ import (
 // A non-empty node that parses as an IP picks the GID of that address.
 func chooseGID(link ibv.LinkLayer, gids []ibv.GIDEntry, node string) (ibv.GIDEntry, error) {
 	if len(gids) == 0 {
-		return ibv.GIDEntry{}, fmt.Errorf("verbs: port has no GID: %w", fabric.ErrNotSupported)
+		return ibv.GIDEntry{}, fmt.Errorf("verbs: port has no GID: %w", rdma.ErrNotSupported)
 	}
 	if link != ibv.LinkEthernet {
 		for _, g := range gids {
@@ -34,7 +34,7 @@ func chooseGID(link ibv.LinkLayer, gids []ibv.GIDEntry, node string) (ibv.GIDEnt
 			}
 		}
 		if !found {
-			return ibv.GIDEntry{}, fmt.Errorf("verbs: no GID for address %s: %w", node, fabric.ErrInvalidArgument)
+			return ibv.GIDEntry{}, fmt.Errorf("verbs: no GID for address %s: %w", node, rdma.ErrInvalidArgument)
 		}
 		return best, nil
 	}

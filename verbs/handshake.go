@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -93,11 +93,11 @@ func (m *hsMsg) appendTo(b []byte) []byte {
 func parseHsMsg(b []byte) (hsMsg, error) {
 	var m hsMsg
 	if len(b) < hsMsgLen || [4]byte(b[:4]) != hsMagic || b[4] != hsVersion {
-		return m, fmt.Errorf("handshake message of %d bytes: %w", len(b), fabric.ErrBadEncoding)
+		return m, fmt.Errorf("handshake message of %d bytes: %w", len(b), rdma.ErrBadEncoding)
 	}
 	m.Type = hsType(b[5])
 	if m.Type < hsReq || m.Type > hsReady {
-		return m, fmt.Errorf("handshake message type %d: %w", b[5], fabric.ErrBadEncoding)
+		return m, fmt.Errorf("handshake message type %d: %w", b[5], rdma.ErrBadEncoding)
 	}
 	var err error
 	if m.From, err = parseUDAddr(b[8 : 8+udAddrLen]); err != nil {
@@ -115,7 +115,7 @@ func parseHsMsg(b []byte) (hsMsg, error) {
 	m.EchoGen = binary.BigEndian.Uint32(v[20:])
 	m.QPs.MTU = ibv.MTU(v[24])
 	if m.QPs.Gen == 0 {
-		return m, fmt.Errorf("handshake message without generation: %w", fabric.ErrBadEncoding)
+		return m, fmt.Errorf("handshake message without generation: %w", rdma.ErrBadEncoding)
 	}
 	return m, nil
 }
@@ -124,17 +124,17 @@ func parseHsMsg(b []byte) (hsMsg, error) {
 // in the unit tests.
 type hsEnv interface {
 	// createQPs makes a fresh pair of queue pairs (at INIT) for p.
-	createQPs(p fabric.PeerID) (qpInfo, error)
+	createQPs(p rdma.PeerID) (qpInfo, error)
 	// connectQPs moves p's queue pairs to RTS towards remote.
-	connectQPs(p fabric.PeerID, remote qpInfo) error
+	connectQPs(p rdma.PeerID, remote qpInfo) error
 	// resetQPs retires p's queue pairs, flushing what was posted on them.
-	resetQPs(p fabric.PeerID)
+	resetQPs(p rdma.PeerID)
 	// send transmits m to p (best effort; From and To are filled in).
-	send(p fabric.PeerID, m *hsMsg)
+	send(p rdma.PeerID, m *hsMsg)
 	// established says p can be posted to.
-	established(p fabric.PeerID)
+	established(p rdma.PeerID)
 	// failed says p could not be reached before the deadline.
-	failed(p fabric.PeerID, err error)
+	failed(p rdma.PeerID, err error)
 }
 
 type hsPhase uint8
@@ -177,18 +177,18 @@ type handshaker struct {
 
 func newHandshaker(env hsEnv, timeout time.Duration) *handshaker {
 	return &handshaker{env: env, timeout: timeout, rto0: 20 * time.Millisecond, rtoMax: time.Second,
-		errTimeout: &fabric.ProviderError{Provider: "verbs", Op: "connect", Errno: 110,
+		errTimeout: &rdma.ProviderError{Provider: "verbs", Op: "connect", Errno: 110,
 			Msg: fmt.Sprintf("no handshake answer within %v", timeout), Timeout: true}}
 }
 
-func (h *handshaker) peer(p fabric.PeerID) *hsPeer {
+func (h *handshaker) peer(p rdma.PeerID) *hsPeer {
 	for int(p) >= len(h.peers) {
 		h.peers = append(h.peers, hsPeer{})
 	}
 	return &h.peers[p]
 }
 
-func (h *handshaker) phase(p fabric.PeerID) hsPhase {
+func (h *handshaker) phase(p rdma.PeerID) hsPhase {
 	if int(p) >= len(h.peers) {
 		return hsIdle
 	}
@@ -206,7 +206,7 @@ func (h *handshaker) begin(s *hsPeer, now time.Time) {
 }
 
 // start begins connecting to p unless that is under way or done.
-func (h *handshaker) start(p fabric.PeerID, now time.Time) {
+func (h *handshaker) start(p rdma.PeerID, now time.Time) {
 	s := h.peer(p)
 	if s.phase == hsConnecting || s.phase == hsEstablished {
 		return
@@ -225,7 +225,7 @@ func (h *handshaker) start(p fabric.PeerID, now time.Time) {
 
 // transmit sends what the peer is waiting for: REQ until our queue pairs
 // are connected, ACK after.
-func (h *handshaker) transmit(p fabric.PeerID, s *hsPeer) {
+func (h *handshaker) transmit(p rdma.PeerID, s *hsPeer) {
 	m := hsMsg{Type: hsReq, QPs: s.local}
 	if s.connected {
 		m.Type, m.EchoGen = hsAck, s.remote.Gen
@@ -235,7 +235,7 @@ func (h *handshaker) transmit(p fabric.PeerID, s *hsPeer) {
 }
 
 // receive handles one datagram from p.
-func (h *handshaker) receive(p fabric.PeerID, m *hsMsg, now time.Time) {
+func (h *handshaker) receive(p rdma.PeerID, m *hsMsg, now time.Time) {
 	s := h.peer(p)
 	if m.Type != hsReq && (!s.haveLocal || m.EchoGen != s.local.Gen) {
 		h.staleDiscarded++ // answers a generation of ours that is gone
@@ -304,7 +304,7 @@ func (h *handshaker) tick(now time.Time) {
 		if s.phase != hsConnecting {
 			continue
 		}
-		p := fabric.PeerID(i)
+		p := rdma.PeerID(i)
 		if !now.Before(s.deadline) {
 			h.fail(p, s, h.errTimeout)
 			continue
@@ -321,7 +321,7 @@ func (h *handshaker) tick(now time.Time) {
 // restart replaces p's queue pairs and connects again: one of them
 // reported an error completion, and an RC queue pair in ERR stays there.
 // The REQ with a new generation makes the peer replace its pair too.
-func (h *handshaker) restart(p fabric.PeerID, now time.Time) {
+func (h *handshaker) restart(p rdma.PeerID, now time.Time) {
 	s := h.peer(p)
 	if !s.haveLocal {
 		return
@@ -335,7 +335,7 @@ func (h *handshaker) restart(p fabric.PeerID, now time.Time) {
 	h.start(p, now)
 }
 
-func (h *handshaker) fail(p fabric.PeerID, s *hsPeer, err error) {
+func (h *handshaker) fail(p rdma.PeerID, s *hsPeer, err error) {
 	if s.phase == hsConnecting {
 		h.connecting--
 	}

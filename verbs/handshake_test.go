@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -26,7 +26,7 @@ type fakeSide struct {
 	createErr error
 }
 
-func (f *fakeSide) createQPs(fabric.PeerID) (qpInfo, error) {
+func (f *fakeSide) createQPs(rdma.PeerID) (qpInfo, error) {
 	if f.createErr != nil {
 		return qpInfo{}, f.createErr
 	}
@@ -37,7 +37,7 @@ func (f *fakeSide) createQPs(fabric.PeerID) (qpInfo, error) {
 	return f.local, nil
 }
 
-func (f *fakeSide) connectQPs(_ fabric.PeerID, r qpInfo) error {
+func (f *fakeSide) connectQPs(_ rdma.PeerID, r qpInfo) error {
 	if f.connected != nil {
 		panic("connect twice without reset")
 	}
@@ -45,12 +45,12 @@ func (f *fakeSide) connectQPs(_ fabric.PeerID, r qpInfo) error {
 	return nil
 }
 
-func (f *fakeSide) resetQPs(fabric.PeerID) { f.resets++; f.connected = nil }
-func (f *fakeSide) send(_ fabric.PeerID, m *hsMsg) {
+func (f *fakeSide) resetQPs(rdma.PeerID) { f.resets++; f.connected = nil }
+func (f *fakeSide) send(_ rdma.PeerID, m *hsMsg) {
 	f.net.sent = append(f.net.sent, wire{from: f, msg: *m})
 }
-func (f *fakeSide) established(fabric.PeerID)       { f.estab++ }
-func (f *fakeSide) failed(_ fabric.PeerID, e error) { f.failures = append(f.failures, e) }
+func (f *fakeSide) established(rdma.PeerID)       { f.estab++ }
+func (f *fakeSide) failed(_ rdma.PeerID, e error) { f.failures = append(f.failures, e) }
 
 type wire struct {
 	from *fakeSide
@@ -209,8 +209,8 @@ func TestHandshakeTimeout(t *testing.T) {
 	end := n.run(now, 3*time.Second)
 	require.Equal(t, hsFailed, a.h.phase(0))
 	require.Len(t, a.failures, 1)
-	require.True(t, errors.Is(a.failures[0], fabric.ErrTimeout))
-	require.True(t, errors.Is(a.failures[0], fabric.ErrProvider))
+	require.True(t, errors.Is(a.failures[0], rdma.ErrTimeout))
+	require.True(t, errors.Is(a.failures[0], rdma.ErrProvider))
 	require.Equal(t, 1, a.resets, "queue pairs retired")
 	require.Zero(t, a.h.connecting)
 	require.GreaterOrEqual(t, end.Sub(now), time.Second)
@@ -282,12 +282,12 @@ func TestHandshakeCodec(t *testing.T) {
 	require.Equal(t, m, got)
 	for _, bad := range [][]byte{nil, b[:hsMsgLen-1], append([]byte("xxxx"), b[4:]...)} {
 		_, err := parseHsMsg(bad)
-		require.ErrorIs(t, err, fabric.ErrBadEncoding)
+		require.ErrorIs(t, err, rdma.ErrBadEncoding)
 	}
 	c := append([]byte(nil), b...)
 	c[5] = 9
 	_, err = parseHsMsg(c)
-	require.ErrorIs(t, err, fabric.ErrBadEncoding)
+	require.ErrorIs(t, err, rdma.ErrBadEncoding)
 }
 
 // TestHandshakeRestartAfterError: one side's queue pair failed; it starts

@@ -9,24 +9,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // requireDevices returns the verbs devices to test on (FERRY_VERBS_DEVICES,
 // else every device with an active port). Without any it skips, unless
 // FERRY_TEST_REQUIRE lists "verbs", which makes that a failure.
-func requireDevices(t testing.TB, n int) []fabric.DomainInfo {
+func requireDevices(t testing.TB, n int) []rdma.DomainInfo {
 	t.Helper()
-	infos, err := Provider{}.Domains("verbs", fabric.DomainOptions{})
+	infos, err := Provider{}.Domains("verbs", rdma.DomainOptions{})
 	if err == nil && os.Getenv("FERRY_VERBS_DEVICES") != "" {
 		want := strings.Split(os.Getenv("FERRY_VERBS_DEVICES"), ",")
-		infos = slices.DeleteFunc(infos, func(i fabric.DomainInfo) bool { return !slices.Contains(want, i.Name) })
+		infos = slices.DeleteFunc(infos, func(i rdma.DomainInfo) bool { return !slices.Contains(want, i.Name) })
 	}
-	if err != nil && !errors.Is(err, fabric.ErrNotSupported) {
+	if err != nil && !errors.Is(err, rdma.ErrNotSupported) {
 		t.Fatalf("listing verbs devices: %v", err)
 	}
 	if err == nil && len(infos) < n {
@@ -42,20 +41,20 @@ func requireDevices(t testing.TB, n int) []fabric.DomainInfo {
 type tdom struct {
 	*Domain
 	t      testing.TB
-	events []fabric.Event
+	events []rdma.Event
 	imms   []uint32
-	byCtx  map[uint64]fabric.Event
+	byCtx  map[uint64]rdma.Event
 	buf    []byte
-	keys   fabric.MemoryKeys
+	keys   rdma.MemoryKeys
 }
 
-func openT(t testing.TB, info fabric.DomainInfo, opts fabric.DomainOptions, bufSize int) *tdom {
+func openT(t testing.TB, info rdma.DomainInfo, opts rdma.DomainOptions, bufSize int) *tdom {
 	t.Helper()
 	d, err := Open(info, opts)
 	if err != nil {
 		t.Fatalf("open %s: %v", info.Name, err)
 	}
-	td := &tdom{Domain: d, t: t, byCtx: map[uint64]fabric.Event{}}
+	td := &tdom{Domain: d, t: t, byCtx: map[uint64]rdma.Event{}}
 	t.Cleanup(func() {
 		if err := d.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -63,8 +62,8 @@ func openT(t testing.TB, info fabric.DomainInfo, opts fabric.DomainOptions, bufS
 	})
 	if bufSize > 0 {
 		td.buf = mmapT(t, bufSize)
-		keys, err := d.RegisterMemory(fabric.MemorySpan{Addr: addrOf(td.buf), Len: uint64(len(td.buf)), DmabufFD: -1},
-			fabric.AccessRemoteWrite)
+		keys, err := d.RegisterMemory(rdma.MemorySpan{Addr: addrOf(td.buf), Len: uint64(len(td.buf)), DmabufFD: -1},
+			rdma.AccessRemoteWrite)
 		if err != nil {
 			t.Fatalf("register: %v", err)
 		}
@@ -87,14 +86,14 @@ func addrOf(b []byte) uintptr { return uintptr(unsafePointer(b)) }
 
 // poll reaps once into the domain's record.
 func (d *tdom) poll() {
-	var ev [64]fabric.Event
+	var ev [64]rdma.Event
 	n, err := d.Poll(ev[:])
 	if err != nil {
 		d.t.Fatalf("poll: %v", err)
 	}
 	for _, e := range ev[:n] {
 		d.events = append(d.events, e)
-		if e.Kind == fabric.EventImm {
+		if e.Kind == rdma.EventImm {
 			d.imms = append(d.imms, e.Imm)
 			continue
 		}
@@ -122,7 +121,7 @@ func pump(t testing.TB, timeout time.Duration, done func() bool, doms ...*tdom) 
 
 // postAllWrites posts ops, polling while the domain pushes back, and
 // returns how many times it pushed back.
-func postAllWrites(t testing.TB, d *tdom, ops []fabric.WriteOp, others ...*tdom) int {
+func postAllWrites(t testing.TB, d *tdom, ops []rdma.WriteOp, others ...*tdom) int {
 	t.Helper()
 	pushback := 0
 	deadline := time.Now().Add(60 * time.Second)
@@ -146,7 +145,7 @@ func postAllWrites(t testing.TB, d *tdom, ops []fabric.WriteOp, others ...*tdom)
 	return pushback
 }
 
-func (d *tdom) resolve(o *tdom) fabric.PeerID {
+func (d *tdom) resolve(o *tdom) rdma.PeerID {
 	d.t.Helper()
 	id, err := d.ResolvePeer(o.Address())
 	if err != nil {

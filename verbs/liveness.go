@@ -1,11 +1,11 @@
 package verbs
 
-import "github.com/ferryrdma/ferry/fabric"
+import "github.com/ferryrdma/ferry/fabric/rdma"
 
 // Peer liveness. A peer nothing is sent to would never show that its
 // process died: its queue pairs vanish with it, but this side learns of
 // that only from an op. So the domain offers the engine a heartbeat
-// (fabric.PeerProber): a zero-length RDMA WRITE without immediate on the
+// (rdma.PeerProber): a zero-length RDMA WRITE without immediate on the
 // peer's RMA queue pair, every Config.LivenessInterval to each watched
 // peer (Engine.WatchPeer, ImmCounter.Watch).
 //
@@ -25,19 +25,19 @@ import "github.com/ferryrdma/ferry/fabric"
 // answer, so the write is retransmitted for the queue pair's retry budget
 // (qpattr.go: about half a second) and completes with
 // IBV_WC_RETRY_EXC_ERR, which describeEvent marks as the peer's
-// (fabric.ErrPeerLost): the engine declares the peer lost. A heartbeat to
+// (rdma.ErrPeerLost): the engine declares the peer lost. A heartbeat to
 // a peer that is not connected yet is held like any write and posted once
 // the handshake ends, or fails at the handshake deadline (also the
 // peer's), so the first heartbeat to a new peer is what connects it.
 
-var _ fabric.PeerProber = (*Domain)(nil)
+var _ rdma.PeerProber = (*Domain)(nil)
 
 // ProbeOp returns the heartbeat to peer p: zero bytes, no immediate, no
 // remote address or key. The engine sets Context (and may fill Local,
 // which a zero-length write does not read).
-func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
+func (d *Domain) ProbeOp(p rdma.PeerID) (rdma.WriteOp, bool) {
 	if d.closed || int(p) >= len(d.peers) {
-		return fabric.WriteOp{}, false
+		return rdma.WriteOp{}, false
 	}
-	return fabric.WriteOp{Peer: p}, true
+	return rdma.WriteOp{Peer: p}, true
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // TestProbeOp: the heartbeat is a zero-length write with no key and no
@@ -24,8 +25,8 @@ import (
 // retries, with an error that blames the peer.
 func TestProbeOp(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 0)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 0)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 0)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 0)
 	if _, ok := a.ProbeOp(7); ok {
 		t.Fatal("heartbeat offered to a peer the domain does not know")
 	}
@@ -34,11 +35,11 @@ func TestProbeOp(t *testing.T) {
 	if !ok {
 		t.Fatal("no heartbeat for a resolved peer")
 	}
-	if op.Length != 0 || op.Flags&fabric.WriteHasImm != 0 || op.RemoteKey != 0 || op.Remote != 0 || op.Peer != p {
+	if op.Length != 0 || op.Flags&rdma.WriteHasImm != 0 || op.RemoteKey != 0 || op.Remote != 0 || op.Peer != p {
 		t.Fatalf("heartbeat %+v: want zero bytes, no immediate, no key", op)
 	}
 	op.Context = 1
-	postAllWrites(t, a, []fabric.WriteOp{op}, b) // held: the handshake has only begun
+	postAllWrites(t, a, []rdma.WriteOp{op}, b) // held: the handshake has only begun
 	pump(t, 20*time.Second, func() bool { return len(a.byCtx) == 1 }, a, b)
 	a.completedOK(1)
 	for range 20 {
@@ -54,11 +55,11 @@ func TestProbeOp(t *testing.T) {
 	}
 	op.Context = 2
 	t0 := time.Now()
-	postAllWrites(t, a, []fabric.WriteOp{op})
+	postAllWrites(t, a, []rdma.WriteOp{op})
 	pump(t, 20*time.Second, func() bool { return len(a.byCtx) == 2 }, a)
 	ev := a.byCtx[2]
 	err := a.DescribeError(ev)
-	if ev.Errno == 0 || !errors.Is(err, fabric.ErrPeerLost) {
+	if ev.Errno == 0 || !errors.Is(err, rdma.ErrPeerLost) {
 		t.Fatalf("heartbeat to a closed peer: errno %d, %v; want an error wrapping ErrPeerLost", ev.Errno, err)
 	}
 	t.Logf("heartbeat to a closed peer failed after %v: %v", time.Since(t0).Round(time.Millisecond), err)
@@ -66,10 +67,10 @@ func TestProbeOp(t *testing.T) {
 
 // openEngineOn opens an engine on the one verbs domain info, with
 // heartbeats every interval.
-func openEngineOn(t testing.TB, info fabric.DomainInfo, interval time.Duration) *fabric.Engine {
+func openEngineOn(t testing.TB, info rdma.DomainInfo, interval time.Duration) *fabric.Engine {
 	t.Helper()
 	e, err := fabric.Open(context.Background(), fabric.Config{Transport: provName, LivenessInterval: interval,
-		Groups: []fabric.GroupSpec{{Device: fabric.HostDevice, Domains: []fabric.DomainInfo{info}}}})
+		Groups: []fabric.GroupSpec{{Device: rdma.HostDevice, Domains: []rdma.DomainInfo{info}}}})
 	if err != nil {
 		t.Fatalf("open engine on %s: %v", info.Name, err)
 	}
@@ -192,7 +193,7 @@ func TestWatchPeerKilled(t *testing.T) {
 	lost := lostPeers(e)
 	pongs := make(chan string, 4)
 	if err := e.BouncingRecvs(4, 256, func(b []byte) { pongs <- string(b) }, func(err error) {
-		if !errors.Is(err, fabric.ErrClosed) { // Close fails the receives still posted
+		if !errors.Is(err, rdma.ErrClosed) { // Close fails the receives still posted
 			t.Errorf("receive: %v", err)
 		}
 	}); err != nil {
@@ -248,29 +249,29 @@ func TestWatchPeerKilled(t *testing.T) {
 	}
 	took := time.Since(t0)
 	t.Logf("killed child declared lost after %v: %v", took.Round(time.Millisecond), pe)
-	if pe.Peer != child || !errors.Is(pe, fabric.ErrPeerLost) {
+	if pe.Peer != child || !errors.Is(pe, rdma.ErrPeerLost) {
 		t.Fatalf("lost %v, want %v (ErrPeerLost)", pe, child)
 	}
-	if err := e.PeerStatus(child); !errors.Is(err, fabric.ErrPeerLost) {
+	if err := e.PeerStatus(child); !errors.Is(err, rdma.ErrPeerLost) {
 		t.Fatalf("PeerStatus of the killed child: %v", err)
 	}
 	// The evidence is a heartbeat's error completion (retries exceeded),
 	// not the engine's deadline for an unanswered heartbeat.
-	var perr *fabric.ProviderError
+	var perr *rdma.ProviderError
 	if !errors.As(pe, &perr) || perr.Errno != int(syscall.EHOSTUNREACH) {
 		t.Fatalf("lost for %v, want a completion with retries exceeded (EHOSTUNREACH)", pe.Cause)
 	}
 }
 
 // readAddrLine scans r for "<tag> <address>", skipping other output.
-func readAddrLine(r *bufio.Reader, tag string) (fabric.Address, error) {
+func readAddrLine(r *bufio.Reader, tag string) (rdma.Address, error) {
 	for {
 		s, err := r.ReadString('\n')
 		if err != nil {
-			return fabric.Address{}, fmt.Errorf("waiting for %s: %w", tag, err)
+			return rdma.Address{}, fmt.Errorf("waiting for %s: %w", tag, err)
 		}
 		if f := strings.Fields(s); len(f) == 2 && f[0] == tag {
-			return fabric.ParseAddress(f[1])
+			return rdma.ParseAddress(f[1])
 		}
 	}
 }
@@ -282,13 +283,13 @@ func TestWatchPeerKilledChild(t *testing.T) {
 	if dev == "" {
 		t.Skip("runs as the child of TestWatchPeerKilled")
 	}
-	e := openEngineOn(t, fabric.DomainInfo{Name: dev}, 100*time.Millisecond)
+	e := openEngineOn(t, rdma.DomainInfo{Name: dev}, 100*time.Millisecond)
 	err := e.BouncingRecvs(4, 256, func(b []byte) {
 		to, ok := strings.CutPrefix(string(b), "ping ")
 		if !ok {
 			return
 		}
-		addr, err := fabric.ParseAddress(to)
+		addr, err := rdma.ParseAddress(to)
 		if err == nil {
 			err = e.Send(context.Background(), addr, []byte("pong"), fabric.Completion{})
 		}

@@ -4,20 +4,20 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // Poll reaps up to len(events) completions (one cgo call for the CQ), runs
 // the connection handshake (datagrams, retransmissions, deadlines) and
 // posts what connected peers hold. Incoming writes with immediate come
 // back as EventImm; their zero-length receives are re-posted in C.
-func (d *Domain) Poll(events []fabric.Event) (int, error) {
+func (d *Domain) Poll(events []rdma.Event) (int, error) {
 	if d.closed {
-		return 0, fabric.ErrClosed
+		return 0, rdma.ErrClosed
 	}
 	n := d.drainPending(events)
 	if n < len(events) {
-		nev, nud, err := d.dom.Poll(unsafe.Pointer(unsafe.SliceData(events[n:])), len(events)-n, d.ud[:])
+		nev, nud, err := d.dom.Poll(unsafe.SliceData(events[n:]), len(events)-n, d.ud[:])
 		if err != nil {
 			return n, wrapErr("poll", err)
 		}
@@ -44,7 +44,7 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 	return n, nil
 }
 
-func (d *Domain) drainPending(events []fabric.Event) int {
+func (d *Domain) drainPending(events []rdma.Event) int {
 	if len(d.pending) == 0 {
 		return 0
 	}
@@ -76,5 +76,5 @@ func (d *Domain) onDatagram(b []byte, now time.Time) {
 }
 
 // DescribeError turns an Event with Errno set into an error wrapping
-// fabric.ErrProvider, and fabric.ErrTimeout for handshake deadlines.
-func (d *Domain) DescribeError(ev fabric.Event) error { return describeEvent(ev) }
+// rdma.ErrProvider, and rdma.ErrTimeout for handshake deadlines.
+func (d *Domain) DescribeError(ev rdma.Event) error { return describeEvent(ev) }

@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -28,7 +28,7 @@ func (d *Domain) full(e ibv.Errno) bool {
 	return true
 }
 
-func (d *Domain) judgeWrite(op *fabric.WriteOp) verdict {
+func (d *Domain) judgeWrite(op *rdma.WriteOp) verdict {
 	if !validWrite(op) || int(op.Peer) >= len(d.peers) {
 		return badOp
 	}
@@ -39,13 +39,13 @@ func (d *Domain) judgeWrite(op *fabric.WriteOp) verdict {
 	return holdOp
 }
 
-func postAll(*fabric.WriteOp) verdict { return postNow }
+func postAll(*rdma.WriteOp) verdict { return postNow }
 
-func (d *Domain) badWrite(op *fabric.WriteOp) error {
+func (d *Domain) badWrite(op *rdma.WriteOp) error {
 	if int(op.Peer) >= len(d.peers) {
-		return fmt.Errorf("verbs: write to unknown peer %d: %w", op.Peer, fabric.ErrInvalidArgument)
+		return fmt.Errorf("verbs: write to unknown peer %d: %w", op.Peer, rdma.ErrInvalidArgument)
 	}
-	return fmt.Errorf("verbs: write of %d bytes from %#x: %w", op.Length, op.Local, fabric.ErrInvalidArgument)
+	return fmt.Errorf("verbs: write of %d bytes from %#x: %w", op.Length, op.Local, rdma.ErrInvalidArgument)
 }
 
 // PostWrites posts ops as chains of up to four work requests per doorbell
@@ -53,15 +53,15 @@ func (d *Domain) badWrite(op *fabric.WriteOp) error {
 // that is still connecting are copied and held. It stops, returning how
 // many ops it took, when the send queue or the slot table is full; an error
 // with it means ops[n] is invalid (bad length, unknown peer).
-func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
+func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 	if d.closed {
-		return 0, fabric.ErrClosed
+		return 0, rdma.ErrClosed
 	}
 	i := 0
 	for i < len(ops) {
 		nseg, covered, v := planWrites(ops[i:], d.segs[:], d.judgeW)
 		if nseg > 0 {
-			n, e := d.dom.PostWrites(unsafe.Pointer(unsafe.SliceData(ops[i:])), d.segs[:nseg])
+			n, e := d.dom.PostWrites(unsafe.SliceData(ops[i:]), d.segs[:nseg])
 			i += n
 			if e != 0 {
 				if d.full(e) {
@@ -87,7 +87,7 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 	return i, nil
 }
 
-func (d *Domain) holdWrite(op *fabric.WriteOp) {
+func (d *Domain) holdWrite(op *rdma.WriteOp) {
 	p := d.peers[op.Peer]
 	p.heldW = append(p.heldW, *op)
 	if p.ready {
@@ -98,9 +98,9 @@ func (d *Domain) holdWrite(op *fabric.WriteOp) {
 }
 
 // PostSends posts two-sided sends on the peers' message queue pairs.
-func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
+func (d *Domain) PostSends(ops []rdma.SendOp) (int, error) {
 	if d.closed {
-		return 0, fabric.ErrClosed
+		return 0, rdma.ErrClosed
 	}
 	i := 0
 	for i < len(ops) {
@@ -115,7 +115,7 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 			}
 		}
 		if j > i {
-			n, e := d.dom.PostSends(unsafe.Pointer(unsafe.SliceData(ops[i:j])), j-i)
+			n, e := d.dom.PostSends(unsafe.SliceData(ops[i:j]), j-i)
 			i += n
 			if e != 0 {
 				if d.full(e) {
@@ -129,7 +129,7 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 		}
 		op := &ops[i]
 		if !validLength(op.Length) || int(op.Peer) >= len(d.peers) {
-			return i, fmt.Errorf("verbs: send of %d bytes to peer %d: %w", op.Length, op.Peer, fabric.ErrInvalidArgument)
+			return i, fmt.Errorf("verbs: send of %d bytes to peer %d: %w", op.Length, op.Peer, rdma.ErrInvalidArgument)
 		}
 		p := d.peers[op.Peer]
 		p.heldS = append(p.heldS, *op)
@@ -144,23 +144,23 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 }
 
 // PostRecvs posts receive buffers on the message SRQ, shared by all peers.
-func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
+func (d *Domain) PostRecvs(ops []rdma.RecvOp) (int, error) {
 	if d.closed {
-		return 0, fabric.ErrClosed
+		return 0, rdma.ErrClosed
 	}
 	for i := range ops {
 		if !validLength(ops[i].Length) {
-			n, e := d.dom.PostRecvs(unsafe.Pointer(unsafe.SliceData(ops)), i)
+			n, e := d.dom.PostRecvs(unsafe.SliceData(ops), i)
 			if e != 0 && !busy(e) {
 				return n, wrapErr("post receives", &ibv.OpError{Op: "ibv_post_srq_recv", Errno: e})
 			}
 			if n < i {
 				return n, nil
 			}
-			return i, fmt.Errorf("verbs: receive of %d bytes: %w", ops[i].Length, fabric.ErrInvalidArgument)
+			return i, fmt.Errorf("verbs: receive of %d bytes: %w", ops[i].Length, rdma.ErrInvalidArgument)
 		}
 	}
-	n, e := d.dom.PostRecvs(unsafe.Pointer(unsafe.SliceData(ops)), len(ops))
+	n, e := d.dom.PostRecvs(unsafe.SliceData(ops), len(ops))
 	if e != 0 && !busy(e) {
 		return n, wrapErr("post receives", &ibv.OpError{Op: "ibv_post_srq_recv", Errno: e})
 	}
@@ -180,7 +180,7 @@ func (d *Domain) flushBacklog() {
 		full := false
 		for len(p.heldW) > 0 && !full {
 			nseg, covered, _ := planWrites(p.heldW, d.segs[:], postAll)
-			n, e := d.dom.PostWrites(unsafe.Pointer(unsafe.SliceData(p.heldW)), d.segs[:nseg])
+			n, e := d.dom.PostWrites(unsafe.SliceData(p.heldW), d.segs[:nseg])
 			p.heldW = p.heldW[:copy(p.heldW, p.heldW[n:])]
 			if e != 0 && !busy(e) {
 				d.failHeldWrite(p, e)
@@ -188,10 +188,10 @@ func (d *Domain) flushBacklog() {
 			full = e != 0 || n < covered
 		}
 		for len(p.heldS) > 0 && !full {
-			n, e := d.dom.PostSends(unsafe.Pointer(unsafe.SliceData(p.heldS)), len(p.heldS))
+			n, e := d.dom.PostSends(unsafe.SliceData(p.heldS), len(p.heldS))
 			p.heldS = p.heldS[:copy(p.heldS, p.heldS[n:])]
 			if e != 0 && !busy(e) && len(p.heldS) > 0 {
-				d.pending = append(d.pending, fabric.Event{Kind: fabric.EventSend, Context: p.heldS[0].Context,
+				d.pending = append(d.pending, rdma.Event{Kind: rdma.EventSend, Context: p.heldS[0].Context,
 					Errno: int32(e), ProvErrno: 0})
 				p.heldS = p.heldS[:copy(p.heldS, p.heldS[1:])]
 			}
@@ -217,6 +217,6 @@ func (d *Domain) failHeldWrite(p *peer, e ibv.Errno) {
 	if len(p.heldW) == 0 {
 		return
 	}
-	d.pending = append(d.pending, fabric.Event{Kind: fabric.EventWrite, Context: p.heldW[0].Context, Errno: int32(e)})
+	d.pending = append(d.pending, rdma.Event{Kind: rdma.EventWrite, Context: p.heldW[0].Context, Errno: int32(e)})
 	p.heldW = p.heldW[:copy(p.heldW, p.heldW[1:])]
 }

@@ -3,16 +3,16 @@ package verbs
 import (
 	"fmt"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
-func init() { fabric.Register(Provider{}) }
+func init() { rdma.Register(Provider{}) }
 
-// Provider is the "verbs" fabric.Provider. Importing this package
+// Provider is the "verbs" rdma.Provider. Importing this package
 // registers it.
 type Provider struct{}
 
-var _ fabric.Provider = Provider{}
+var _ rdma.Provider = Provider{}
 
 // Name returns "verbs".
 func (Provider) Name() string { return provName }
@@ -21,33 +21,33 @@ func (Provider) Name() string { return provName }
 func (Provider) Transports() []string { return []string{provName} }
 
 // Domains lists one domain per active port of every verbs device. Without
-// any it returns an error wrapping fabric.ErrNotSupported.
-func (Provider) Domains(transport string, _ fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+// any it returns an error wrapping rdma.ErrNotSupported.
+func (Provider) Domains(transport string, _ rdma.DomainOptions) ([]rdma.DomainInfo, error) {
 	if transport != provName {
-		return nil, fmt.Errorf("verbs: transport %q: %w", transport, fabric.ErrUnknownProvider)
+		return nil, fmt.Errorf("verbs: transport %q: %w", transport, rdma.ErrUnknownProvider)
 	}
 	devs, err := Devices()
 	if err != nil {
 		return nil, err
 	}
-	var out []fabric.DomainInfo
+	var out []rdma.DomainInfo
 	for _, d := range devs {
 		for _, p := range d.Ports {
 			if !p.Active() {
 				continue
 			}
-			out = append(out, fabric.DomainInfo{Provider: provName, Transport: provName, Name: d.Name,
+			out = append(out, rdma.DomainInfo{Provider: provName, Transport: provName, Name: d.Name,
 				PCIAddress: d.PCIAddress, NUMANode: d.NUMANode, LinkSpeed: p.LinkSpeed, Index: p.Number})
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("verbs: %d device(s), no active port: %w", len(devs), fabric.ErrNotSupported)
+		return nil, fmt.Errorf("verbs: %d device(s), no active port: %w", len(devs), rdma.ErrNotSupported)
 	}
 	return out, nil
 }
 
 // Open opens one domain; see the package function Open.
-func (Provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
+func (Provider) Open(info rdma.DomainInfo, opts rdma.DomainOptions) (rdma.Domain, error) {
 	d, err := Open(info, opts)
 	if err != nil {
 		return nil, err

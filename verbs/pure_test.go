@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/ibv"
 )
 
@@ -56,7 +57,7 @@ func TestChooseGID(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, g.Index)
 	_, err = chooseGID(ibv.LinkEthernet, mlx, "10.0.0.9")
-	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+	require.ErrorIs(t, err, rdma.ErrInvalidArgument)
 
 	// InfiniBand: index 0.
 	ib := []ibv.GIDEntry{{Index: 0, GID: gidOf("fe80::2"), Type: ibv.GIDTypeIB}, {Index: 1, GID: gidOf("fe80::3")}}
@@ -65,7 +66,7 @@ func TestChooseGID(t *testing.T) {
 	require.Equal(t, 0, g.Index)
 
 	_, err = chooseGID(ibv.LinkEthernet, nil, "")
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
 }
 
 func TestQPAttrBuilders(t *testing.T) {
@@ -111,14 +112,14 @@ func TestQPAttrBuilders(t *testing.T) {
 func sg(first, count uint32) ibv.Seg { return ibv.Seg{First: first, Count: count} }
 
 func TestPlanWrites(t *testing.T) {
-	mk := func(peers ...fabric.PeerID) []fabric.WriteOp {
-		ops := make([]fabric.WriteOp, len(peers))
+	mk := func(peers ...rdma.PeerID) []rdma.WriteOp {
+		ops := make([]rdma.WriteOp, len(peers))
 		for i, p := range peers {
-			ops[i] = fabric.WriteOp{Peer: p, Local: 1, Length: 8}
+			ops[i] = rdma.WriteOp{Peer: p, Local: 1, Length: 8}
 		}
 		return ops
 	}
-	all := func(*fabric.WriteOp) verdict { return postNow }
+	all := func(*rdma.WriteOp) verdict { return postNow }
 	segs := make([]ibv.Seg, 8)
 
 	n, covered, v := planWrites(mk(0, 0, 0, 0, 0, 0, 1, 1, 0), segs, all)
@@ -127,7 +128,7 @@ func TestPlanWrites(t *testing.T) {
 	require.Equal(t, []ibv.Seg{sg(0, 4), sg(4, 2), sg(6, 2), sg(8, 1)}, segs[:n], "chains of at most 4, one peer each")
 
 	// Stops at an op to hold, and at a bad one.
-	judge := func(op *fabric.WriteOp) verdict {
+	judge := func(op *rdma.WriteOp) verdict {
 		switch op.Peer {
 		case 7:
 			return holdOp
@@ -151,9 +152,9 @@ func TestPlanWrites(t *testing.T) {
 	require.Equal(t, 3, covered)
 	require.Equal(t, 3, n)
 
-	require.True(t, validWrite(&fabric.WriteOp{}), "immediate-only")
-	require.False(t, validWrite(&fabric.WriteOp{Local: 1, Length: 1 << 32}))
-	require.False(t, validWrite(&fabric.WriteOp{Length: 8}), "data without a source")
+	require.True(t, validWrite(&rdma.WriteOp{}), "immediate-only")
+	require.False(t, validWrite(&rdma.WriteOp{Local: 1, Length: 1 << 32}))
+	require.False(t, validWrite(&rdma.WriteOp{Length: 8}), "data without a source")
 }
 
 func TestUDAddr(t *testing.T) {
@@ -164,7 +165,7 @@ func TestUDAddr(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a, back)
 	// Through the text form, as peers exchange it.
-	txt, err := fabric.ParseAddress(fa.String())
+	txt, err := rdma.ParseAddress(fa.String())
 	require.NoError(t, err)
 	require.Equal(t, fa, txt)
 
@@ -176,7 +177,7 @@ func TestUDAddr(t *testing.T) {
 		"qpn 0":   append(append([]byte(nil), raw[:18]...), 0, 0, 0, 0, 0, 0),
 	} {
 		_, err := parseUDAddr(bad)
-		require.ErrorIs(t, err, fabric.ErrBadEncoding, name)
+		require.ErrorIs(t, err, rdma.ErrBadEncoding, name)
 	}
 }
 
@@ -206,48 +207,48 @@ func TestLinkSpeed(t *testing.T) {
 }
 
 func TestDescribeEvent(t *testing.T) {
-	require.NoError(t, describeEvent(fabric.Event{Kind: fabric.EventWrite}))
-	err := describeEvent(fabric.Event{Kind: fabric.EventWrite, Errno: int32(syscall.ETIMEDOUT), ProvErrno: provErrHandshake})
-	require.ErrorIs(t, err, fabric.ErrTimeout)
-	require.ErrorIs(t, err, fabric.ErrProvider)
-	require.ErrorIs(t, err, fabric.ErrPeerLost, "a handshake nobody answered blames the peer")
-	err = describeEvent(fabric.Event{Kind: fabric.EventSend, Errno: int32(syscall.EACCES), ProvErrno: 10})
-	require.ErrorIs(t, err, fabric.ErrProvider)
-	require.False(t, errors.Is(err, fabric.ErrTimeout))
-	require.False(t, errors.Is(err, fabric.ErrPeerLost), "a remote access error is the op's")
-	var pe *fabric.ProviderError
+	require.NoError(t, describeEvent(rdma.Event{Kind: rdma.EventWrite}))
+	err := describeEvent(rdma.Event{Kind: rdma.EventWrite, Errno: int32(syscall.ETIMEDOUT), ProvErrno: provErrHandshake})
+	require.ErrorIs(t, err, rdma.ErrTimeout)
+	require.ErrorIs(t, err, rdma.ErrProvider)
+	require.ErrorIs(t, err, rdma.ErrPeerLost, "a handshake nobody answered blames the peer")
+	err = describeEvent(rdma.Event{Kind: rdma.EventSend, Errno: int32(syscall.EACCES), ProvErrno: 10})
+	require.ErrorIs(t, err, rdma.ErrProvider)
+	require.False(t, errors.Is(err, rdma.ErrTimeout))
+	require.False(t, errors.Is(err, rdma.ErrPeerLost), "a remote access error is the op's")
+	var pe *rdma.ProviderError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "verbs", pe.Provider)
 	require.Equal(t, 10, pe.ProvErrno)
-	err = describeEvent(fabric.Event{Kind: fabric.EventSend, Errno: int32(syscall.ECONNREFUSED), ProvErrno: provErrConnect})
-	require.ErrorIs(t, err, fabric.ErrProvider)
-	require.False(t, errors.Is(err, fabric.ErrTimeout))
+	err = describeEvent(rdma.Event{Kind: rdma.EventSend, Errno: int32(syscall.ECONNREFUSED), ProvErrno: provErrConnect})
+	require.ErrorIs(t, err, rdma.ErrProvider)
+	require.False(t, errors.Is(err, rdma.ErrTimeout))
 	// IBV_WC_RETRY_EXC_ERR (12): the remote HCA stopped acknowledging.
-	err = describeEvent(fabric.Event{Kind: fabric.EventWrite, Errno: int32(syscall.EHOSTUNREACH), ProvErrno: 12})
-	require.ErrorIs(t, err, fabric.ErrPeerLost)
-	require.False(t, errors.Is(err, fabric.ErrTimeout))
+	err = describeEvent(rdma.Event{Kind: rdma.EventWrite, Errno: int32(syscall.EHOSTUNREACH), ProvErrno: 12})
+	require.ErrorIs(t, err, rdma.ErrPeerLost)
+	require.False(t, errors.Is(err, rdma.ErrTimeout))
 	// IBV_WC_WR_FLUSH_ERR (5): this side reset the queue pair.
-	err = describeEvent(fabric.Event{Kind: fabric.EventWrite, Errno: int32(syscall.ECANCELED), ProvErrno: 5})
-	require.False(t, errors.Is(err, fabric.ErrPeerLost))
+	err = describeEvent(rdma.Event{Kind: rdma.EventWrite, Errno: int32(syscall.ECANCELED), ProvErrno: 5})
+	require.False(t, errors.Is(err, rdma.ErrPeerLost))
 }
 
 func TestWrapErr(t *testing.T) {
 	require.NoError(t, wrapErr("x", nil))
 	err := wrapErr("register memory", &ibv.OpError{Op: "ibv_reg_mr", Errno: ibv.Errno(syscall.ENOMEM)})
-	require.ErrorIs(t, err, fabric.ErrProvider)
+	require.ErrorIs(t, err, rdma.ErrProvider)
 	require.ErrorIs(t, err, syscall.ENOMEM)
-	var pe *fabric.ProviderError
+	var pe *rdma.ProviderError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, int(syscall.ENOMEM), pe.Errno)
 	err = wrapErr("register memory", &ibv.OpError{Op: "ibv_reg_dmabuf_mr", Errno: ibv.Errno(syscall.EOPNOTSUPP)})
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
 }
 
 func TestProviderRegistered(t *testing.T) {
-	require.Contains(t, fabric.Providers(), "verbs")
+	require.Contains(t, rdma.Providers(), "verbs")
 	require.Equal(t, []string{"verbs"}, Provider{}.Transports())
-	_, err := Provider{}.Domains("efa", fabric.DomainOptions{})
-	require.ErrorIs(t, err, fabric.ErrUnknownProvider)
+	_, err := Provider{}.Domains("efa", rdma.DomainOptions{})
+	require.ErrorIs(t, err, rdma.ErrUnknownProvider)
 }
 
 // TestNoDevice checks the contract on machines without RDMA: an error
@@ -257,14 +258,14 @@ func TestNoDevice(t *testing.T) {
 	if err == nil {
 		t.Skipf("this machine has %d verbs device(s); the no-device path is not reachable", len(devs))
 	}
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
-	require.NotEqual(t, fabric.ErrNotSupported, err, "wrapped, with the reason")
-	_, err = Provider{}.Domains("verbs", fabric.DomainOptions{})
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
-	_, err = Open(fabric.DomainInfo{Name: "mlx5_0"}, fabric.DomainOptions{})
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
-	_, err = fabric.ChooseTransport("verbs", fabric.DomainOptions{})
-	require.ErrorIs(t, err, fabric.ErrNotSupported)
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
+	require.NotEqual(t, rdma.ErrNotSupported, err, "wrapped, with the reason")
+	_, err = Provider{}.Domains("verbs", rdma.DomainOptions{})
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
+	_, err = Open(rdma.DomainInfo{Name: "mlx5_0"}, rdma.DomainOptions{})
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
+	_, err = fabric.ChooseTransport("verbs", rdma.DomainOptions{})
+	require.ErrorIs(t, err, rdma.ErrNotSupported)
 }
 
 // TestPCIOf reads a fake sysfs tree shaped like a ConnectX function, a
@@ -302,12 +303,12 @@ func TestPCIOf(t *testing.T) {
 // BenchmarkPlanWrites: the Go side of PostWrites for a batch of 1024 paged
 // writes spread over 8 peers in runs of 16 (chains of 4), per op.
 func BenchmarkPlanWrites(b *testing.B) {
-	ops := make([]fabric.WriteOp, 1024)
+	ops := make([]rdma.WriteOp, 1024)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{Peer: fabric.PeerID(i / 16 % 8), Local: 1, Length: 4096}
+		ops[i] = rdma.WriteOp{Peer: rdma.PeerID(i / 16 % 8), Local: 1, Length: 4096}
 	}
 	segs := make([]ibv.Seg, 64)
-	judge := func(op *fabric.WriteOp) verdict {
+	judge := func(op *rdma.WriteOp) verdict {
 		if validWrite(op) {
 			return postNow
 		}

@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 func openFDs(t testing.TB) int {
@@ -28,13 +27,13 @@ func TestNoLeaks(t *testing.T) {
 	infos := requireDevices(t, 1)
 	round := func() {
 		t.Run("round", func(t *testing.T) {
-			a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
-			b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+			a := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
+			b := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
 			p := a.resolve(b)
-			postAllWrites(t, a, []fabric.WriteOp{{Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p,
-				Context: 1, Imm: 1, Flags: fabric.WriteHasImm}}, b)
+			postAllWrites(t, a, []rdma.WriteOp{{Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p,
+				Context: 1, Imm: 1, Flags: rdma.WriteHasImm}}, b)
 			pump(t, 10*time.Second, func() bool { return len(a.byCtx) == 1 && len(b.imms) == 1 }, a, b)
-			if _, err := b.PostRecvs([]fabric.RecvOp{{Local: uint64(addrOf(b.buf)), Length: 64, LocalDesc: b.keys.Local, Context: 1}}); err != nil {
+			if _, err := b.PostRecvs([]rdma.RecvOp{{Local: uint64(addrOf(b.buf)), Length: 64, LocalDesc: b.keys.Local, Context: 1}}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -55,16 +54,16 @@ func TestNoLeaks(t *testing.T) {
 // nothing once the peer is connected.
 func TestDataPathAllocs(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
-	b := openT(t, infos[0], fabric.DomainOptions{}, 1<<16)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
+	b := openT(t, infos[0], rdma.DomainOptions{}, 1<<16)
 	p := a.resolve(b)
 	pump(t, 10*time.Second, func() bool { return a.hs.phase(p) == hsEstablished }, a, b)
-	ops := make([]fabric.WriteOp, 8)
+	ops := make([]rdma.WriteOp, 8)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local,
-			Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p, Imm: 1, Flags: fabric.WriteHasImm}
+		ops[i] = rdma.WriteOp{Local: uint64(addrOf(a.buf)), Length: 64, LocalDesc: a.keys.Local,
+			Remote: uint64(addrOf(b.buf)), RemoteKey: b.keys.Remote, Peer: p, Imm: 1, Flags: rdma.WriteHasImm}
 	}
-	ev := make([]fabric.Event, 64)
+	ev := make([]rdma.Event, 64)
 	allocs := testing.AllocsPerRun(50, func() {
 		left := ops
 		for len(left) > 0 {
@@ -100,16 +99,16 @@ func BenchmarkWrite(b *testing.B) {
 func benchWrite(b *testing.B, size int) {
 	infos := requireDevices(b, 1)
 	const window = 256
-	a := openT(b, infos[0], fabric.DomainOptions{}, size)
-	c := openT(b, infos[0], fabric.DomainOptions{}, size)
+	a := openT(b, infos[0], rdma.DomainOptions{}, size)
+	c := openT(b, infos[0], rdma.DomainOptions{}, size)
 	p := a.resolve(c)
 	pump(b, 10*time.Second, func() bool { return a.hs.phase(p) == hsEstablished }, a, c)
-	ops := make([]fabric.WriteOp, 1)
+	ops := make([]rdma.WriteOp, 1)
 	for i := range ops {
-		ops[i] = fabric.WriteOp{Local: uint64(addrOf(a.buf)), Length: uint64(size), LocalDesc: a.keys.Local,
-			Remote: uint64(addrOf(c.buf)), RemoteKey: c.keys.Remote, Peer: p, Imm: 1, Flags: fabric.WriteHasImm}
+		ops[i] = rdma.WriteOp{Local: uint64(addrOf(a.buf)), Length: uint64(size), LocalDesc: a.keys.Local,
+			Remote: uint64(addrOf(c.buf)), RemoteKey: c.keys.Remote, Peer: p, Imm: 1, Flags: rdma.WriteHasImm}
 	}
-	ev := make([]fabric.Event, 64)
+	ev := make([]rdma.Event, 64)
 	var posted, done, imms int
 	reap := func() {
 		n, _ := a.Poll(ev)
@@ -150,7 +149,7 @@ func benchWrite(b *testing.B, size int) {
 // fd (a pipe) would be refused instead.
 func TestDmabufFallback(t *testing.T) {
 	infos := requireDevices(t, 1)
-	a := openT(t, infos[0], fabric.DomainOptions{}, 0)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 0)
 	var fds [2]int
 	if err := unix.Pipe(fds[:]); err != nil {
 		t.Fatal(err)
@@ -158,10 +157,10 @@ func TestDmabufFallback(t *testing.T) {
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
 	buf := mmapT(t, 8192)
-	keys, err := a.RegisterMemory(fabric.MemorySpan{Addr: addrOf(buf), Len: 8192, Device: fabric.CUDADevice(0),
-		DmabufFD: fds[0], DmabufOffset: 0}, fabric.AccessRemoteWrite)
+	keys, err := a.RegisterMemory(rdma.MemorySpan{Addr: addrOf(buf), Len: 8192, Device: rdma.CUDADevice(0),
+		DmabufFD: fds[0], DmabufOffset: 0}, rdma.AccessRemoteWrite)
 	if err != nil {
-		if a.Stats().DmabufFallbacks == 0 && errors.Is(err, fabric.ErrProvider) {
+		if a.Stats().DmabufFallbacks == 0 && errors.Is(err, rdma.ErrProvider) {
 			t.Logf("device accepts dma-buf registration and refused the pipe: %v", err)
 			return
 		}

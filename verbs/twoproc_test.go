@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // The two-process test: the test binary runs itself again as a child; the
@@ -34,7 +34,7 @@ func pattern(b []byte) {
 
 // endpoint is what one side tells the other.
 type endpoint struct {
-	addr fabric.Address
+	addr rdma.Address
 	base uint64
 	key  uint64
 }
@@ -56,7 +56,7 @@ func readEndpoint(r *bufio.Reader, tag string) (endpoint, error) {
 			continue
 		}
 		var e endpoint
-		if e.addr, err = fabric.ParseAddress(f[1]); err != nil {
+		if e.addr, err = rdma.ParseAddress(f[1]); err != nil {
 			return e, err
 		}
 		_, err = fmt.Sscan(f[2]+" "+f[3], &e.base, &e.key)
@@ -99,7 +99,7 @@ func TestTwoProcess(t *testing.T) {
 
 	// The first half is the source; the child writes back into the second.
 	const half = twoProcPages * twoProcPage
-	a := openT(t, infos[0], fabric.DomainOptions{}, 2*half)
+	a := openT(t, infos[0], rdma.DomainOptions{}, 2*half)
 	pattern(a.buf[:half])
 	child, err := readEndpoint(r, "CHILD")
 	if err != nil {
@@ -114,11 +114,11 @@ func TestTwoProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops := make([]fabric.WriteOp, twoProcPages)
+	ops := make([]rdma.WriteOp, twoProcPages)
 	for i := range ops {
 		off := uint64(i * twoProcPage)
-		ops[i] = fabric.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: twoProcPage, LocalDesc: a.keys.Local,
-			Remote: child.base + off, RemoteKey: child.key, Peer: peer, Context: uint64(i), Imm: uint32(i), Flags: fabric.WriteHasImm}
+		ops[i] = rdma.WriteOp{Local: uint64(addrOf(a.buf)) + off, Length: twoProcPage, LocalDesc: a.keys.Local,
+			Remote: child.base + off, RemoteKey: child.key, Peer: peer, Context: uint64(i), Imm: uint32(i), Flags: rdma.WriteHasImm}
 	}
 	postAllWrites(t, a, ops)
 	pump(t, 30*time.Second, func() bool { return len(a.byCtx) == twoProcPages && len(a.imms) == 1 }, a)
@@ -139,7 +139,7 @@ func TestTwoProcessChild(t *testing.T) {
 	if dev == "" {
 		t.Skip("runs as the child of TestTwoProcess")
 	}
-	b := openT(t, fabric.DomainInfo{Name: dev}, fabric.DomainOptions{}, twoProcPages*twoProcPage)
+	b := openT(t, rdma.DomainInfo{Name: dev}, rdma.DomainOptions{}, twoProcPages*twoProcPage)
 	me := endpoint{addr: b.Address(), base: uint64(addrOf(b.buf)), key: b.keys.Remote}
 	fmt.Print(me.line("CHILD"))
 	in := bufio.NewReader(os.Stdin)
@@ -157,8 +157,8 @@ func TestTwoProcessChild(t *testing.T) {
 	if !bytes.Equal(b.buf, want) {
 		t.Fatal("child: pages differ")
 	}
-	postAllWrites(t, b, []fabric.WriteOp{{Local: uint64(addrOf(b.buf)), Length: uint64(len(b.buf)), LocalDesc: b.keys.Local,
-		Remote: parent.base, RemoteKey: parent.key, Peer: peer, Context: 1, Imm: twoProcBack, Flags: fabric.WriteHasImm}})
+	postAllWrites(t, b, []rdma.WriteOp{{Local: uint64(addrOf(b.buf)), Length: uint64(len(b.buf)), LocalDesc: b.keys.Local,
+		Remote: parent.base, RemoteKey: parent.key, Peer: peer, Context: 1, Imm: twoProcBack, Flags: rdma.WriteHasImm}})
 	pump(t, 30*time.Second, func() bool { return len(b.byCtx) == 1 }, b)
 	b.completedOK(1)
 	// Keep the domain open until the parent is done with it.

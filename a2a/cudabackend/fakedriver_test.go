@@ -15,6 +15,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	cu "github.com/ferryrdma/ferry/cuda"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 const fakeDriverEnv = "FERRY_TEST_A2A_FAKE_CUDA"
@@ -40,13 +41,8 @@ func TestDriverProcessNodeFakeDriver(t *testing.T) {
 	if msg, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, "../../cuda/testdata/fakecuda.c").CombinedOutput(); err != nil {
 		t.Fatalf("build the fake driver: %v\n%s", err, msg)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDriverProcessNodeFakeDriver$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), fakeDriverEnv+"=1", "FERRY_CUDA_DRIVER="+lib)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("fake driver run: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
+	testutil.RunTest(t, "TestDriverProcessNodeFakeDriver", testutil.SpawnOptions{Env: []string{fakeDriverEnv + "=1",
+		"FERRY_CUDA_DRIVER=" + lib}})
 }
 
 // fakeStat reads a counter of the fake driver (device attribute 9000+i).

@@ -11,9 +11,8 @@ import (
 	"github.com/ferryrdma/ferry/a2a/cudabackend"
 	"github.com/ferryrdma/ferry/a2a/cudabackend/onedevice"
 	"github.com/ferryrdma/ferry/a2a/workload"
-	"github.com/ferryrdma/ferry/cuda"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
-	"github.com/ferryrdma/ferry/internal/testutil"
+	"github.com/ferryrdma/ferry/internal/testutil/cudatest"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // These tests need a GPU (make gpu-build, then make gpu-test on the GPU
@@ -24,19 +23,7 @@ import (
 
 func requireDevice(tb testing.TB) *cudabackend.DriverDevice {
 	tb.Helper()
-	testutil.SkipIfNotSupported(tb, "cuda", cuda.Init())
-	dev, err := cuda.GetDevice(0)
-	testutil.SkipIfNotSupported(tb, "cuda", err)
-	c, err := dev.PrimaryContext()
-	if err != nil {
-		tb.Fatalf("primary context: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			tb.Errorf("context close at cleanup (leaked objects?): %v", err)
-		}
-	})
-	d, err := cudabackend.NewDriverDevice(c)
+	d, err := cudabackend.NewDriverDevice(cudatest.Context(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

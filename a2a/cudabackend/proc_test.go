@@ -25,30 +25,26 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // Node ranks as processes: the test binary re-executes itself as the
-// ranks of a job (procJobEnv set), each with its own engine and backend,
+// ranks of a job (the role "rank", its procJob in procJobEnv), each with
+// its own engine and backend,
 // the domain's buffers shared through a2a/cudabackend.ProcessNode: memfds on the
 // emulator, CUDA VMM exports on a GPU.
 
 const procJobEnv = "FERRY_A2A_CUDA_PROC_JOB"
 
 func TestMain(m *testing.M) {
-	if s := os.Getenv(procJobEnv); s != "" {
+	testutil.Main(m, testutil.Roles{"rank": func() error {
 		var j procJob
-		err := json.Unmarshal([]byte(s), &j)
-		if err == nil {
-			err = runProcRank(j)
+		if err := json.Unmarshal([]byte(os.Getenv(procJobEnv)), &j); err != nil {
+			return err
 		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "a2a cuda test rank:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+		return runProcRank(j)
+	}})
 }
 
 // procJob is what every rank of a job is told.
@@ -198,29 +194,18 @@ func memfds() int {
 func runProcJob(t *testing.T, j procJob) {
 	t.Helper()
 	fabrictest.RequireTransport(t, j.Transport, "127.0.0.1")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	js, err := json.Marshal(j)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	err = rendezvous.Spawn(ctx, j.Config.WorldSize, []string{exe, "-test.run=^$"}, append(os.Environ(), procJobEnv+"="+string(js)),
-		rendezvous.SpawnOptions{Stdout: &out, Stderr: &out, KeepGoing: j.Kill != nil})
+	// The ranks' output goes to the test log.
+	opts := rendezvoustest.Options{Env: []string{procJobEnv + "=" + string(js)}, Timeout: 5 * time.Minute, KeepGoing: j.Kill != nil}
 	if j.Kill != nil {
-		if t.Failed() || out.Len() > 0 {
-			t.Logf("ranks' output:\n%s", out.String())
-		}
+		_, err = rendezvoustest.Run(t, j.Config.WorldSize, "rank", opts)
 		a2atest.KillResults(t, err, j.Config.WorldSize, *j.Kill)
 		return
 	}
-	if err != nil {
-		t.Fatalf("%v\nranks' output:\n%s", err, out.String())
-	}
+	rendezvoustest.MustRun(t, j.Config.WorldSize, "rank", opts)
 }
 
 // TestKilledRankProcessesEmu: the CUDA backend on the emulator, ranks as

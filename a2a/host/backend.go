@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -47,8 +48,20 @@ type Options struct {
 	// ReduceThreads is how many goroutines combine's weighted sum splits
 	// a call's tokens over, the caller's included; 0 or 1: the caller's
 	// alone. More pays where the machine has cores that no rank or engine
-	// worker keeps busy (each rank's process splits its own tokens).
+	// worker keeps busy (each rank's process splits its own tokens), so
+	// New takes at most this rank's share of the CPUs it may run on
+	// (runtime.NumCPU over the ranks of its domain, which share the
+	// host): on a machine with no spare cores the caller reduces alone.
 	ReduceThreads int
+}
+
+// reduceThreads is how many goroutines a rank's reduction may use: what
+// was asked, at most the rank's share of cpus among the domain's ranks
+// (at least 1). More would only take turns on the same cores with the
+// other ranks and their engine workers.
+func reduceThreads(asked, cpus, domain int) int {
+	share := max(1, cpus/max(1, domain))
+	return max(1, min(asked, share))
 }
 
 // DefaultTimeout is Options.Timeout's default.
@@ -109,7 +122,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 			_ = b.Close()
 		}
 	}()
-	b.reduce = rows.NewReducer(&b.l, opt.ReduceThreads)
+	b.reduce = rows.NewReducer(&b.l, reduceThreads(opt.ReduceThreads, runtime.NumCPU(), l.NVLinkSize))
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base
 	b.rej, _ = opt.Node.(NodeRejoiner)

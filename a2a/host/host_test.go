@@ -18,8 +18,8 @@ import (
 	"github.com/ferryrdma/ferry/a2a/workload"
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 	_ "github.com/ferryrdma/ferry/ipc"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // world builds W ranks over transport, each with its own engine, and

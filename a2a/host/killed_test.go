@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,6 +19,8 @@ import (
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // killJob is what the parent of TestKilledRankProcesses tells each rank.
@@ -131,10 +132,6 @@ func nodeMappings(cfg a2a.Config) func() error {
 // every iteration equal to the masked oracle, its experts' rows dropped
 // and reported. The victim's node peer carries on alone in its domain.
 func TestKilledRankProcesses(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	type world struct {
 		cfg    a2a.Config
 		victim int
@@ -168,10 +165,8 @@ func TestKilledRankProcesses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-				defer cancel()
-				err = rendezvous.Spawn(ctx, cfg.WorldSize, []string{exe, "-test.run=^$"},
-					append(os.Environ(), killEnv+"="+string(js)), rendezvous.SpawnOptions{KeepGoing: true})
+				_, err = rendezvoustest.Run(t, cfg.WorldSize, "kill-rank", rendezvoustest.Options{Timeout: 120 * time.Second,
+					Env: []string{killEnv + "=" + string(js)}, KeepGoing: true})
 				a2atest.KillResults(t, err, cfg.WorldSize, j.KillJob)
 			})
 		}
@@ -187,10 +182,6 @@ func TestKilledRankProcesses(t *testing.T) {
 // one's, and the new process maps its own, during the membership change;
 // afterwards each rank maps exactly its domain's current buffers.
 func TestKilledRankRestartsProcesses(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	type run struct {
 		cfg       a2a.Config
 		victim    int
@@ -215,42 +206,39 @@ func TestKilledRankRestartsProcesses(t *testing.T) {
 			fabrictest.RequireTransport(t, transport, "127.0.0.1")
 			j := killJob{KillJob: a2atest.KillJob{Victim: rn.victim, Dir: t.TempDir(), Timeout: 10 * time.Second, Iters: 2,
 				Restart: true, RestartIters: 3}, Config: cfg, Transport: transport}
-			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-			defer cancel()
-			// The restarted victim: started once the first one died.
-			restarted := make(chan error, 1)
-			var out bytes.Buffer
-			go func() {
-				for {
-					if _, err := os.Stat(filepath.Join(j.Dir, "killed")); err == nil {
-						break
-					}
-					if ctx.Err() != nil {
-						restarted <- ctx.Err()
-						return
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				again := j
-				again.Restarted = true
-				js, err := json.Marshal(again)
-				if err != nil {
-					restarted <- err
-					return
-				}
-				cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
-				cmd.Env = append(os.Environ(), killEnv+"="+string(js))
-				cmd.Stdout, cmd.Stderr = &out, &out
-				restarted <- cmd.Run()
-			}()
 			js, err := json.Marshal(j)
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = rendezvous.Spawn(ctx, cfg.WorldSize, []string{exe, "-test.run=^$"},
-				append(os.Environ(), killEnv+"="+string(js)), rendezvous.SpawnOptions{KeepGoing: true})
-			if rerr := <-restarted; rerr != nil {
-				t.Fatalf("the restarted rank: %v\n%s", rerr, out.String())
+			deadline := time.Now().Add(120 * time.Second)
+			job := make(chan error, 1)
+			go func() {
+				_, err := rendezvoustest.Run(t, cfg.WorldSize, "kill-rank", rendezvoustest.Options{Timeout: time.Until(deadline),
+					Env: []string{killEnv + "=" + string(js)}, KeepGoing: true})
+				job <- err
+			}()
+			// The restarted victim: started once the first one died.
+			var restarted *testutil.Child
+			for restarted == nil {
+				if _, err := os.Stat(filepath.Join(j.Dir, "killed")); err == nil {
+					again := j
+					again.Restarted = true
+					ajs, err := json.Marshal(again)
+					if err != nil {
+						t.Fatal(err)
+					}
+					restarted = testutil.Spawn(t, "kill-rank", testutil.SpawnOptions{Env: []string{killEnv + "=" + string(ajs)},
+						Timeout: time.Until(deadline)})
+					continue
+				}
+				if len(job) > 0 || time.Now().After(deadline) {
+					t.Fatalf("the victim was not killed; the job: %v", <-job)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			err = <-job
+			if rerr := restarted.Wait(); rerr != nil {
+				t.Fatalf("the restarted rank: %v", rerr)
 			}
 			a2atest.KillResults(t, err, cfg.WorldSize, j.KillJob)
 		})

@@ -31,7 +31,9 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	// The previous combine barrier frees every buffer this phase writes.
-	if err := await(ctx, b.w.txReady, "the previous iteration's barrier"); err != nil {
+	if err := b.w.await(ctx, b.w.txReady, "the previous iteration's barrier", func() error {
+		return b.wire.Barrier(ctx, a2a.TagCombineBarrier)
+	}); err != nil {
 		return err
 	}
 	l, sp := &b.l, p.Send()
@@ -67,7 +69,7 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		return err
 	}
 	b.w.p = p
-	b.w.steps <- stepPlan
+	b.w.hand(stepPlan)
 	return nil
 }
 
@@ -75,7 +77,7 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	l := &b.l
-	if err := await(ctx, b.w.planned, "the count exchange"); err != nil {
+	if err := b.w.await(ctx, b.w.planned, "the count exchange", func() error { return b.plan(ctx, p) }); err != nil {
 		return err
 	}
 	rp := p.Recv()
@@ -107,7 +109,7 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 	if out.ExpertOffsets != nil {
 		copy(out.ExpertOffsets, rp.ExpertOffsets)
 	}
-	b.w.steps <- stepDispatchBarrier
+	b.w.hand(stepDispatchBarrier)
 	return nil
 }
 
@@ -116,14 +118,16 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	defer cancel()
 	// The dispatch barrier: every rank is done reading what it was sent,
 	// and every transfer out of the send buffer completed.
-	if err := await(ctx, b.w.txReady, "the dispatch barrier"); err != nil {
+	if err := b.w.await(ctx, b.w.txReady, "the dispatch barrier", func() error {
+		return b.wire.Barrier(ctx, a2a.TagDispatchBarrier)
+	}); err != nil {
 		return err
 	}
 	l, rp := &b.l, p.Recv()
 	own := b.send[b.me]
 	for _, run := range rp.Runs[:rp.RemoteRuns] {
 		for c := int32(0); c < run.Count; c++ {
-			copy(b.crow(own, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+			rows.Copy(b.crow(own, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
 		}
 	}
 	if err := b.wire.Combine(rp.Combine); err != nil {
@@ -137,7 +141,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 			dst := b.recv[b.peer(q)]
 			for c := int32(0); c < run.Count; c++ {
-				copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+				rows.Copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
 			}
 		}
 	}
@@ -155,6 +159,6 @@ func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 	}
 	own := b.recv[b.me]
 	b.reduce.Reduce(p.Send(), out, func(pos int32) []byte { return b.crow(own, pos) })
-	b.w.steps <- stepCombineBarrier
+	b.w.hand(stepCombineBarrier)
 	return nil
 }

@@ -18,31 +18,24 @@ import (
 	"github.com/ferryrdma/ferry/a2a/workload"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
-// The test binary re-executes itself as the ranks of a job: with
-// A2A_HOST_CHILD set to a transport, TestMain runs one rank.
+// The test binary re-executes itself as the ranks of a job: in the role
+// "rank" (A2A_HOST_CHILD naming the transport) or "kill-rank" (a killJob
+// in killEnv), TestMain runs one rank.
 func TestMain(m *testing.M) {
-	if s := os.Getenv(killEnv); s != "" {
-		var j killJob
-		err := json.Unmarshal([]byte(s), &j)
-		if err == nil {
-			err = killedRank(j)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "a2a host killed-rank job:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if transport := os.Getenv("A2A_HOST_CHILD"); transport != "" {
-		if err := childRank(transport); err != nil {
-			fmt.Fprintln(os.Stderr, "a2a host child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	testutil.Main(m, testutil.Roles{
+		"rank": func() error { return childRank(os.Getenv("A2A_HOST_CHILD")) },
+		"kill-rank": func() error {
+			var j killJob
+			if err := json.Unmarshal([]byte(os.Getenv(killEnv)), &j); err != nil {
+				return err
+			}
+			return killedRank(j)
+		},
+	})
 }
 
 const childIters = 4
@@ -113,10 +106,6 @@ func TestHostProcesses(t *testing.T) {
 	if testing.Short() {
 		worlds = worlds[:2]
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, transport := range []string{"shm", "tcp;ofi_rxm"} {
 		for _, cfg := range worlds {
 			l, err := cfg.Layout()
@@ -134,12 +123,8 @@ func TestHostProcesses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				env := append(os.Environ(), "A2A_HOST_CHILD="+transport, "A2A_HOST_CFG="+string(js), "A2A_HOST_SEED=17")
-				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-				defer cancel()
-				if err := rendezvous.SpawnLocal(ctx, cfg.WorldSize, []string{exe, "-test.run=^$"}, env); err != nil {
-					t.Fatal(err)
-				}
+				rendezvoustest.MustRun(t, cfg.WorldSize, "rank", rendezvoustest.Options{Timeout: 120 * time.Second,
+					Env: []string{"A2A_HOST_CHILD=" + transport, "A2A_HOST_CFG=" + string(js), "A2A_HOST_SEED=17"}})
 			})
 		}
 	}

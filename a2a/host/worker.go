@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/ferryrdma/ferry/a2a"
 )
@@ -14,12 +15,20 @@ import (
 // before the counts arrive and DispatchRecv and CombineRecv return as soon
 // as this rank's own data is in, without waiting for the slowest rank.
 //
-// Hand-offs are channels, so every buffer, the planner and the posted
-// count are used by one goroutine at a time:
+// Each step is handed over once and awaited once, in this order:
 //
 //	DispatchSend --stepPlan--> worker: wait counts, PlanRecv --planned--> DispatchRecv
 //	DispatchRecv --stepDispatchBarrier--> worker: barrier, drain --txReady--> CombineSend
 //	CombineRecv  --stepCombineBarrier--> worker: barrier, drain --txReady--> next DispatchSend
+//
+// Whoever claims a step first runs it: the worker, when it gets to run
+// while the caller is away (computing between the calls), or the caller,
+// when it comes to wait for a step the worker has not started. A caller
+// that would only block until the worker is scheduled, runs the step,
+// wakes it and hands back the answer, so runs it itself, woken by the
+// engine. The claim (a compare-and-swap of the step's number) makes
+// exactly one of them run it, so every buffer, the planner and the posted
+// count are still used by one goroutine at a time.
 type step uint8
 
 const (
@@ -29,7 +38,12 @@ const (
 )
 
 type worker struct {
-	steps   chan step
+	// pending is the last step handed over: its number << 8 | the step.
+	// taken is the number of the last step claimed. kick wakes the worker.
+	pending atomic.Uint64
+	taken   atomic.Uint64
+	sent    uint64 // steps handed over (the caller's)
+	kick    chan struct{}
 	planned chan error
 	txReady chan error
 	ctx     context.Context
@@ -41,7 +55,7 @@ type worker struct {
 func (b *Backend) startWorker() {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.w = &worker{
-		steps:   make(chan step, 3),
+		kick:    make(chan struct{}, 1),
 		planned: make(chan error, 1),
 		txReady: make(chan error, 1),
 		ctx:     ctx,
@@ -61,15 +75,29 @@ func (b *Backend) stopWorker() {
 	<-b.w.done
 }
 
+// hand gives step s to whoever claims it first (the caller's side).
+func (w *worker) hand(s step) {
+	w.sent++
+	w.pending.Store(w.sent<<8 | uint64(s))
+	select {
+	case w.kick <- struct{}{}:
+	default: // a wake is pending: the worker will see this step
+	}
+}
+
 func (b *Backend) runWorker() {
 	w := b.w
 	defer close(w.done)
 	for {
-		var s step
 		select {
-		case s = <-w.steps:
+		case <-w.kick:
 		case <-w.ctx.Done():
 			return
+		}
+		v := w.pending.Load()
+		n, s := v>>8, step(v&0xff)
+		if !w.taken.CompareAndSwap(n-1, n) {
+			continue // the caller runs it
 		}
 		// Each step waits for the other ranks: at most the timeout.
 		ctx, cancel := context.WithTimeout(w.ctx, b.timeout)
@@ -102,8 +130,18 @@ func (b *Backend) plan(ctx context.Context, p *a2a.Planner) error {
 	return p.PlanRecv(b.words)
 }
 
-// await takes the worker's answer from ch, or gives up when ctx ends.
-func await(ctx context.Context, ch chan error, what string) error {
+// await takes the answer of the last step handed over from ch (the
+// worker's), or runs the step itself with run when the worker has not
+// claimed it; it gives up when ctx ends.
+func (w *worker) await(ctx context.Context, ch chan error, what string, run func() error) error {
+	select {
+	case err := <-ch:
+		return err
+	default:
+	}
+	if w.sent > 0 && w.taken.CompareAndSwap(w.sent-1, w.sent) {
+		return run()
+	}
 	select {
 	case err := <-ch:
 		return err

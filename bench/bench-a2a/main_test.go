@@ -20,15 +20,12 @@ import (
 	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
-// asMain makes the test binary behave as bench-a2a, so --spawn can start
-// it as the ranks of a job.
-const asMain = "BENCH_A2A_TEST_AS_MAIN"
+// asMain is the role in which the test binary behaves as bench-a2a, so
+// --spawn can start it as the ranks of a job.
+const asMain = "bench-a2a"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asMain) == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
+	testutil.Main(m, testutil.Roles{asMain: func() error { return testutil.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }})
 }
 
 // noEnv is an empty launcher environment.
@@ -58,7 +55,7 @@ func TestFlags(t *testing.T) {
 			t.Fatalf("child args carry %s: %q", a, args)
 		}
 	}
-	for _, want := range []string{"--world-size=4", "--provider=shm", "--node=127.0.0.1", "--nvlink=2", "--json=x.json", "--in-dtype=bf16"} {
+	for _, want := range []string{"--world-size=4", "--transport=shm", "--node=127.0.0.1", "--nvlink=2", "--json=x.json", "--in-dtype=bf16"} {
 		if !slices.Contains(args, want) {
 			t.Fatalf("child args lack %s: %q", want, args)
 		}
@@ -101,6 +98,9 @@ func TestFlagsRejected(t *testing.T) {
 		"mode host":        {"--world-size=2", "--mode=lockstep"},
 		"mode unknown":     {"--mode=sideways", "--backend=cuda-emu"},
 		"graph concurrent": {"--mode=concurrent", "--graph", "--backend=cuda"},
+		"poll unknown":     {"--poll=busy", "--backend=cuda-emu"},
+		"spin host":        {"--spin"},
+		"adaptive on gpu":  {"--poll=adaptive", "--backend=cuda"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stderr strings.Builder
@@ -119,7 +119,7 @@ func TestCUDABackendNeedsDriver(t *testing.T) {
 		t.Skip("a CUDA driver is present: the GPU scripts run this backend")
 	}
 	fabrictest.RequireTransport(t, "shm", "127.0.0.1")
-	t.Setenv(asMain, "1")
+	t.Setenv(testutil.RoleEnv, asMain)
 	var stdout, stderr strings.Builder
 	code := run([]string{"--world-size=2", "--spawn", "--backend=cuda", "--tokens=2", "--hidden=16", "--scales=0",
 		"--experts=4", "--topk=2", "--iters=1", "--warmup=0"}, &stdout, &stderr)
@@ -163,7 +163,7 @@ func TestSpawn(t *testing.T) {
 			if slices.Contains(args, "--backend=cuda-emu") {
 				requireGxx(t)
 			}
-			t.Setenv(asMain, "1")
+			t.Setenv(testutil.RoleEnv, asMain)
 			js := filepath.Join(t.TempDir(), "report.jsonl")
 			args = append(args, "--spawn", "--check-iters=2", "--tokens=5,12", "--hidden=96",
 				"--scales=3", "--experts=12", "--topk=3", "--iters=6", "--warmup=2", "--timeout=20s", "--json="+js)

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // built is the fabric-debug binary the tests share, in a directory
@@ -24,11 +26,11 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
+	testutil.Main(m, nil, func() {
+		if built.dir != "" {
+			os.RemoveAll(built.dir)
+		}
+	})
 }
 
 // buildCommand builds fabric-debug once for the tests that run it as a
@@ -155,7 +157,8 @@ func TestCommandLine(t *testing.T) {
 	// Every subcommand defaults to auto.
 	for _, cmd := range []string{"loopback", "serve", "client", "ranks"} {
 		_, errOut, _ := runHere(cmd, "-h")
-		require.Regexp(t, `-provider string\s+transport: auto, [^\n]*\(default "auto"\)`, errOut, cmd)
+		require.Regexp(t, `-transport string\s+transport: auto, [^\n]*\(default "auto"\)`, errOut, cmd)
+		require.Regexp(t, `-provider string\s+alias of --transport`, errOut, cmd)
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/directory"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric" // the mem transport
+	_ "github.com/ferryrdma/ferry/memfabric" // the mem transport
 )
 
 // A prefill engine publishes itself and its KV cache region; a decode

@@ -2,10 +2,10 @@ package fabrictest
 
 import (
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/fabric/memfabric"
+	"github.com/ferryrdma/ferry/memfabric"
 )
 
-// The in-process transports (package fabric/memfabric), registered by
+// The in-process transports (package memfabric), registered by
 // importing this package.
 const (
 	Mem  = "mem"  // bytes really move, within this process

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/fabric/memfabric"
+	"github.com/ferryrdma/ferry/memfabric"
 )
 
 // testCompletions: callbacks, handles and counters each report exactly

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferryrdma/ferry/fabric"
 )
 
 // A provider for registration tests: it accepts CUDA spans (it never
@@ -17,22 +16,22 @@ import (
 // is open while it registers, and fails on demand.
 const fakeTransport = "gpu-test-fake"
 
-func init() { fabric.Register(fakeProvider{}) }
+func init() { rdma.Register(fakeProvider{}) }
 
 type fakeProvider struct{}
 
 func (fakeProvider) Name() string         { return fakeTransport }
 func (fakeProvider) Transports() []string { return []string{fakeTransport} }
-func (fakeProvider) Domains(string, fabric.DomainOptions) ([]fabric.DomainInfo, error) {
-	return []fabric.DomainInfo{{Provider: fakeTransport, Transport: fakeTransport, Name: "fake0", NUMANode: -1}}, nil
+func (fakeProvider) Domains(string, rdma.DomainOptions) ([]rdma.DomainInfo, error) {
+	return []rdma.DomainInfo{{Provider: fakeTransport, Transport: fakeTransport, Name: "fake0", NUMANode: -1}}, nil
 }
 
 var fakeIDs atomic.Uint64
 
-func (fakeProvider) Open(info fabric.DomainInfo, _ fabric.DomainOptions) (fabric.RdmaDomain, error) {
+func (fakeProvider) Open(info rdma.DomainInfo, _ rdma.DomainOptions) (rdma.Domain, error) {
 	raw := binary.LittleEndian.AppendUint64([]byte{'g'}, fakeIDs.Add(1))
-	addr, _ := fabric.AddressFromRaw(raw)
-	return &fakeDomain{info: info, addr: addr, regs: map[uintptr]fabric.MemorySpan{}}, nil
+	addr, _ := rdma.AddressFromRaw(raw)
+	return &fakeDomain{info: info, addr: addr, regs: map[uintptr]rdma.MemorySpan{}}, nil
 }
 
 // fakeFaults says what registrations fail.
@@ -44,7 +43,7 @@ var fakeFaults struct {
 }
 
 type seenSpan struct {
-	span   fabric.MemorySpan
+	span   rdma.MemorySpan
 	fdOpen bool
 }
 
@@ -61,16 +60,16 @@ func fakeSeen() []seenSpan {
 }
 
 type fakeDomain struct {
-	info fabric.DomainInfo
-	addr fabric.Address
+	info rdma.DomainInfo
+	addr rdma.Address
 	next uintptr
-	regs map[uintptr]fabric.MemorySpan
+	regs map[uintptr]rdma.MemorySpan
 }
 
-func (d *fakeDomain) Info() fabric.DomainInfo { return d.info }
-func (d *fakeDomain) Address() fabric.Address { return d.addr }
+func (d *fakeDomain) Info() rdma.DomainInfo { return d.info }
+func (d *fakeDomain) Address() rdma.Address { return d.addr }
 
-func (d *fakeDomain) RegisterMemory(s fabric.MemorySpan, _ fabric.Access) (fabric.MemoryKeys, error) {
+func (d *fakeDomain) RegisterMemory(s rdma.MemorySpan, _ rdma.Access) (rdma.MemoryKeys, error) {
 	if s.Device.IsCUDA() {
 		fakeFaults.Lock()
 		open := s.DmabufFD >= 0 && fdOpen(s.DmabufFD)
@@ -78,38 +77,38 @@ func (d *fakeDomain) RegisterMemory(s fabric.MemorySpan, _ fabric.Access) (fabri
 		fdErr, allErr := fakeFaults.dmabuf, fakeFaults.all
 		fakeFaults.Unlock()
 		if allErr != nil {
-			return fabric.MemoryKeys{}, allErr
+			return rdma.MemoryKeys{}, allErr
 		}
 		if s.DmabufFD >= 0 && fdErr != nil {
-			return fabric.MemoryKeys{}, fdErr
+			return rdma.MemoryKeys{}, fdErr
 		}
 	}
 	d.next++
 	d.regs[d.next] = s
-	return fabric.MemoryKeys{Handle: d.next, Local: uint64(d.next), Remote: uint64(d.next), Mode: fabric.AddrVirtual}, nil
+	return rdma.MemoryKeys{Handle: d.next, Local: uint64(d.next), Remote: uint64(d.next), Mode: rdma.AddrVirtual}, nil
 }
 
-func (d *fakeDomain) UnregisterMemory(k fabric.MemoryKeys) error {
+func (d *fakeDomain) UnregisterMemory(k rdma.MemoryKeys) error {
 	if _, ok := d.regs[k.Handle]; !ok {
-		return fmt.Errorf("fake: %w", fabric.ErrUnknownRegion)
+		return fmt.Errorf("fake: %w", rdma.ErrUnknownRegion)
 	}
 	delete(d.regs, k.Handle)
 	return nil
 }
 
-func (d *fakeDomain) ResolvePeer(fabric.Address) (fabric.PeerID, error) {
+func (d *fakeDomain) ResolvePeer(rdma.Address) (rdma.PeerID, error) {
 	return 0, errors.New("fake: no peers")
 }
-func (d *fakeDomain) PostWrites([]fabric.WriteOp) (int, error) {
+func (d *fakeDomain) PostWrites([]rdma.WriteOp) (int, error) {
 	return 0, errors.New("fake: no writes")
 }
-func (d *fakeDomain) PostSends([]fabric.SendOp) (int, error) { return 0, errors.New("fake: no sends") }
-func (d *fakeDomain) PostRecvs([]fabric.RecvOp) (int, error) {
+func (d *fakeDomain) PostSends([]rdma.SendOp) (int, error) { return 0, errors.New("fake: no sends") }
+func (d *fakeDomain) PostRecvs([]rdma.RecvOp) (int, error) {
 	return 0, errors.New("fake: no receives")
 }
-func (d *fakeDomain) Poll([]fabric.Event) (int, error) { return 0, nil }
-func (d *fakeDomain) DescribeError(ev fabric.Event) error {
-	return &fabric.ProviderError{Provider: fakeTransport, Op: "completion", Errno: int(ev.Errno)}
+func (d *fakeDomain) Poll([]rdma.Event) (int, error) { return 0, nil }
+func (d *fakeDomain) DescribeError(ev rdma.Event) error {
+	return &rdma.ProviderError{Provider: fakeTransport, Op: "completion", Errno: int(ev.Errno)}
 }
 func (d *fakeDomain) Close() error { return nil }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // hostStore stands in for a cuda.Flag: it records every value stored.

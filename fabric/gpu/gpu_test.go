@@ -12,7 +12,7 @@ import (
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/gpu"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // Tests named TestGPU* need a CUDA device and NVRTC; elsewhere they skip

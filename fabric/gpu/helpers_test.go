@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/internal/testutil"
-
-	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric/gpu"
+	"github.com/ferryrdma/ferry/internal/testutil/cudatest"
 )
 
 // quiet is a logger for tests that provoke error logs on purpose.
@@ -111,19 +109,4 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 
 // requireCUDA returns device 0's primary context or skips with the reason;
 // at cleanup the context must close cleanly (ErrBusy means a leak).
-func requireCUDA(t testing.TB) *cuda.Context {
-	t.Helper()
-	testutil.SkipIfNotSupported(t, "cuda", cuda.Init())
-	dev, err := cuda.GetDevice(0)
-	testutil.SkipIfNotSupported(t, "cuda", err)
-	c, err := dev.PrimaryContext()
-	if err != nil {
-		t.Fatalf("primary context: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("context close at cleanup (leaked objects?): %v", err)
-		}
-	})
-	return c
-}
+var requireCUDA = cudatest.Context

@@ -15,23 +15,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
-// The test binary re-executes itself as the ranks of a job: with
-// RDV_TEST_CHILD set, TestMain runs one rank instead of the tests.
+// The test binary re-executes itself as the ranks of a job: in the role
+// "full" or "skip2", TestMain runs one rank instead of the tests.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("RDV_TEST_CHILD"); mode != "" {
-		if err := childRank(mode); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			var re *rendezvous.Error
-			if errors.Is(err, rendezvous.ErrTimeout) && errors.As(err, &re) && slices.Contains(re.Missing, 2) {
-				os.Exit(3) // the expected outcome of the missing-rank job
-			}
-			os.Exit(1)
-		}
-		os.Exit(0)
+	testutil.Main(m, testutil.Roles{"full": func() error { return rank("full") }, "skip2": func() error { return rank("skip2") }})
+}
+
+// rank runs childRank, giving exit status 3 for the expected outcome of
+// the missing-rank job.
+func rank(mode string) error {
+	err := childRank(mode)
+	var re *rendezvous.Error
+	if errors.Is(err, rendezvous.ErrTimeout) && errors.As(err, &re) && slices.Contains(re.Missing, 2) {
+		return fmt.Errorf("child: %w: %w", err, testutil.ExitStatus(3))
 	}
-	os.Exit(m.Run())
+	return err
 }
 
 func childRank(mode string) error {
@@ -78,27 +80,19 @@ func childRank(mode string) error {
 }
 
 func TestEightRanksAsProcesses(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	env := append(os.Environ(), "RDV_TEST_CHILD=full")
 	start := time.Now()
-	err := rendezvous.Spawn(ctx, 8, []string{os.Args[0]}, env, rendezvous.SpawnOptions{Stdout: &out, Stderr: &errOut})
-	require.NoError(t, err, "stderr:\n%s", errOut.String())
+	out := rendezvoustest.MustRun(t, 8, "full", rendezvoustest.Options{Timeout: 60 * time.Second})
 	t.Logf("8 processes bootstrapped, exchanged and exited in %v", time.Since(start))
 	for r := range 8 {
-		assert.Contains(t, out.String(), fmt.Sprintf("rank %d/8 ok", r))
+		assert.Contains(t, out.Stdout, fmt.Sprintf("rank %d/8 ok", r))
 	}
 }
 
 func TestProcessJobWithMissingRank(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errOut bytes.Buffer
-	env := append(os.Environ(), "RDV_TEST_CHILD=skip2")
-	err := rendezvous.Spawn(ctx, 4, []string{os.Args[0]}, env, rendezvous.SpawnOptions{Stdout: &errOut, Stderr: &errOut})
+	out, err := rendezvoustest.Run(t, 4, "skip2", rendezvoustest.Options{Timeout: 30 * time.Second})
+	errOut := out.Stdout + out.Stderr
 	var se *rendezvous.SpawnError
-	require.ErrorAs(t, err, &se, "output:\n%s", errOut.String())
+	require.ErrorAs(t, err, &se, "output:\n%s", errOut)
 	assert.ErrorIs(t, err, rendezvous.ErrPeerLost)
 	codes := map[int]int{}
 	for _, r := range se.Ranks {
@@ -107,16 +101,16 @@ func TestProcessJobWithMissingRank(t *testing.T) {
 	// Rank 2 left at once; the first rank to see its absence fails with
 	// exit 3 and the spawner then stops the others, which may also have
 	// seen the timeout (3) or been terminated (-1).
-	assert.Equal(t, 0, codes[2], errOut.String())
+	assert.Equal(t, 0, codes[2], errOut)
 	three := 0
 	for _, r := range []int{0, 1, 3} {
-		assert.Contains(t, []int{3, -1}, codes[r], "rank %d:\n%s", r, errOut.String())
+		assert.Contains(t, []int{3, -1}, codes[r], "rank %d:\n%s", r, errOut)
 		if codes[r] == 3 {
 			three++
 		}
 	}
 	assert.Positive(t, three)
-	assert.Contains(t, errOut.String(), "waiting for rank(s) [")
+	assert.Contains(t, errOut, "waiting for rank(s) [")
 }
 
 func TestSpawnBadArguments(t *testing.T) {

@@ -12,6 +12,8 @@ import "C"
 import (
 	"runtime"
 	"unsafe"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // Dom is the C side of one verbs domain (see the package doc). Not safe for
@@ -209,46 +211,46 @@ func (m MR) Dereg() error {
 }
 
 // PostWrites posts segs (chains over the write ops at ops, laid out as the
-// engine's WriteOp, which fy_write_op mirrors) and returns how many ops were
-// accepted, with the errno that stopped it (0 when all were posted). Like
-// internal/ofi, this package takes the engine's op arrays as plain
-// pointers: it does not depend on the engine.
-func (d *Dom) PostWrites(ops unsafe.Pointer, segs []Seg) (int, Errno) {
+// contract's WriteOp, which fy_write_op mirrors) and returns how many ops
+// were accepted, with the errno that stopped it (0 when all were posted).
+// Like internal/ofi, this package takes the contract's op arrays (package
+// rdma, a leaf) in place: it does not depend on the engine.
+func (d *Dom) PostWrites(ops *rdma.WriteOp, segs []Seg) (int, Errno) {
 	if len(segs) == 0 {
 		return 0, 0
 	}
-	rc := C.fy_post_writes(d.d, (*C.fy_write_op)(ops),
+	rc := C.fy_post_writes(d.d, (*C.fy_write_op)(unsafe.Pointer(ops)),
 		(*C.fy_seg)(unsafe.Pointer(&segs[0])), C.int(len(segs)), &d.d.out_n)
 	return int(d.d.out_n), Errno(rc)
 }
 
-// PostSends posts the n send ops at ops (the engine's SendOp layout) on the
+// PostSends posts the n send ops at ops (the contract's rdma.SendOp) on the
 // peers' message queue pairs.
-func (d *Dom) PostSends(ops unsafe.Pointer, n int) (int, Errno) {
+func (d *Dom) PostSends(ops *rdma.SendOp, n int) (int, Errno) {
 	if n == 0 {
 		return 0, 0
 	}
-	rc := C.fy_post_sends(d.d, (*C.fy_send_op)(ops), C.int(n), &d.d.out_n)
+	rc := C.fy_post_sends(d.d, (*C.fy_send_op)(unsafe.Pointer(ops)), C.int(n), &d.d.out_n)
 	return int(d.d.out_n), Errno(rc)
 }
 
-// PostRecvs posts the n receive ops at ops (the engine's RecvOp layout) on
+// PostRecvs posts the n receive ops at ops (the contract's rdma.RecvOp) on
 // the message SRQ.
-func (d *Dom) PostRecvs(ops unsafe.Pointer, n int) (int, Errno) {
+func (d *Dom) PostRecvs(ops *rdma.RecvOp, n int) (int, Errno) {
 	if n == 0 {
 		return 0, 0
 	}
-	rc := C.fy_post_recvs(d.d, (*C.fy_recv_op)(ops), C.int(n), &d.d.out_n)
+	rc := C.fy_post_recvs(d.d, (*C.fy_recv_op)(unsafe.Pointer(ops)), C.int(n), &d.d.out_n)
 	return int(d.d.out_n), Errno(rc)
 }
 
-// Poll reaps up to max completions into the events at ev (the engine's
+// Poll reaps up to max completions into the events at ev (the contract's
 // Event layout) and handshake datagrams into ud.
-func (d *Dom) Poll(ev unsafe.Pointer, max int, ud []UDMsg) (nev, nud int, err error) {
+func (d *Dom) Poll(ev *rdma.Event, max int, ud []UDMsg) (nev, nud int, err error) {
 	if max == 0 || len(ud) == 0 {
 		return 0, 0, nil
 	}
-	rc := C.fy_poll(d.d, (*C.fy_event)(ev), C.int(max),
+	rc := C.fy_poll(d.d, (*C.fy_event)(unsafe.Pointer(ev)), C.int(max),
 		(*C.fy_ud_msg)(unsafe.Pointer(&ud[0])), C.int(len(ud)), &d.d.out_n)
 	if rc < 0 {
 		return 0, int(d.d.out_n), &OpError{Op: "ibv_poll_cq", Errno: Errno(-rc)}

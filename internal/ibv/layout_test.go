@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // The C helpers read fabric's op and event slices in place, so their
@@ -19,10 +19,10 @@ func TestLayoutsMatchC(t *testing.T) {
 		goSize uintptr
 		cSize  int
 	}{
-		{"WriteOp", unsafe.Sizeof(fabric.WriteOp{}), sizeofWriteOp},
-		{"SendOp", unsafe.Sizeof(fabric.SendOp{}), sizeofSendOp},
-		{"RecvOp", unsafe.Sizeof(fabric.RecvOp{}), sizeofRecvOp},
-		{"Event", unsafe.Sizeof(fabric.Event{}), sizeofEvent},
+		{"WriteOp", unsafe.Sizeof(rdma.WriteOp{}), sizeofWriteOp},
+		{"SendOp", unsafe.Sizeof(rdma.SendOp{}), sizeofSendOp},
+		{"RecvOp", unsafe.Sizeof(rdma.RecvOp{}), sizeofRecvOp},
+		{"Event", unsafe.Sizeof(rdma.Event{}), sizeofEvent},
 		{"UDMsg", unsafe.Sizeof(UDMsg{}), sizeofUDMsg},
 		{"Seg", unsafe.Sizeof(Seg{}), sizeofSeg},
 	} {
@@ -30,19 +30,19 @@ func TestLayoutsMatchC(t *testing.T) {
 			t.Errorf("%s: Go %d bytes, C %d", c.name, c.goSize, c.cSize)
 		}
 	}
-	var w fabric.WriteOp
+	var w rdma.WriteOp
 	if unsafe.Offsetof(w.Imm) != 56 || unsafe.Offsetof(w.Context) != 48 || unsafe.Offsetof(w.Peer) != 40 {
 		t.Error("WriteOp field offsets moved")
 	}
-	var e fabric.Event
+	var e rdma.Event
 	if unsafe.Offsetof(e.Kind) != 16 || unsafe.Offsetof(e.Errno) != 24 {
 		t.Error("Event field offsets moved")
 	}
 	if cKindShift != WRKindShift || cUDMsgMax != UDMsgMax {
 		t.Error("wr_id layout or UD buffer size differs from shim.h")
 	}
-	if fabric.EventWrite != 1 || fabric.EventSend != 2 || fabric.EventRecv != 3 || fabric.EventImm != 4 {
-		t.Error("fabric.EventKind values differ from FY_EV_*")
+	if rdma.EventWrite != 1 || rdma.EventSend != 2 || rdma.EventRecv != 3 || rdma.EventImm != 4 {
+		t.Error("rdma.EventKind values differ from FY_EV_*")
 	}
 }
 

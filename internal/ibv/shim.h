@@ -27,7 +27,7 @@ enum {
 /* Event kinds, identical to fabric.EventKind. */
 enum { FY_EV_WRITE = 1, FY_EV_SEND = 2, FY_EV_RECV = 3, FY_EV_IMM = 4 };
 
-/* Layouts shared with Go (fabric.WriteOp, SendOp, RecvOp, Event). */
+/* Layouts shared with Go (rdma.WriteOp, SendOp, RecvOp, Event). */
 typedef struct {
 	uint64_t local, length, local_desc, remote, remote_key, peer, context;
 	uint32_t imm, flags;

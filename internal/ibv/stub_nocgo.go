@@ -2,7 +2,7 @@
 
 package ibv
 
-import "unsafe"
+import "github.com/ferryrdma/ferry/fabric/rdma"
 
 // This file keeps the package's API in builds without cgo; every call that
 // would touch a device fails with ErrNoCgo.
@@ -101,16 +101,16 @@ func (MR) Handle() uintptr { return 0 }
 func (MR) Dereg() error { return nil }
 
 // PostWrites accepts nothing without cgo.
-func (*Dom) PostWrites(unsafe.Pointer, []Seg) (int, Errno) { return 0, 38 }
+func (*Dom) PostWrites(*rdma.WriteOp, []Seg) (int, Errno) { return 0, 38 }
 
 // PostSends accepts nothing without cgo.
-func (*Dom) PostSends(unsafe.Pointer, int) (int, Errno) { return 0, 38 }
+func (*Dom) PostSends(*rdma.SendOp, int) (int, Errno) { return 0, 38 }
 
 // PostRecvs accepts nothing without cgo.
-func (*Dom) PostRecvs(unsafe.Pointer, int) (int, Errno) { return 0, 38 }
+func (*Dom) PostRecvs(*rdma.RecvOp, int) (int, Errno) { return 0, 38 }
 
 // Poll finds nothing without cgo.
-func (*Dom) Poll(unsafe.Pointer, int, []UDMsg) (int, int, error) { return 0, 0, ErrNoCgo }
+func (*Dom) Poll(*rdma.Event, int, []UDMsg) (int, int, error) { return 0, 0, ErrNoCgo }
 
 // TakeErrQPs finds nothing without cgo.
 func (*Dom) TakeErrQPs([]uint32) int { return 0 }

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"time"
 	"unsafe"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // openSteps names the step of ferry_open that failed, for error messages.
@@ -164,30 +166,30 @@ func (m *MR) Close() error {
 }
 
 // PostWrites posts n write ops (struct ferry_write_op, the layout of
-// fabric.WriteOp) from ops. It returns how many were accepted; a non-nil
+// rdma.WriteOp) from ops. It returns how many were accepted; a non-nil
 // error is the failure of op n, and is never EAGAIN.
-func (ep *Endpoint) PostWrites(ops unsafe.Pointer, n int) (int, error) {
-	k := int(C.ferry_post_writes(ep.e, (*C.struct_ferry_write_op)(ops), C.int(n)))
+func (ep *Endpoint) PostWrites(ops *rdma.WriteOp, n int) (int, error) {
+	k := int(C.ferry_post_writes(ep.e, (*C.struct_ferry_write_op)(unsafe.Pointer(ops)), C.int(n)))
 	return k, fromRet(ep.e.last_err)
 }
 
 // PostSends is PostWrites for struct ferry_send_op.
-func (ep *Endpoint) PostSends(ops unsafe.Pointer, n int) (int, error) {
-	k := int(C.ferry_post_sends(ep.e, (*C.struct_ferry_send_op)(ops), C.int(n)))
+func (ep *Endpoint) PostSends(ops *rdma.SendOp, n int) (int, error) {
+	k := int(C.ferry_post_sends(ep.e, (*C.struct_ferry_send_op)(unsafe.Pointer(ops)), C.int(n)))
 	return k, fromRet(ep.e.last_err)
 }
 
 // PostRecvs is PostWrites for struct ferry_recv_op, any source.
-func (ep *Endpoint) PostRecvs(ops unsafe.Pointer, n int) (int, error) {
-	k := int(C.ferry_post_recvs(ep.e, (*C.struct_ferry_recv_op)(ops), C.int(n)))
+func (ep *Endpoint) PostRecvs(ops *rdma.RecvOp, n int) (int, error) {
+	k := int(C.ferry_post_recvs(ep.e, (*C.struct_ferry_recv_op)(unsafe.Pointer(ops)), C.int(n)))
 	return k, fromRet(ep.e.last_err)
 }
 
 // Poll reads up to max completions into evs (struct ferry_event, the
-// layout of fabric.Event). A negative libfabric return other than EAGAIN
+// layout of rdma.Event). A negative libfabric return other than EAGAIN
 // and EAVAIL is returned as the error: the queue itself failed.
-func (ep *Endpoint) Poll(evs unsafe.Pointer, max int) (int, error) {
-	n := C.ferry_poll(ep.e, (*C.struct_ferry_event)(evs), C.int(max))
+func (ep *Endpoint) Poll(evs *rdma.Event, max int) (int, error) {
+	n := C.ferry_poll(ep.e, (*C.struct_ferry_event)(unsafe.Pointer(evs)), C.int(max))
 	if n < 0 {
 		return 0, Errno(-n)
 	}
@@ -222,7 +224,7 @@ func (ep *Endpoint) CompletionError(i int) CompletionError {
 // waiting for their completions and for the immediates at target. lat
 // receives one duration in ns per timed round. On failure it returns the
 // round that failed (negative for warmups).
-func RawLoop(init, target *Endpoint, ops unsafe.Pointer, n, iters, warmup int,
+func RawLoop(init, target *Endpoint, ops *rdma.WriteOp, n, iters, warmup int,
 	timeout time.Duration, lat []int64) (int, error) {
 	if len(lat) < iters {
 		return 0, EINVAL
@@ -232,7 +234,7 @@ func RawLoop(init, target *Endpoint, ops unsafe.Pointer, n, iters, warmup int,
 	if iters > 0 {
 		latp = (*C.int64_t)(unsafe.Pointer(&lat[0]))
 	}
-	ret := C.ferry_raw_loop(init.e, target.e, (*C.struct_ferry_write_op)(ops), C.int(n),
+	ret := C.ferry_raw_loop(init.e, target.e, (*C.struct_ferry_write_op)(unsafe.Pointer(ops)), C.int(n),
 		C.int(iters), C.int(warmup), C.int64_t(timeout.Nanoseconds()), latp, &phase)
 	runtime.KeepAlive(lat)
 	return int(phase), fromRet(ret)

@@ -40,7 +40,7 @@ const (
 	AddrFormatStr = uint32(C.FI_ADDR_STR)
 )
 
-// Event kinds written by Poll; they equal fabric.EventKind values.
+// Event kinds written by Poll; they equal rdma.EventKind values.
 const (
 	EventWrite = uint32(C.FERRY_EV_WRITE)
 	EventSend  = uint32(C.FERRY_EV_SEND)

@@ -17,7 +17,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
-/* Same layout as fabric.WriteOp: eight 8-byte words. */
+/* Same layout as rdma.WriteOp: eight 8-byte words. */
 struct ferry_write_op {
 	uint64_t local;
 	uint64_t length;
@@ -47,7 +47,7 @@ struct ferry_recv_op {
 	uint64_t context;
 };
 
-/* Same layout as fabric.Event. */
+/* Same layout as rdma.Event. */
 struct ferry_event {
 	uint64_t context;
 	uint64_t length;

@@ -1,13 +1,3 @@
-// Package testutil is the test support every ferry package shares: skips
-// that say why and turn into failures where the hardware is required, and
-// goroutine leak checks. Transport selection lives in fabric/fabrictest
-// (RequireTransport), beside the engine it needs; this package imports
-// nothing of ferry's.
-//
-// FERRY_TEST_REQUIRE is a comma list of features a machine promises
-// (cuda, nvrtc, verbs, libfabric, netns, etcd, ...; "all" promises everything):
-// a test that would skip for lack of a listed feature fails instead, so a
-// hardware CI job cannot pass by skipping.
 package testutil
 
 import (

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ type fakeTB struct {
 	skipped, failed bool
 	msg             string
 	cleanups        []func()
+	logMu           sync.Mutex // children's output arrives from other goroutines
+	logs            []string
 }
 
 func (f *fakeTB) Helper() {}

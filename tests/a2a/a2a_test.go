@@ -3,8 +3,6 @@
 package a2a_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -17,25 +15,20 @@ import (
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
 	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
-// The test binary re-executes itself as the ranks of a job: with jobEnv
-// set, TestMain runs one rank instead of the tests.
+// The test binary re-executes itself as the ranks of a job: in the role
+// "rank", its job in jobEnv, TestMain runs one rank instead of the tests.
 func TestMain(m *testing.M) {
-	if s := os.Getenv(jobEnv); s != "" {
-		j, err := decodeJob(s)
-		if err == nil {
-			err = runRankNoLeaks(j)
-		}
+	testutil.Main(m, testutil.Roles{"rank": func() error {
+		j, err := decodeJob(os.Getenv(jobEnv))
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "a2a test rank:", err)
-			os.Exit(1)
+			return err
 		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+		return runRankNoLeaks(j)
+	}})
 }
 
 // fullEnv asks for the whole matrix (make test-a2a-full).
@@ -215,10 +208,6 @@ func TestCUDAEmuBackendProcesses(t *testing.T) {
 }
 
 func runCases(t *testing.T, cases []testCase, seed uint64) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fabrictest.RequireTransport(t, tc.transport, "127.0.0.1")
@@ -231,14 +220,8 @@ func runCases(t *testing.T, cases []testCase, seed uint64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out bytes.Buffer
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			err = rendezvous.Spawn(ctx, tc.cfg.WorldSize, []string{exe, "-test.run=^$"},
-				append(os.Environ(), jobEnv+"="+string(js)), rendezvous.SpawnOptions{Stdout: &out, Stderr: &out})
-			if err != nil {
-				t.Fatalf("%v\nranks' output:\n%s", err, out.String())
-			}
+			rendezvoustest.MustRun(t, tc.cfg.WorldSize, "rank", rendezvoustest.Options{Env: []string{jobEnv + "=" + string(js)},
+				Timeout: 3 * time.Minute})
 			b, err := os.ReadFile(j.PathsFile)
 			if err != nil || len(b) != 4 {
 				t.Fatalf("rank 0 wrote no path classes: %v", err)

@@ -1,6 +1,6 @@
 // Package a2a (directory tests/a2a) holds the multi-process tests of MoE
 // dispatch and combine: the test binary re-executes itself as every rank
-// of a job (fabric/rendezvous.SpawnLocal), each rank runs the host
+// of a job (fabric/rendezvous/rendezvoustest), each rank runs the host
 // backend (package a2a/host) over a real libfabric provider on loopback
 // (shm or tcp;ofi_rxm), node peers share memfd mappings, and every rank
 // checks its results against the oracle (package a2a/reference).

@@ -26,10 +26,9 @@ import (
 // test through stdin (commands) and stdout (events, one JSON object a
 // line), and measures its own leaks after closing its engine.
 
-const (
-	agentEnv  = "FERRY_FAULT_AGENT"
-	configEnv = "FERRY_FAULT_CONFIG"
-)
+// configEnv carries the agent's settings; its role (target, writer,
+// reap) is its testutil role.
+const configEnv = "FERRY_FAULT_CONFIG"
 
 type agentConfig struct {
 	Transport        string
@@ -92,7 +91,7 @@ func emit(ev event) {
 	fmt.Printf("EVENT %s\n", b)
 }
 
-// runAgent runs the agent named by the environment and returns the exit
+// runAgent runs the agent role names and returns the exit
 // status.
 func runAgent(role string) int {
 	var cfg agentConfig

@@ -213,7 +213,7 @@ func runCase(t *testing.T, c faultCase, transport string) {
 		closeAgent(t, r.writer, seenW, "abandon")
 		// The target checked every chunk it acknowledged.
 		res.verified = w.Acked * chunk
-		if r.target.cmd.ProcessState == nil {
+		if !r.target.dead {
 			if tres := quitTarget(t, r.target, seenT); tres.Mismatches != 0 {
 				t.Fatalf("%d chunks wrong", tres.Mismatches)
 			}

@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,12 +18,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(agentEnv); role != "" {
-		os.Exit(runAgent(role))
+	roles := testutil.Roles{}
+	for _, role := range []string{"target", "writer", "reap"} {
+		roles[role] = func() error { return testutil.Exit(runAgent(role)) }
 	}
-	code := m.Run()
-	printTable()
-	os.Exit(code)
+	testutil.Main(m, roles, printTable)
 }
 
 // full selects the whole suite (make test-faults) over the fast subset.
@@ -34,40 +32,25 @@ var full = os.Getenv("FERRY_FAULTS_FULL") == "1"
 type agent struct {
 	t      *testing.T
 	role   string
-	cmd    *exec.Cmd
+	cmd    *testutil.Child
 	stdin  io.WriteCloser
 	events chan event
 	pid    int
+	dead   bool // killed by the test
 }
 
 func startAgent(t *testing.T, ns *netfault.Namespace, role string, cfg agentConfig) *agent {
 	t.Helper()
 	cj, _ := json.Marshal(cfg)
-	args := []string{"-test.run=^$"}
-	var cmd *exec.Cmd
+	opts := testutil.SpawnOptions{Env: []string{configEnv + "=" + string(cj)}, Stdin: true, Lines: true,
+		Stderr: func(l string) { _, _ = logWriter{t, role}.Write([]byte(l)) }}
 	if ns != nil {
-		cmd = ns.Command(os.Args[0], args...)
-	} else {
-		cmd = exec.Command(os.Args[0], args...)
+		opts.Command = ns.Command
 	}
-	cmd.Env = append(os.Environ(), agentEnv+"="+role, configEnv+"="+string(cj))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logWriter{t, role}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a := &agent{t: t, role: role, cmd: cmd, stdin: stdin, events: make(chan event, 64), pid: cmd.Process.Pid}
+	cmd := testutil.Spawn(t, role, opts)
+	a := &agent{t: t, role: role, cmd: cmd, stdin: cmd.Stdin, events: make(chan event, 64), pid: cmd.Pid()}
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
+		for line := range cmd.Lines {
 			checkVerbs(t, role, line)
 			if j, ok := strings.CutPrefix(line, "EVENT "); ok {
 				var ev event
@@ -80,7 +63,6 @@ func startAgent(t *testing.T, ns *netfault.Namespace, role string, cfg agentConf
 		}
 		close(a.events)
 	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return a
 }
 
@@ -139,7 +121,8 @@ func (a *agent) send(format string, args ...any) {
 }
 
 func (a *agent) kill() {
-	_ = a.cmd.Process.Kill()
+	a.dead = true
+	a.cmd.Kill()
 	_ = a.cmd.Wait()
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a/cudabackend"
 	"github.com/ferryrdma/ferry/a2a/cudabackend/emulated"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
-	"github.com/ferryrdma/ferry/fabric/memfabric"
+	"github.com/ferryrdma/ferry/memfabric"
 )
 
 // TestEmuLateRDMAData runs the emulated backend over memfabric's late-data

@@ -15,8 +15,8 @@ import (
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
 	"github.com/ferryrdma/ferry/internal/testutil"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // requireGxx skips when no C++ compiler can build the emulated kernels,

@@ -33,7 +33,7 @@ func scaleSlot(l *a2a.Layout) int { return (l.TokenBytes + 15) &^ 15 }
 // Pack writes token t of in into the transport row dst.
 func Pack(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int) {
 	xs := orDefault(in.XStride, l.TokenBytes)
-	copy(dst[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
+	Copy(dst[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
 	if l.Scales == 0 {
 		return
 	}
@@ -52,7 +52,7 @@ func Pack(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int) {
 // Unpack writes the transport row src into output row o of out.
 func Unpack(l *a2a.Layout, out *a2a.DispatchOutput, o int, src []byte) {
 	xs := orDefault(out.XStride, l.TokenBytes)
-	copy(out.X[o*xs:o*xs+l.TokenBytes], src[:l.TokenBytes])
+	Copy(out.X[o*xs:o*xs+l.TokenBytes], src[:l.TokenBytes])
 	if l.Scales == 0 {
 		return
 	}

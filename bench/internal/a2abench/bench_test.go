@@ -14,7 +14,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a/host"
 	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/fabric"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric"
+	_ "github.com/ferryrdma/ferry/memfabric"
 )
 
 // localGroup is an in-process job: reusable all-gathers and barriers.

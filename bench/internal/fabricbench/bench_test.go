@@ -1,14 +1,11 @@
 package fabricbench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"image/png"
 	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,7 +15,8 @@ import (
 	"gonum.org/v1/plot"
 
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 var loopbackProviders = []struct{ provider, node string }{
@@ -103,55 +101,24 @@ func TestServeClientTwoProcesses(t *testing.T) {
 }
 
 // startServer runs this test binary as a server and returns its address;
-// the server is stopped with SIGTERM (so it closes its endpoints) at cleanup.
+// the server is stopped with SIGTERM (so it closes its endpoints) at
+// cleanup, and must then exit 0.
 func startServer(t *testing.T, s Spec) fabric.Address {
 	t.Helper()
 	js, err := json.Marshal(s)
 	require.NoError(t, err)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"=serve", envSpec+"="+string(js))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	addrs := make(chan string, 1)
-	go func() {
-		// Drain stdout so the child never blocks, then reap it.
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "Main Address: "); ok {
-				select {
-				case addrs <- a:
-				default:
-				}
-			}
+	srv := testutil.Spawn(t, "serve", testutil.SpawnOptions{Env: []string{envSpec + "=" + string(js)}, Lines: true,
+		Stop: syscall.SIGTERM})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		l := srv.ReadLine(time.Until(deadline))
+		if a, ok := strings.CutPrefix(l, "Main Address: "); ok {
+			addr, err := fabric.ParseAddress(a)
+			require.NoError(t, err)
+			return addr
 		}
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			require.NoError(t, err, "server exit")
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Error("server did not exit after SIGTERM")
-		}
-	})
-	select {
-	case a := <-addrs:
-		addr, err := fabric.ParseAddress(a)
-		require.NoError(t, err)
-		return addr
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("server exited before printing its address: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("server printed no address within 60 s")
+		t.Logf("serve: %s", l)
 	}
-	return fabric.Address{}
 }
 
 func TestRanksSpawn(t *testing.T) {
@@ -162,13 +129,8 @@ func TestRanksSpawn(t *testing.T) {
 	s.Sizes = []uint64{4096}
 	js, err := json.Marshal(s)
 	require.NoError(t, err)
-	env := append(os.Environ(), envChild+"=rank", envSpec+"="+string(js))
-	var stdout bytes.Buffer
-	err = rendezvous.Spawn(testCtx(t), 3, []string{os.Args[0], "-test.run=^$"}, env,
-		rendezvous.SpawnOptions{Stdout: &stdout, Stderr: os.Stderr})
-	require.NoError(t, err, "ring of 3 ranks")
-	out := stdout.String()
-	t.Log("\n" + out)
+	out := rendezvoustest.MustRun(t, 3, "rank", rendezvoustest.Options{Env: []string{envSpec + "=" + string(js)},
+		Timeout: 3 * time.Minute}).Stdout
 	rows := 0
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)

@@ -14,23 +14,18 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // Child processes: the test binary re-executes itself as a server or as a
-// rank, selected by FABRICBENCH_CHILD, with the spec in FABRICBENCH_SPEC.
-const (
-	envChild = "FABRICBENCH_CHILD"
-	envSpec  = "FABRICBENCH_SPEC"
-)
+// rank (testutil roles), with the spec in FABRICBENCH_SPEC.
+const envSpec = "FABRICBENCH_SPEC"
 
 func TestMain(m *testing.M) {
-	switch os.Getenv(envChild) {
-	case "serve":
-		os.Exit(childServe())
-	case "rank":
-		os.Exit(childRank())
-	}
-	os.Exit(m.Run())
+	testutil.Main(m, testutil.Roles{
+		"serve": func() error { return testutil.Exit(childServe()) },
+		"rank":  func() error { return testutil.Exit(childRank()) },
+	})
 }
 
 func childSpec() (Spec, error) {

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/fabric/memfabric"
+	"github.com/ferryrdma/ferry/memfabric"
 )
 
 // TestServeClientsApart: a client whose case runs long, and one that stops

@@ -1,11 +1,9 @@
 package etcd_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,14 +24,11 @@ import (
 // default (it raises shorter ones).
 const ttl = 2 * time.Second
 
-// childEnv makes the test binary a publishing child (see TestMain).
+// childEnv is the publishing child's spec (see runChild).
 const childEnv = "FERRY_DIRECTORY_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" {
-		os.Exit(runChild(spec))
-	}
-	os.Exit(m.Run())
+	testutil.Main(m, testutil.Roles{"publisher": func() error { return testutil.Exit(runChild(os.Getenv(childEnv))) }})
 }
 
 // runChild publishes the entry named in spec (endpoint|prefix|name),
@@ -183,22 +178,15 @@ func TestLeaseExpiresOnKill(t *testing.T) {
 	events, err := d.Watch(ctx)
 	require.NoError(t, err)
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+s.Client+"|"+etcdtest.Prefix(t)+"|child-0")
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "child did not get ready")
-	require.Equal(t, "ready\n", line)
+	child := testutil.Spawn(t, "publisher", testutil.SpawnOptions{Lines: true,
+		Env: []string{childEnv + "=" + s.Client + "|" + etcdtest.Prefix(t) + "|child-0"}})
+	require.Equal(t, "ready", child.ReadLine(time.Minute))
 	ev := next(t, events)
 	require.Equal(t, directory.Joined, ev.Kind)
 	require.Equal(t, "child-0", ev.Entry.Name)
 
 	killed := time.Now()
-	require.NoError(t, child.Process.Kill())
+	child.Kill()
 	ev = next(t, events)
 	seen := time.Since(killed)
 	require.Equal(t, directory.Lost, ev.Kind, "a killed publisher is Lost, not Closed")
@@ -470,18 +458,11 @@ func publishEngine(ctx context.Context, d *etcd.Directory, name string) error {
 
 // targetChild starts a child publishing an ipc engine and its region
 // "buf", and returns it with a's write of 4 KiB into that region.
-func targetChild(t *testing.T, ctx context.Context, s *etcdtest.Server, d *etcd.Directory, a *fabric.Engine) (*exec.Cmd, func() error) {
+func targetChild(t *testing.T, ctx context.Context, s *etcdtest.Server, d *etcd.Directory, a *fabric.Engine) (*testutil.Child, func() error) {
 	t.Helper()
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+s.Client+"|"+etcdtest.Prefix(t)+"|target|ipc")
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "child did not get ready")
-	require.Equal(t, "ready\n", line)
+	child := testutil.Spawn(t, "publisher", testutil.SpawnOptions{Lines: true,
+		Env: []string{childEnv + "=" + s.Client + "|" + etcdtest.Prefix(t) + "|target|ipc"}})
+	require.Equal(t, "ready", child.ReadLine(time.Minute))
 
 	r, err := d.Region(ctx, "target", "buf")
 	require.NoError(t, err)
@@ -538,7 +519,7 @@ func TestKilledEngineLost(t *testing.T) {
 	a := ipcWriter(t, ctx, d)
 	child, write := targetChild(t, ctx, s, d, a)
 	require.NoError(t, write())
-	require.NoError(t, child.Process.Kill())
+	child.Kill()
 	took, writes, err := writeUntilFail(write)
 	require.ErrorIs(t, err, fabric.ErrPeerLost)
 	t.Logf("SIGKILL to the first failed write: %v (%d writes before): %v", took.Round(time.Millisecond), writes, err)
@@ -561,7 +542,7 @@ func TestStoppedEngineLost(t *testing.T) {
 	require.Equal(t, directory.Joined, next(t, events).Kind)
 	require.NoError(t, write())
 
-	require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
+	require.NoError(t, child.Signal(syscall.SIGSTOP))
 	took, writes, err := writeUntilFail(write)
 	var pe *fabric.PeerError
 	require.ErrorAs(t, err, &pe, "writes to a hung engine must fail once its lease ran out")
@@ -569,7 +550,7 @@ func TestStoppedEngineLost(t *testing.T) {
 	require.Equal(t, directory.Lost, next(t, events).Kind)
 	t.Logf("SIGSTOP to the first failed write: %v (%d writes completed meanwhile; lease TTL %v)", took.Round(time.Millisecond), writes, ttl)
 
-	require.NoError(t, child.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, child.Signal(syscall.SIGCONT))
 	ev := next(t, events)
 	require.Equal(t, directory.Joined, ev.Kind, "the continued target publishes again")
 	require.Equal(t, "target", ev.Entry.Name)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/directory"
-	_ "github.com/ferryrdma/ferry/fabric/memfabric" // the mem transport
+	_ "github.com/ferryrdma/ferry/memfabric" // the mem transport
 )
 
 // memPair opens two mem engines and returns a function writing 64 bytes

@@ -1,4 +1,4 @@
-package fabric
+package rdma
 
 import (
 	"encoding/hex"
@@ -56,7 +56,7 @@ func (a Address) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary implements encoding.BinaryUnmarshaler.
 func (a *Address) UnmarshalBinary(b []byte) error {
-	v, n, err := decodeAddress(b)
+	v, n, err := DecodeAddress(b)
 	if err != nil {
 		return err
 	}
@@ -89,9 +89,10 @@ func ParseAddress(s string) (Address, error) {
 	return a, err
 }
 
-// decodeAddress reads one binary address from the front of b and returns
-// the number of bytes used.
-func decodeAddress(b []byte) (Address, int, error) {
+// DecodeAddress reads one binary address from the front of b and returns
+// the number of bytes it used: for formats that embed addresses
+// (descriptors, peer groups).
+func DecodeAddress(b []byte) (Address, int, error) {
 	if len(b) < 2 {
 		return Address{}, 0, fmt.Errorf("address: truncated header: %w", ErrBadEncoding)
 	}

@@ -1,4 +1,4 @@
-package fabric
+package rdma
 
 import (
 	"fmt"
@@ -39,15 +39,6 @@ func (d Device) String() string {
 		return "host"
 	}
 	return "cuda:" + strconv.Itoa(d.ordinal)
-}
-
-// less orders devices: the host first, then CUDA devices by ordinal. The main
-// worker of an engine is its least device (see Engine.MainDevice).
-func (d Device) less(o Device) bool {
-	if d.gpu != o.gpu {
-		return !d.gpu
-	}
-	return d.ordinal < o.ordinal
 }
 
 // ParseDevice parses "host", "cpu" or "cuda:N" (also "gpu:N" and a bare "N").

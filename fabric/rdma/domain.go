@@ -1,10 +1,10 @@
-package fabric
+package rdma
 
 import "time"
 
 // This file is the provider contract: what a NIC domain must do for the
-// engine. Providers (efa, verbs, the in-memory null provider) implement
-// RdmaDomain and register a Provider with Register.
+// engine. Providers (efa, verbs, ipc, memfabric) implement Domain and
+// register a Provider with Register.
 
 // DomainInfo describes one NIC endpoint a provider can open.
 type DomainInfo struct {
@@ -159,12 +159,12 @@ type Event struct {
 	Kind    EventKind
 	Imm     uint32 // the immediate (EventImm)
 	// Errno is 0 on success, else the provider's positive error number;
-	// RdmaDomain.DescribeError turns it into an error.
+	// Domain.DescribeError turns it into an error.
 	Errno     int32
 	ProvErrno int32
 }
 
-// RdmaDomain is one NIC endpoint. It is single-threaded: only the worker
+// Domain is one NIC endpoint. It is single-threaded: only the worker
 // that opened it calls it, and it never blocks (except Close).
 //
 // The data path is batch-shaped, so a cgo provider crosses into C once per
@@ -176,7 +176,7 @@ type Event struct {
 // Everything that goes wrong after acceptance comes back as an Event with
 // Errno set, exactly once per accepted op (on EventWrite, EventSend,
 // EventRecv), including ops to a peer that can never be reached.
-type RdmaDomain interface {
+type Domain interface {
 	// Info describes the domain; Address is its endpoint address.
 	Info() DomainInfo
 	Address() Address
@@ -239,7 +239,7 @@ type Provider interface {
 	// error wrapping ErrNotSupported means there are none.
 	Domains(transport string, opts DomainOptions) ([]DomainInfo, error)
 	// Open opens one domain.
-	Open(info DomainInfo, opts DomainOptions) (RdmaDomain, error)
+	Open(info DomainInfo, opts DomainOptions) (Domain, error)
 }
 
 // LibraryReporter is implemented by providers that run on a native

@@ -8,12 +8,12 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 func init() {
-	fabric.Register(provider{name: "mem", copy: true})
-	fabric.Register(provider{name: "null", copy: false})
+	rdma.Register(provider{name: "mem", copy: true})
+	rdma.Register(provider{name: "null", copy: false})
 }
 
 type provider struct {
@@ -24,20 +24,20 @@ type provider struct {
 func (p provider) Name() string         { return p.name }
 func (p provider) Transports() []string { return []string{p.name} }
 
-func (p provider) Domains(transport string, opts fabric.DomainOptions) ([]fabric.DomainInfo, error) {
+func (p provider) Domains(transport string, opts rdma.DomainOptions) ([]rdma.DomainInfo, error) {
 	// No link speed: there is no link, and a made-up one would turn into
 	// meaningless percentages.
 	// Writes are carried out when posted, so in order.
-	return []fabric.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1, OrderedWrites: true}}, nil
+	return []rdma.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1, OrderedWrites: true}}, nil
 }
 
-func (p provider) Open(info fabric.DomainInfo, opts fabric.DomainOptions) (fabric.RdmaDomain, error) {
+func (p provider) Open(info rdma.DomainInfo, opts rdma.DomainOptions) (rdma.Domain, error) {
 	d := &Domain{info: info, copy: p.copy, regions: make(map[uint64]region), limit: opts.QueueDepth}
 	id := nextID.Add(1)
 	raw := make([]byte, 9)
 	raw[0] = 'm'
 	binary.LittleEndian.PutUint64(raw[1:], uint64(id))
-	d.addr, _ = fabric.AddressFromRaw(raw)
+	d.addr, _ = rdma.AddressFromRaw(raw)
 	domains.Store(d.addr, d)
 	return d, nil
 }
@@ -46,7 +46,7 @@ var (
 	nextID  atomic.Int64
 	nextKey atomic.Int64
 	live    atomic.Int64
-	domains sync.Map // fabric.Address -> *Domain
+	domains sync.Map // rdma.Address -> *Domain
 )
 
 // lateData: SetLateData's choice of late targets (nil: none).
@@ -94,7 +94,7 @@ func Flush() int {
 }
 
 // Lookup returns the open domain with address a, for fault injection.
-func Lookup(a fabric.Address) (*Domain, bool) {
+func Lookup(a rdma.Address) (*Domain, bool) {
 	d, ok := domains.Load(a)
 	if !ok {
 		return nil, false
@@ -114,26 +114,26 @@ type message struct {
 // Domain is one in-process endpoint. The worker calls its data-path
 // methods from one goroutine; peers reach it through inbox, under mu.
 type Domain struct {
-	info  fabric.DomainInfo
-	addr  fabric.Address
+	info  rdma.DomainInfo
+	addr  rdma.Address
 	copy  bool
 	limit int
 
 	mu        sync.Mutex // guards regions, inbox, msgs
 	regions   map[uint64]region
-	inbox     []fabric.Event // immediates from peers, polled from inboxHead
+	inbox     []rdma.Event // immediates from peers, polled from inboxHead
 	inboxHead int
 	msgs      []message // messages not yet matched to a receive
 
 	peers    []*Domain
-	peerOf   map[fabric.Address]fabric.PeerID
-	done     []fabric.Event // local completions, polled from doneHead
+	peerOf   map[rdma.Address]rdma.PeerID
+	done     []rdma.Event // local completions, polled from doneHead
 	doneHead int
-	recvs    []fabric.RecvOp
+	recvs    []rdma.RecvOp
 	closed   bool
-	held     []fabric.Event // completions kept by HoldWrites, under mu
-	release  bool           // Release asked for held, under mu
-	late     []lateWrite    // payloads LateData holds back, under mu
+	held     []rdma.Event // completions kept by HoldWrites, under mu
+	release  bool         // Release asked for held, under mu
+	late     []lateWrite  // payloads LateData holds back, under mu
 
 	faults Faults
 	moved  atomic.Uint64 // bytes this domain's writes copied (Progress)
@@ -166,7 +166,7 @@ type Faults struct {
 	// Release: the ops are accepted (and delivered) but stay in flight, as
 	// with a peer that stopped answering.
 	HoldWrites bool
-	// Heartbeats makes the domain offer heartbeats (fabric.PeerProber): a
+	// Heartbeats makes the domain offer heartbeats (rdma.PeerProber): a
 	// zero-length write without immediate and without key, which a live
 	// peer accepts and ignores, as RDMA responders do (IBA C9-88).
 	Heartbeats bool
@@ -185,10 +185,10 @@ type Faults struct {
 
 // Inject sets the faults of the domain with address a. It is meant for
 // tests and must be called while the worker is quiescent or accept races.
-func Inject(a fabric.Address, f Faults) error {
+func Inject(a rdma.Address, f Faults) error {
 	d, ok := Lookup(a)
 	if !ok {
-		return fmt.Errorf("inject: no mem domain %s: %w", a, fabric.ErrInvalidArgument)
+		return fmt.Errorf("inject: no mem domain %s: %w", a, rdma.ErrInvalidArgument)
 	}
 	d.mu.Lock()
 	d.faults = f
@@ -196,28 +196,28 @@ func Inject(a fabric.Address, f Faults) error {
 	return nil
 }
 
-var _ fabric.RdmaDomain = (*Domain)(nil)
+var _ rdma.Domain = (*Domain)(nil)
 
-func (d *Domain) Info() fabric.DomainInfo { return d.info }
-func (d *Domain) Address() fabric.Address { return d.addr }
+func (d *Domain) Info() rdma.DomainInfo { return d.info }
+func (d *Domain) Address() rdma.Address { return d.addr }
 
 // RegisterMemory accepts host spans and, so multi-group engines can be
 // tested without a GPU, spans labelled with a CUDA device as long as their
 // address is host memory the test mapped.
-func (d *Domain) RegisterMemory(s fabric.MemorySpan, a fabric.Access) (fabric.MemoryKeys, error) {
+func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKeys, error) {
 	live.Add(1)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := uint64(nextKey.Add(1)) // unique across domains, so a key used on the wrong NIC fails
 	d.regions[k] = region{addr: s.Addr, len: s.Len}
-	return fabric.MemoryKeys{Handle: uintptr(k), Local: k, Remote: k, Mode: fabric.AddrVirtual}, nil
+	return rdma.MemoryKeys{Handle: uintptr(k), Local: k, Remote: k, Mode: rdma.AddrVirtual}, nil
 }
 
-func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
+func (d *Domain) UnregisterMemory(k rdma.MemoryKeys) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.regions[uint64(k.Handle)]; !ok {
-		return fmt.Errorf("unregister key %d: %w", k.Handle, fabric.ErrUnknownRegion)
+		return fmt.Errorf("unregister key %d: %w", k.Handle, rdma.ErrUnknownRegion)
 	}
 	delete(d.regions, uint64(k.Handle))
 	live.Add(-1)
@@ -229,19 +229,19 @@ func (d *Domain) UnregisterMemory(k fabric.MemoryKeys) error {
 // counted, so tests can see leaks.
 func LiveRegistrations() int64 { return live.Load() }
 
-func (d *Domain) ResolvePeer(a fabric.Address) (fabric.PeerID, error) {
+func (d *Domain) ResolvePeer(a rdma.Address) (rdma.PeerID, error) {
 	if p, ok := d.peerOf[a]; ok {
 		return p, nil
 	}
 	t, ok := Lookup(a)
 	if !ok {
-		return 0, fmt.Errorf("%s: no endpoint at %s: %w", d.info.Transport, a, fabric.ErrInvalidArgument)
+		return 0, fmt.Errorf("%s: no endpoint at %s: %w", d.info.Transport, a, rdma.ErrInvalidArgument)
 	}
 	if d.peerOf == nil {
-		d.peerOf = make(map[fabric.Address]fabric.PeerID)
+		d.peerOf = make(map[rdma.Address]rdma.PeerID)
 	}
 	d.peers = append(d.peers, t)
-	p := fabric.PeerID(len(d.peers) - 1)
+	p := rdma.PeerID(len(d.peers) - 1)
 	d.peerOf[a] = p
 	return p, nil
 }
@@ -255,7 +255,7 @@ const (
 	errDead   = -1 // deliver: the target is Dead, the op never completes
 )
 
-func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
+func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 	n := len(ops)
 	d.mu.Lock()
 	f := &d.faults
@@ -274,11 +274,11 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 		<-block
 	}
 	if refuse {
-		return 0, &fabric.ProviderError{Provider: d.info.Transport, Op: "post write", Errno: 22, Msg: "injected refusal"}
+		return 0, &rdma.ProviderError{Provider: d.info.Transport, Op: "post write", Errno: 22, Msg: "injected refusal"}
 	}
 	for i := range ops[:n] {
 		op := &ops[i]
-		ev := fabric.Event{Kind: fabric.EventWrite, Context: op.Context}
+		ev := rdma.Event{Kind: rdma.EventWrite, Context: op.Context}
 		if int(op.Peer) >= len(d.peers) {
 			ev.Errno = 22
 		} else if errno := d.peers[op.Peer].deliver(op, d.copy, slow, &d.moved); errno == errDead {
@@ -299,10 +299,10 @@ func (d *Domain) PostWrites(ops []fabric.WriteOp) (int, error) {
 
 // Release ends HoldWrites on the domain with address a: the completions
 // held so far come back at its next poll.
-func Release(a fabric.Address) error {
+func Release(a rdma.Address) error {
 	d, ok := Lookup(a)
 	if !ok {
-		return fmt.Errorf("release: no mem domain %s: %w", a, fabric.ErrInvalidArgument)
+		return fmt.Errorf("release: no mem domain %s: %w", a, rdma.ErrInvalidArgument)
 	}
 	d.mu.Lock()
 	d.faults.HoldWrites, d.faults.HoldHeartbeats = false, false
@@ -318,7 +318,7 @@ func (t *Domain) isDead() bool {
 }
 
 // CheckPeer reports a peer that was closed or marked Dead as gone.
-func (d *Domain) CheckPeer(p fabric.PeerID) error {
+func (d *Domain) CheckPeer(p rdma.PeerID) error {
 	if int(p) >= len(d.peers) {
 		return nil
 	}
@@ -326,30 +326,30 @@ func (d *Domain) CheckPeer(p fabric.PeerID) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || t.faults.Dead {
-		return fmt.Errorf("%s peer %s is gone: %w", d.info.Transport, t.addr, fabric.ErrPeerLost)
+		return fmt.Errorf("%s peer %s is gone: %w", d.info.Transport, t.addr, rdma.ErrPeerLost)
 	}
 	return nil
 }
 
 var (
-	_ fabric.PeerChecker = (*Domain)(nil)
-	_ fabric.PeerProber  = (*Domain)(nil)
+	_ rdma.PeerChecker = (*Domain)(nil)
+	_ rdma.PeerProber  = (*Domain)(nil)
 )
 
 // isHeartbeat: a zero-length write without immediate or key.
-func isHeartbeat(op *fabric.WriteOp) bool {
-	return op.Length == 0 && op.Flags&fabric.WriteHasImm == 0 && op.RemoteKey == 0
+func isHeartbeat(op *rdma.WriteOp) bool {
+	return op.Length == 0 && op.Flags&rdma.WriteHasImm == 0 && op.RemoteKey == 0
 }
 
 // ProbeOp gives a heartbeat when Faults.Heartbeats is set.
-func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
+func (d *Domain) ProbeOp(p rdma.PeerID) (rdma.WriteOp, bool) {
 	d.mu.Lock()
 	on := d.faults.Heartbeats
 	d.mu.Unlock()
 	if !on || int(p) >= len(d.peers) {
-		return fabric.WriteOp{}, false
+		return rdma.WriteOp{}, false
 	}
-	return fabric.WriteOp{Peer: p}, true
+	return rdma.WriteOp{Peer: p}, true
 }
 
 // copySlice is how much a write copies between two updates of its
@@ -357,14 +357,14 @@ func (d *Domain) ProbeOp(p fabric.PeerID) (fabric.WriteOp, bool) {
 const copySlice = 1 << 20
 
 // Progress counts the bytes this domain's writes copied (see
-// fabric.ProgressReporter).
+// rdma.ProgressReporter).
 func (d *Domain) Progress() uint64 { return d.moved.Load() }
 
-var _ fabric.ProgressReporter = (*Domain)(nil)
+var _ rdma.ProgressReporter = (*Domain)(nil)
 
 // deliver performs op at its target, counting the bytes it copies in
 // moved, slice by slice (each after a pause of slow).
-func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool, slow time.Duration, moved *atomic.Uint64) int32 {
+func (t *Domain) deliver(op *rdma.WriteOp, copyBytes bool, slow time.Duration, moved *atomic.Uint64) int32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.faults.Dead {
@@ -405,16 +405,16 @@ func (t *Domain) deliver(op *fabric.WriteOp, copyBytes bool, slow time.Duration,
 			}
 		}
 	}
-	if op.Flags&fabric.WriteHasImm != 0 {
-		t.inbox = append(t.inbox, fabric.Event{Kind: fabric.EventImm, Imm: op.Imm})
+	if op.Flags&rdma.WriteHasImm != 0 {
+		t.inbox = append(t.inbox, rdma.Event{Kind: rdma.EventImm, Imm: op.Imm})
 	}
 	return 0
 }
 
-func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
+func (d *Domain) PostSends(ops []rdma.SendOp) (int, error) {
 	for i := range ops {
 		op := &ops[i]
-		ev := fabric.Event{Kind: fabric.EventSend, Context: op.Context}
+		ev := rdma.Event{Kind: rdma.EventSend, Context: op.Context}
 		if int(op.Peer) >= len(d.peers) {
 			ev.Errno = 22
 		} else if d.peers[op.Peer].isDead() {
@@ -436,12 +436,12 @@ func (d *Domain) PostSends(ops []fabric.SendOp) (int, error) {
 	return len(ops), nil
 }
 
-func (d *Domain) PostRecvs(ops []fabric.RecvOp) (int, error) {
+func (d *Domain) PostRecvs(ops []rdma.RecvOp) (int, error) {
 	d.recvs = append(d.recvs, ops...)
 	return len(ops), nil
 }
 
-func (d *Domain) Poll(events []fabric.Event) (int, error) {
+func (d *Domain) Poll(events []rdma.Event) (int, error) {
 	d.mu.Lock()
 	if hook := d.faults.BeforePoll; hook != nil {
 		d.mu.Unlock()
@@ -463,17 +463,17 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 	}
 	n := 0
 	if stray && len(events) > 0 {
-		events[0] = fabric.Event{Errno: 5}
+		events[0] = rdma.Event{Errno: 5}
 		n++
 	}
 	for n < len(events) && d.doneHead < len(d.done) {
 		ev := d.done[d.doneHead]
 		d.doneHead++
-		if ev.Kind == fabric.EventWrite && ev.Errno == 0 && d.faults.ResetWrites > 0 {
+		if ev.Kind == rdma.EventWrite && ev.Errno == 0 && d.faults.ResetWrites > 0 {
 			d.faults.ResetWrites--
 			ev.Errno = errReset
 		}
-		if ev.Kind == fabric.EventWrite && d.faults.FailWrites > 0 {
+		if ev.Kind == rdma.EventWrite && d.faults.FailWrites > 0 {
 			d.faults.FailWrites--
 			ev.Errno = d.faults.Errno
 			if ev.Errno == 0 {
@@ -494,7 +494,7 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 	for n < len(events) && len(d.msgs) > 0 && len(d.recvs) > 0 {
 		m, r := d.msgs[0], d.recvs[0]
 		d.msgs, d.recvs = d.msgs[1:], d.recvs[1:]
-		ev := fabric.Event{Kind: fabric.EventRecv, Context: r.Context, Length: uint64(len(m.data))}
+		ev := rdma.Event{Kind: rdma.EventRecv, Context: r.Context, Length: uint64(len(m.data))}
 		if uint64(len(m.data)) > r.Length {
 			ev.Errno = 90 // EMSGSIZE
 		} else {
@@ -510,7 +510,7 @@ func (d *Domain) Poll(events []fabric.Event) (int, error) {
 	return n, nil
 }
 
-func (d *Domain) DescribeError(ev fabric.Event) error {
+func (d *Domain) DescribeError(ev rdma.Event) error {
 	msg := "error"
 	switch ev.Errno {
 	case errAccess:
@@ -528,7 +528,7 @@ func (d *Domain) DescribeError(ev fabric.Event) error {
 	default:
 		msg = "injected error"
 	}
-	return &fabric.ProviderError{Provider: d.info.Transport, Op: ev.Kind.String() + " completion", Errno: int(ev.Errno), Msg: msg,
+	return &rdma.ProviderError{Provider: d.info.Transport, Op: ev.Kind.String() + " completion", Errno: int(ev.Errno), Msg: msg,
 		PeerLost: ev.Errno == errReset, RegionGone: ev.Errno == errNoKey}
 }
 
@@ -547,7 +547,7 @@ func bytesAt(addr, n uint64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), int(n))
 }
 
-var _ fabric.Abandoner = (*Domain)(nil)
+var _ rdma.Abandoner = (*Domain)(nil)
 
 // Abandon is Close, as on libfabric's shm: the engine calls it instead of
 // Close when ops were still in flight at its close deadline, and nil
