@@ -32,7 +32,7 @@ func (e *UnsupportedError) Error() string {
 func Pack(args []any) (Packed, error) {
 	n := len(args)
 	words := make([]uint32, 2*n) // offsets and sizes in one allocation
-	p := Packed{Buf: make([]byte, 0, 8*n), Offsets: words[:0:n], Sizes: words[n:n:2*n]}
+	p := Packed{Buf: make([]byte, 0, 8*n), Offsets: words[:0:n], Sizes: words[n : n : 2*n]}
 	for i, a := range args {
 		if !p.add(a) {
 			return Packed{}, &UnsupportedError{Index: i, Value: a}
