@@ -40,7 +40,7 @@ build: deps
 # The kernel compile gate runs first, verbosely, for its register tables
 # (NVRTC 11.8 and 12.4) and its SASS memory-model check.
 test: deps vet
-	$(GO) test $(TESTFLAGS) -count=1 -v -timeout 40m -run '^TestKernelGate$$' ./internal/devicecode
+	$(GO) test $(TESTFLAGS) -count=1 -v -timeout 40m -run '^TestKernelGate$$' ./tests/kernelgate
 	$(GO) test $(TESTFLAGS) -count=1 -skip '^TestKernelGate$$' -timeout 20m $(PKGS)
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./ipc ./tests
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m -run TestConformance ./efa
@@ -152,8 +152,8 @@ fuzz: deps
 test-a2a-full: deps
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestHostBackendProcesses|TestCUDAEmuBackendProcesses' -v ./tests/a2a/
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestKilledRankProcesses|TestKilledRankRestartsProcesses' -v ./a2a/host/
-	FERRY_A2A_EMU_RANDOM=60 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuRandom|TestEmuMasked' ./a2a/cuda/emu/
-	FERRY_A2A_EMU_CHAOS=200 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuChaosAborts' ./a2a/cuda/emu/
+	FERRY_A2A_EMU_RANDOM=60 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuRandom|TestEmuMasked' ./a2a/cudabackend/emulated/
+	FERRY_A2A_EMU_CHAOS=200 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuChaosAborts' ./a2a/cudabackend/emulated/
 
 # bindings: libferry, the C ABI, into $(BIN)/: libferry.so.1.y.z with the
 # SONAME libferry.so.1 and its symlinks, beside its header ferry.h. The

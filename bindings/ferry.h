@@ -880,7 +880,7 @@ int ferry_a2a_get_info(ferry_a2a_t a, ferry_a2a_info *info);
  * the outputs after the call returns.
  * stream must be 0: the calls return when their half is done (launches
  * on a caller's stream, CUDA graphs and a device-side bound_m are in the
- * Go API, package a2a/cuda, not in this version). */
+ * Go API, package a2a/cudabackend, not in this version). */
 int ferry_a2a_dispatch(ferry_a2a_t a, const ferry_tensor *out_expert_num_tokens,
                        const ferry_tensor *out_expert_x,
                        const ferry_tensor *out_expert_x_scale,
