@@ -26,7 +26,6 @@ import (
 // per open directory, owning the publication and watch handles made
 // through it, which it releases when it closes.
 
-
 // dirObj is what a ferry_directory_t names.
 type dirObj struct {
 	d directory.Directory
