@@ -38,9 +38,15 @@ func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	n, err := d.ep.PostWrites(&ops[0], len(ops))
-	if err != nil {
-		return n, callError(d.transport, "fi_writemsg", err)
+	// Ops to a shm peer known dead are not posted (deathwatch.go).
+	live := d.firstDeadWrite(ops)
+	n := 0
+	if live > 0 {
+		var err error
+		n, err = d.ep.PostWrites(&ops[0], live)
+		if err != nil {
+			return n, callError(d.transport, "fi_writemsg", err)
+		}
 	}
 	// Once per run of ops to one peer, and only while some peer is
 	// stalled or dead: a batch accepted after a refusal (the provider's
@@ -50,8 +56,11 @@ func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 			d.accepted(p)
 		}
 	}
-	if n < len(ops) {
+	if n < live {
 		return n, d.refused(ops[n].Peer, "fi_writemsg")
+	}
+	if live < len(ops) {
+		return n, d.deadPeerError(ops[n].Peer, "fi_writemsg")
 	}
 	return n, nil
 }
@@ -64,17 +73,25 @@ func (d *Domain) PostSends(ops []rdma.SendOp) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	n, err := d.ep.PostSends(&ops[0], len(ops))
-	if err != nil {
-		return n, callError(d.transport, "fi_sendmsg", err)
+	live := d.firstDeadSend(ops)
+	n := 0
+	if live > 0 {
+		var err error
+		n, err = d.ep.PostSends(&ops[0], live)
+		if err != nil {
+			return n, callError(d.transport, "fi_sendmsg", err)
+		}
 	}
 	for i := 0; i < n && (len(d.stalls) > 0 || len(d.dead) > 0); i++ {
 		if p := ops[i].Peer; i == 0 || p != ops[i-1].Peer {
 			d.accepted(p)
 		}
 	}
-	if n < len(ops) {
+	if n < live {
 		return n, d.refused(ops[n].Peer, "fi_sendmsg")
+	}
+	if live < len(ops) {
+		return n, d.deadPeerError(ops[n].Peer, "fi_sendmsg")
 	}
 	return n, nil
 }
