@@ -78,7 +78,11 @@
 //     posts through a lock-free command queue and takes that lock only in
 //     its SAR protocol (large writes without cross-memory attach); the
 //     watchdog and the shm liveness checks stay on every version, as
-//     shm reports a dead peer no better on 2.1.
+//     shm reports a dead peer no better on 2.1. Each post batch also
+//     skips libfabric for ops to a peer whose process has exited (a
+//     pidfd per peer, deathwatch.go), which narrows the window in which
+//     a post can reach a dead peer to the moments before its exit is
+//     seen.
 //   - Closing one of two shm endpoints of one process right after traffic
 //     can crash the other's next fi_cq_read: 2.1 still does (1 run in 5,
 //     1.17 2 in 5), so the conformance suite's close-under-traffic case
