@@ -152,6 +152,9 @@ func (d *Domain) DescribeError(ev rdma.Event) error {
 	if !ok {
 		text = ofi.Errno(ev.Errno).Error()
 	}
+	if ev.Context == 0 && ev.Kind == 0 && d.provName == "shm" {
+		text += shmNoOpNote
+	}
 	op := "completion"
 	if ev.Kind != 0 {
 		op = ev.Kind.String() + " completion"
@@ -167,6 +170,14 @@ func (d *Domain) DescribeError(ev rdma.Event) error {
 		PeerLost:  peerLostErrno(e) || (d.socketErrnos() && peerLostErrno(ofi.Errno(ev.ProvErrno))),
 	}
 }
+
+// shmNoOpNote explains shm's error completions that name no operation:
+// shm writes them when a copy it makes itself fails (cross-memory attach
+// into a peer that has exited, or into memory the target has unmapped,
+// such as a region unregistered and freed: efa/doc.go, "Unregistered
+// regions"), and writes no completion for the write it belonged to.
+const shmNoOpNote = " (shm names no operation for it: a copy into a peer failed, its process gone or " +
+	"the target memory unmapped, e.g. a region unregistered and freed; that write ends at its deadline)"
 
 // socketErrnos reports whether the provider's prov_errno is a socket
 // errno (tcp reports a cancelled op with the connection's errno there).

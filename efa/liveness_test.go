@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +167,20 @@ func TestDeadShmPeerNotPosted(t *testing.T) {
 	sn, err := a.PostSends([]rdma.SendOp{{Peer: peer, Length: 8}})
 	if sn != 0 || !errors.Is(err, rdma.ErrPeerLost) {
 		t.Fatalf("send to a dead peer: %d accepted, %v; want 0 and ErrPeerLost", sn, err)
+	}
+}
+
+// TestShmNoOpErrorText: an shm error completion that names no operation
+// says what it can mean, since the write it belonged to never completes.
+func TestShmNoOpErrorText(t *testing.T) {
+	a := openTest(t, testTransport{name: "shm"})
+	err := a.DescribeError(rdma.Event{Errno: int32(unix.EIO)})
+	if !errors.Is(err, rdma.ErrProvider) || !strings.Contains(err.Error(), "names no operation") {
+		t.Fatalf("no-operation error: %v", err)
+	}
+	t.Log(err)
+	err = a.DescribeError(rdma.Event{Errno: int32(unix.EIO), Context: 7, Kind: rdma.EventWrite})
+	if strings.Contains(err.Error(), "names no operation") {
+		t.Fatalf("an error naming its operation: %v", err)
 	}
 }
