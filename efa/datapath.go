@@ -38,8 +38,12 @@ func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	// Ops to a shm peer known dead are not posted (deathwatch.go).
-	live := d.firstDeadWrite(ops)
+	// Ops to a shm peer known dead are not posted (deathwatch.go); other
+	// providers have no watcher and pay one nil check.
+	live := len(ops)
+	if d.watch != nil {
+		live = d.firstDeadWrite(ops)
+	}
 	n := 0
 	if live > 0 {
 		var err error
@@ -73,7 +77,10 @@ func (d *Domain) PostSends(ops []rdma.SendOp) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	live := d.firstDeadSend(ops)
+	live := len(ops)
+	if d.watch != nil {
+		live = d.firstDeadSend(ops)
+	}
 	n := 0
 	if live > 0 {
 		var err error

@@ -166,23 +166,28 @@ func (d *Domain) confirmDeaths() {
 	}
 }
 
-// firstDeadWrite returns the index of the first op to a peer known dead,
-// or len(ops). Called once per batch: its cost while no peer has died is
-// one atomic load.
-func (d *Domain) firstDeadWrite(ops []rdma.WriteOp) int {
+// anyDead reports whether some peer of this domain is known dead, first
+// confirming the exits the watcher saw since the last batch. Called once
+// per batch: while no peer has died it costs one atomic load.
+func (d *Domain) anyDead() bool {
 	w := d.watch
 	if w == nil {
-		return len(ops)
+		return false
 	}
 	if w.events.Load() != w.seen {
 		d.confirmDeaths()
 	}
-	if len(w.gone) == 0 {
-		return len(ops)
-	}
-	for i := range ops {
-		if _, dead := w.gone[ops[i].Peer]; dead {
-			return i
+	return len(w.gone) > 0
+}
+
+// firstDeadWrite returns the index of the first op to a peer known dead,
+// or len(ops).
+func (d *Domain) firstDeadWrite(ops []rdma.WriteOp) int {
+	if d.anyDead() {
+		for i := range ops {
+			if _, dead := d.watch.gone[ops[i].Peer]; dead {
+				return i
+			}
 		}
 	}
 	return len(ops)
@@ -190,19 +195,11 @@ func (d *Domain) firstDeadWrite(ops []rdma.WriteOp) int {
 
 // firstDeadSend is firstDeadWrite for sends.
 func (d *Domain) firstDeadSend(ops []rdma.SendOp) int {
-	w := d.watch
-	if w == nil {
-		return len(ops)
-	}
-	if w.events.Load() != w.seen {
-		d.confirmDeaths()
-	}
-	if len(w.gone) == 0 {
-		return len(ops)
-	}
-	for i := range ops {
-		if _, dead := w.gone[ops[i].Peer]; dead {
-			return i
+	if d.anyDead() {
+		for i := range ops {
+			if _, dead := d.watch.gone[ops[i].Peer]; dead {
+				return i
+			}
 		}
 	}
 	return len(ops)
