@@ -119,10 +119,14 @@ gpu-test:
 .PHONY: test-faults
 # test-large: 4 GiB + 1 B writes (single, paged, scatter) verified over
 # mem, ipc, shm and tcp;ofi_rxm, one at a time (about 4.5 GiB of memory
-# each; make test runs the mem and ipc cases).
+# each; make test runs the mem and ipc cases); then 1 GiB + 1 B over verbs
+# in the Soft-RoCE VM given 4 GiB (tests/vm, FERRY_VM_LARGE; FERRY_SKIP_VM=1
+# skips it, loudly).
 .PHONY: test-large
 test-large: deps
-	FERRY_TEST_LARGE=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestLargeWrites$$' ./tests
+	FERRY_TEST_LARGE=1 FERRY_TEST_LARGE_TRANSPORTS='mem,ipc,shm,tcp;ofi_rxm' $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestLargeWrites$$' ./tests
+	@if [ -n "$$FERRY_SKIP_VM" ]; then echo "test-large: verbs SKIPPED (FERRY_SKIP_VM set): 1 GiB + 1 B not tested over verbs"; \
+	else FERRY_VM_LARGE=1 tests/vm/run.sh; fi
 
 test-faults: deps
 	FERRY_FAULTS_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestFaults$$' ./tests/faults
