@@ -141,13 +141,7 @@ func RunPairing(t *testing.T, p Params) {
 
 	t.Run("Scatter", func(t *testing.T) {
 		const targets = 5
-		peers := make([][]fabric.Address, targets)
-		for i := range peers {
-			for _, k := range env.Desc.NICs {
-				peers[i] = append(peers[i], k.Addr)
-			}
-		}
-		g, err := env.A.AddPeerGroup(fabric.HostDevice, peers)
+		g, err := env.A.AddPeerGroup(fabric.HostDevice, repeatPeer(env.Desc, targets))
 		require.NoError(t, err)
 		for k, tc := range []struct {
 			name  string
