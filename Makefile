@@ -117,6 +117,13 @@ gpu-test:
 # outcome, time to error and bytes verified. Needs root (make test runs a
 # 16 MiB subset, and skips it loudly without root).
 .PHONY: test-faults
+# test-pairings: unequal NIC groups, every pairing of 1, 2 and 4 writer
+# and target NICs over tcp;ofi_rxm, shm and ipc (make test runs 1 to 4 and
+# 4 to 1 there, and every pairing over mem). About 15 s.
+.PHONY: test-pairings
+test-pairings: deps
+	FERRY_TEST_PAIRINGS=all $(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run '^TestPairings$$' ./efa ./ipc ./fabric/fabrictest
+
 # test-large: 4 GiB + 1 B writes (single, paged, scatter) verified over
 # mem, ipc, shm and tcp;ofi_rxm, one at a time (about 4.5 GiB of memory
 # each; make test runs the mem and ipc cases); then 1 GiB + 1 B over verbs
