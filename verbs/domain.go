@@ -232,8 +232,12 @@ func (d *Domain) RegisterMemory(span rdma.MemorySpan, access rdma.Access) (rdma.
 		return rdma.MemoryKeys{}, fmt.Errorf("verbs: register %d bytes at %#x: %w", span.Len, span.Addr, rdma.ErrInvalidArgument)
 	}
 	flags := ibv.AccessLocalWrite | ibv.AccessRelaxedOrdering
+	// Remote read only when asked: a writable region is not readable.
 	if access&rdma.AccessRemoteWrite != 0 {
-		flags |= ibv.AccessRemoteWrite | ibv.AccessRemoteRead
+		flags |= ibv.AccessRemoteWrite
+	}
+	if access&rdma.AccessRemoteRead != 0 {
+		flags |= ibv.AccessRemoteRead
 	}
 	fd := -1
 	if span.Device.IsCUDA() && span.DmabufFD >= 0 {
