@@ -31,6 +31,15 @@
 // Submit methods), so a receiver knows its data arrived by counting them
 // with an ImmCounter or an expected-count callback.
 //
+// # Reads
+//
+// SubmitRead and SubmitPagedRead pull bytes from a peer's region,
+// registered there with AccessRemoteRead, into a local one (RDMA READ).
+// They deliver no immediate: the initiator's completion says the bytes
+// are in its region. Deadlines, back-pressure, splitting and lost peers
+// work as for writes; a region without the read bit fails the read with
+// ErrNotReadable where the provider checks access at the target.
+//
 // # Deadlines and lost peers
 //
 // Every transfer has a deadline: its Completion's (WithDeadline,
