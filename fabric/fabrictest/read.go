@@ -157,8 +157,8 @@ func testReadRacingWrites(t *testing.T, p Params) {
 // testReadRefused: bad input is refused at submit; a region registered
 // without AccessRemoteRead cannot be read (the target refuses it, and the
 // read fails with ErrNotReadable), and a readable one still reads after.
-// libfabric's tcp and shm (1.17 and 2.1) do not check FI_REMOTE_READ at
-// the target: there the refusal part skips, saying so.
+// On libfabric's tcp and shm the refusal part skips, saying why (see
+// there).
 func testReadRefused(t *testing.T, p Params) {
 	r := newReadEnv(t, p)
 	err := r.a.SubmitRead(fabric.SingleRead{Dst: r.dstReg, Length: 16, Src: r.desc, SrcOffset: r.desc.Length - 8}, fabric.Completion{})
@@ -170,6 +170,20 @@ func testReadRefused(t *testing.T, p Params) {
 	_, err = r.b.RegisterHost(r.src, fabric.Access(0x80))
 	require.ErrorIs(t, err, fabric.ErrInvalidArgument, "unknown access bit")
 
+	// A readable region reads.
+	err = Wait(t, func(c fabric.Completion) error {
+		return r.a.SubmitRead(fabric.SingleRead{Dst: r.dstReg, Length: 4096, Src: r.desc, Route: fabric.Pinned(0)}, c)
+	})
+	require.NoError(t, err)
+	require.Equal(t, r.src.Bytes()[:4096], r.dst.Bytes()[:4096])
+
+	if FeatureOf(p.Transport) == "libfabric" {
+		// Not even tried: libfabric 1.17's tcp and shm carry the read
+		// out, and 2.1's shm never completes it and then faults in
+		// fi_cq_read at close.
+		testutil.Skip(t, "read-access-check", "libfabric %s cannot refuse a read of a region registered "+
+			"without FI_REMOTE_READ (1.17 reads it, 2.1's shm leaves the read without completion)", p.Transport)
+	}
 	wonly, err := r.b.RegisterHost(r.src, fabric.AccessRemoteWrite)
 	require.NoError(t, err)
 	wdesc, err := wonly.Descriptor()
@@ -179,13 +193,10 @@ func testReadRefused(t *testing.T, p Params) {
 		return r.a.SubmitRead(fabric.SingleRead{Dst: r.dstReg, Length: 4096, Src: wdesc, Route: fabric.Pinned(0)}, c)
 	})
 	require.NoError(t, r.b.Unregister(wonly))
-	if err == nil && FeatureOf(p.Transport) == "libfabric" {
-		testutil.Skip(t, "read-access-check", "libfabric %s does not check FI_REMOTE_READ at the target: "+
-			"a region registered without remote read was read", p.Transport)
-	}
 	require.ErrorIs(t, err, fabric.ErrNotReadable, "read of a write-only region")
 	require.Zero(t, countNonZero(r.dst.Bytes()[:4096]), "a refused read moved bytes")
 
+	// A readable region still reads after the refusal.
 	err = Wait(t, func(c fabric.Completion) error {
 		return r.a.SubmitRead(fabric.SingleRead{Dst: r.dstReg, Length: 4096, Src: r.desc, Route: fabric.Pinned(0)}, c)
 	})
