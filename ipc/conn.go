@@ -390,8 +390,6 @@ func (p *outPeer) mapped(m ctlMsg, fd int) {
 			mp.seg, mp.length = seg, m.d
 			mp.base = uintptr(unsafeAddr(seg.mem)) + uintptr(m.c)
 		}
-	} else if mp.errno == 0 {
-		mp.errno = errnoAccess
 	}
 	p.mu.Lock()
 	if mp.errno == 0 {

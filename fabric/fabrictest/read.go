@@ -18,12 +18,11 @@ const readBufSize = 64<<20 + 8192
 
 // readEnv is a readable region on B and a local destination on A.
 type readEnv struct {
-	a, b      *fabric.Engine
-	src, dst  *fabric.HostBuffer
-	srcReg    *fabric.MemoryRegion
-	dstReg    *fabric.MemoryRegion
-	desc      fabric.Descriptor
-	unsupport bool
+	a, b     *fabric.Engine
+	src, dst *fabric.HostBuffer
+	srcReg   *fabric.MemoryRegion
+	dstReg   *fabric.MemoryRegion
+	desc     fabric.Descriptor
 }
 
 func newReadEnv(t *testing.T, p Params) *readEnv {
