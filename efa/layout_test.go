@@ -54,4 +54,7 @@ func TestLayout(t *testing.T) {
 	if rdma.WriteHasImm != ofi.WriteHasImm {
 		t.Errorf("WriteHasImm %d in Go, %d in C", rdma.WriteHasImm, ofi.WriteHasImm)
 	}
+	if rdma.WriteRead != ofi.WriteRead {
+		t.Errorf("WriteRead %d in Go, %d in C", rdma.WriteRead, ofi.WriteRead)
+	}
 }

@@ -33,7 +33,7 @@ func (d *Domain) RegisterMemory(span rdma.MemorySpan, access rdma.Access) (rdma.
 		return rdma.MemoryKeys{}, fmt.Errorf("register memory: span %#x+%d: %w",
 			span.Addr, span.Len, rdma.ErrInvalidArgument)
 	}
-	if access&^rdma.AccessRemoteWrite != 0 {
+	if access&^(rdma.AccessRemoteWrite|rdma.AccessRemoteRead) != 0 {
 		return rdma.MemoryKeys{}, fmt.Errorf("register memory: access %#x: %w", access, rdma.ErrInvalidArgument)
 	}
 	spec := ofi.MRSpec{
@@ -42,8 +42,12 @@ func (d *Domain) RegisterMemory(span rdma.MemorySpan, access rdma.Access) (rdma.
 		Access:   ofi.AccessSend | ofi.AccessRecv | ofi.AccessRead | ofi.AccessWrite,
 		DmabufFD: -1,
 	}
+	// Remote read only when asked: a writable region is not readable.
 	if access&rdma.AccessRemoteWrite != 0 {
-		spec.Access |= ofi.AccessRemoteWrite | ofi.AccessRemoteRead
+		spec.Access |= ofi.AccessRemoteWrite
+	}
+	if access&rdma.AccessRemoteRead != 0 {
+		spec.Access |= ofi.AccessRemoteRead
 	}
 	if span.Device.IsCUDA() {
 		if !d.hmem {

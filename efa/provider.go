@@ -153,6 +153,8 @@ func domainInfo(transport string, in ofi.Info) rdma.DomainInfo {
 		// says whether their immediate may follow at once.
 		MaxWrite:      in.MaxMsgSize(),
 		OrderedWrites: in.WritesOrdered(),
+		// FI_RMA without direction bits asks for reads as well.
+		Reads: true,
 	}
 }
 

@@ -42,6 +42,15 @@
 // one shard per NIC of the wider side, which is why the immediate count of
 // a single write depends on both counts.
 //
+// # Reads
+//
+// SubmitRead and SubmitPagedRead pull bytes from a peer's region,
+// registered there with AccessRemoteRead, into a local one (RDMA READ).
+// They deliver no immediate: the initiator's completion says the bytes
+// are in its region. Deadlines, back-pressure, splitting and lost peers
+// work as for writes; a region without the read bit fails the read with
+// ErrNotReadable where the provider checks access at the target.
+//
 // # Deadlines and lost peers
 //
 // Every transfer has a deadline: its Completion's (WithDeadline,

@@ -132,7 +132,7 @@ func (r *MemoryRegion) Device() Device { return r.span.Device }
 // Descriptor returns the remote-usable description of the region, or an
 // error wrapping ErrInvalidArgument for a local-only registration.
 func (r *MemoryRegion) Descriptor() (Descriptor, error) {
-	if r.access&AccessRemoteWrite == 0 {
+	if r.access&(AccessRemoteWrite|AccessRemoteRead) == 0 {
 		return Descriptor{}, fmt.Errorf("region %#x registered local-only has no descriptor: %w", r.span.Addr, ErrInvalidArgument)
 	}
 	return r.desc, nil

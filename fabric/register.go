@@ -9,7 +9,7 @@ import (
 // Register registers span with every NIC of the group that owns its device
 // (host memory goes to the host group, or the main worker when there is
 // none). With AccessRemoteWrite the region has a Descriptor peers can write
-// through. A failure part way unregisters what was done: nothing leaks.
+// through; with AccessRemoteRead (see SubmitRead) peers can also read it. A failure part way unregisters what was done: nothing leaks.
 func (e *Engine) Register(span MemorySpan, access Access) (*MemoryRegion, error) {
 	if e == nil {
 		return nil, errNilEngine
@@ -26,6 +26,9 @@ func (e *Engine) Register(span MemorySpan, access Access) (*MemoryRegion, error)
 	w, err := e.workerFor(span.Device)
 	if err != nil {
 		return nil, fmt.Errorf("register: %w", err)
+	}
+	if err := checkAccess(w, access); err != nil {
+		return nil, err
 	}
 	r := &MemoryRegion{eng: e, w: w, span: span, access: access}
 	var regErr error
@@ -60,7 +63,7 @@ func (w *worker) register(r *MemoryRegion) error {
 		}
 		r.keys[i] = k
 	}
-	if r.access&AccessRemoteWrite != 0 {
+	if r.access&(AccessRemoteWrite|AccessRemoteRead) != 0 {
 		r.desc = Descriptor{Base: uint64(r.span.Addr), Length: r.span.Len, NICs: make([]RemoteKey, len(w.doms))}
 		for i, ds := range w.doms {
 			r.desc.NICs[i] = RemoteKey{Addr: ds.addr, Key: r.keys[i].Remote, Mode: r.keys[i].Mode}

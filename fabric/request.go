@@ -153,6 +153,7 @@ func (k reqKind) String() string {
 type request struct {
 	kind   reqKind
 	c      Completion
+	flags  uint32 // extra op flags of every op (rdma.WriteRead for reads)
 	imm    uint32
 	hasImm bool
 	route  Routing

@@ -273,6 +273,7 @@ func (w *worker) accept(r *request) {
 		if r.hasImm {
 			c.flags = rdma.WriteHasImm
 		}
+		c.flags |= r.flags
 	}
 	switch r.kind {
 	case reqImm:

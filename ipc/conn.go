@@ -121,8 +121,12 @@ type mapping struct {
 	users   atomic.Int32
 	revoked atomic.Bool
 	errno   int32 // the target refused the request (worker reads after hand-off)
-	pending bool  // worker: requested, no answer yet
-	sent    bool  // worker: the request went out
+	// readable: the target registered the region with remote read; the
+	// initiator refuses reads of other regions (the target trusts its
+	// peers' library for that, as it trusts them with its keys).
+	readable bool
+	pending  bool // worker: requested, no answer yet
+	sent     bool // worker: the request went out
 }
 
 func (m *mapping) acquire() bool {
@@ -267,6 +271,9 @@ func (d *Domain) serveMap(c *inConn, m ctlMsg) bool {
 	start := pageDown(r.file.Offset)
 	end := pageUp(r.file.Offset + r.length)
 	ack := ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, a: start, b: end - start, c: r.file.Offset - start, d: r.length}
+	if r.readable {
+		ack.status = ackReadable
+	}
 	if err := c.c.send(ack, r.file.FD); err != nil {
 		return false
 	}
@@ -373,8 +380,8 @@ func (p *outPeer) connected(m ctlMsg, fd, wake int) bool {
 // mapped maps the region a mapAck describes (or records the refusal) and
 // leaves it for the worker.
 func (p *outPeer) mapped(m ctlMsg, fd int) {
-	mp := &mapping{key: m.key, errno: int32(m.status)}
-	if m.status == 0 {
+	mp := &mapping{key: m.key, errno: int32(m.status &^ ackReadable), readable: m.status&ackReadable != 0}
+	if mp.errno == 0 {
 		if fd < 0 || m.c > m.b || m.d > m.b-m.c {
 			mp.errno = errnoProtocol
 		} else if seg, err := mapSegment(p.ea, fd, m.a, m.b, m.a+m.c+m.d); err != nil {
@@ -383,8 +390,6 @@ func (p *outPeer) mapped(m ctlMsg, fd int) {
 			mp.seg, mp.length = seg, m.d
 			mp.base = uintptr(unsafeAddr(seg.mem)) + uintptr(m.c)
 		}
-	} else if mp.errno == 0 {
-		mp.errno = errnoAccess
 	}
 	p.mu.Lock()
 	if mp.errno == 0 {

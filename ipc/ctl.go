@@ -46,7 +46,7 @@ const (
 
 const (
 	ctlLen     = 56
-	ctlVersion = 2
+	ctlVersion = 3 // 3: mapAck status carries ackReadable
 )
 
 // ctlTimeoutNs bounds a blocking control write and the wait for revoke
@@ -57,6 +57,10 @@ var ctlTimeoutNs atomic.Int64
 func init() { ctlTimeoutNs.Store(int64(5 * time.Second)) }
 
 func ctlTimeout() time.Duration { return time.Duration(ctlTimeoutNs.Load()) }
+
+// ackReadable is set in a successful mapAck's status when the region may
+// be read (rdma.AccessRemoteRead); the rest of status is a refusal's errno.
+const ackReadable = 1 << 31
 
 type ctlMsg struct {
 	kind   uint32

@@ -106,6 +106,9 @@ func (d *Domain) exec(p *outPeer, op *rdma.WriteOp) bool {
 			d.complete(op, errnoAccess)
 			return true
 		}
+		if op.Flags&rdma.WriteRead != 0 {
+			return d.read(m, op)
+		}
 		d.job.copyMem(m.base+uintptr(op.Remote), uintptr(op.Local), op.Length)
 	}
 	if imm {

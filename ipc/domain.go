@@ -66,6 +66,7 @@ func LiveRegistrations() int64 { return liveRegs.Load() }
 
 func open(info rdma.DomainInfo) (*Domain, error) {
 	info.OrderedWrites = true // see domainInfo
+	info.Reads = true
 	d := &Domain{info: info, ea: newEndpointAddr(), regions: map[uint64]*region{},
 		incoming: map[*inConn]struct{}{}, peerOf: map[string]rdma.PeerID{}}
 	var err error
@@ -95,6 +96,7 @@ type region struct {
 	key      uint64
 	file     rdma.HostFile
 	length   uint64
+	readable bool                 // registered with rdma.AccessRemoteRead
 	mappedBy map[*inConn]struct{} // connections that were sent the file
 }
 
@@ -109,7 +111,7 @@ func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKe
 	if !s.Device.IsHost() {
 		return rdma.MemoryKeys{}, fmt.Errorf("ipc: register %s memory: host memory only: %w", s.Device, rdma.ErrNotSupported)
 	}
-	if a&rdma.AccessRemoteWrite == 0 {
+	if a&(rdma.AccessRemoteWrite|rdma.AccessRemoteRead) == 0 {
 		d.localRegs++
 		liveRegs.Add(1)
 		return rdma.MemoryKeys{Mode: rdma.AddrOffset}, nil
@@ -118,7 +120,7 @@ func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKe
 	if err != nil {
 		return rdma.MemoryKeys{}, fmt.Errorf("ipc: remote-writable memory must come from fabric.AllocHost: %w", err)
 	}
-	r := &region{file: f, length: s.Len, mappedBy: map[*inConn]struct{}{}}
+	r := &region{file: f, length: s.Len, readable: a&rdma.AccessRemoteRead != 0, mappedBy: map[*inConn]struct{}{}}
 	d.mu.Lock()
 	for r.key == 0 || d.regions[r.key] != nil {
 		r.key = randomKey()

@@ -16,6 +16,7 @@ const (
 	errnoPeerClosed = 108 // ESHUTDOWN: the peer closed its domain, and said so first
 	errnoProtocol   = 71  // EPROTO: the peer broke the protocol
 	errnoNotSharing = 95  // EOPNOTSUPP: the peer's memory cannot be mapped here
+	errnoPerm       = 1   // EPERM: a read of a region registered without remote read
 )
 
 func errnoText(errno int32) string {
@@ -36,6 +37,8 @@ func errnoText(errno int32) string {
 		return "peer broke the ipc protocol"
 	case errnoNotSharing:
 		return "peer memory cannot be mapped"
+	case errnoPerm:
+		return "remote region not readable: registered without remote read"
 	}
 	return fmt.Sprintf("error %d", errno)
 }
@@ -46,7 +49,8 @@ func errnoText(errno int32) string {
 func describe(ev rdma.Event) error {
 	return &rdma.ProviderError{Provider: TransportName, Op: ev.Kind.String() + " completion",
 		Errno: int(ev.Errno), Msg: errnoText(ev.Errno), PeerLost: ev.Errno == errnoPeerGone || ev.Errno == errnoPeerClosed,
-		PeerClosed: ev.Errno == errnoPeerClosed, RegionGone: ev.Errno == errnoNoKey}
+		PeerClosed: ev.Errno == errnoPeerClosed, RegionGone: ev.Errno == errnoNoKey,
+		NotReadable: ev.Errno == errnoPerm}
 }
 
 // errClosed is returned by calls on a closed domain.

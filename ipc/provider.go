@@ -50,7 +50,7 @@ func Open() (*Domain, error) {
 // held in order), and any length a mapping holds is taken in one op.
 func domainInfo() rdma.DomainInfo {
 	return rdma.DomainInfo{Provider: TransportName, Transport: TransportName, Name: "ipc", NUMANode: -1,
-		OrderedWrites: true}
+		OrderedWrites: true, Reads: true}
 }
 
 // Probe reports whether ipc can run here: nil, or an error wrapping

@@ -28,7 +28,7 @@ func (p provider) Domains(transport string, opts rdma.DomainOptions) ([]rdma.Dom
 	// No link speed: there is no link, and a made-up one would turn into
 	// meaningless percentages.
 	// Writes are carried out when posted, so in order.
-	return []rdma.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1, OrderedWrites: true}}, nil
+	return []rdma.DomainInfo{{Provider: p.name, Transport: p.name, Name: p.name, NUMANode: -1, OrderedWrites: true, Reads: true}}, nil
 }
 
 func (p provider) Open(info rdma.DomainInfo, opts rdma.DomainOptions) (rdma.Domain, error) {
@@ -103,8 +103,9 @@ func Lookup(a rdma.Address) (*Domain, bool) {
 }
 
 type region struct {
-	addr uintptr
-	len  uint64
+	addr   uintptr
+	len    uint64
+	access rdma.Access
 }
 
 type message struct {
@@ -209,7 +210,7 @@ func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKe
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := uint64(nextKey.Add(1)) // unique across domains, so a key used on the wrong NIC fails
-	d.regions[k] = region{addr: s.Addr, len: s.Len}
+	d.regions[k] = region{addr: s.Addr, len: s.Len, access: a}
 	return rdma.MemoryKeys{Handle: uintptr(k), Local: k, Remote: k, Mode: rdma.AddrVirtual}, nil
 }
 
@@ -253,6 +254,7 @@ const (
 	errReset  = 104
 	errClosed = 108
 	errDead   = -1 // deliver: the target is Dead, the op never completes
+	errPerm   = 1  // EPERM: a read of a region without AccessRemoteRead
 )
 
 func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
@@ -383,6 +385,9 @@ func (t *Domain) deliver(op *rdma.WriteOp, copyBytes bool, slow time.Duration, m
 	if op.Length > 0 {
 		if op.Remote < uint64(r.addr) || op.Remote+op.Length > uint64(r.addr)+r.len {
 			return errAccess
+		}
+		if op.Flags&rdma.WriteRead != 0 {
+			return t.read(op, r, copyBytes, moved)
 		}
 		if copyBytes {
 			src := bytesAt(op.Local, op.Length)
@@ -517,6 +522,8 @@ func (d *Domain) DescribeError(ev rdma.Event) error {
 		msg = "remote access error"
 	case errNoKey:
 		msg = "remote region unknown (unregistered)"
+	case errPerm:
+		msg = "remote region not readable"
 	case errClosed:
 		msg = "peer closed"
 	case 90:
@@ -529,7 +536,7 @@ func (d *Domain) DescribeError(ev rdma.Event) error {
 		msg = "injected error"
 	}
 	return &rdma.ProviderError{Provider: d.info.Transport, Op: ev.Kind.String() + " completion", Errno: int(ev.Errno), Msg: msg,
-		PeerLost: ev.Errno == errReset, RegionGone: ev.Errno == errNoKey}
+		PeerLost: ev.Errno == errReset, RegionGone: ev.Errno == errNoKey, NotReadable: ev.Errno == errPerm}
 }
 
 func (d *Domain) Close() error {
@@ -553,3 +560,21 @@ var _ rdma.Abandoner = (*Domain)(nil)
 // Close when ops were still in flight at its close deadline, and nil
 // means the domain could be closed after all.
 func (d *Domain) Abandon() error { return d.Close() }
+
+// read performs a WriteRead op at its target t (t.mu held): it copies
+// from t's region r into the initiator's memory, a slice at a time so the
+// progress counter moves during a long read.
+func (t *Domain) read(op *rdma.WriteOp, r region, copyBytes bool, moved *atomic.Uint64) int32 {
+	if r.access&rdma.AccessRemoteRead == 0 {
+		return errPerm
+	}
+	if !copyBytes {
+		return 0
+	}
+	for off := uint64(0); off < op.Length; off += copySlice {
+		n := min(uint64(copySlice), op.Length-off)
+		copy(bytesAt(op.Local+off, n), bytesAt(op.Remote+off, n))
+		moved.Add(n)
+	}
+	return 0
+}

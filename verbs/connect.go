@@ -102,6 +102,7 @@ func (d *Domain) connectQPs(id rdma.PeerID, r qpInfo) error {
 			return wrapErr("connect", err)
 		}
 		rts := rcRTSAttr(c.sp)
+		rts.MaxRdAtomic = max(1, d.path.rdAtomic)
 		if err := c.q.Modify(&rts); err != nil {
 			return wrapErr("connect", err)
 		}

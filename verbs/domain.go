@@ -132,14 +132,14 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	d.self = udAddr{Link: pa.LinkLayer, GID: gid.GID, QPN: dom.UDQPN(), LID: pa.LID}
 	d.addr = d.self.address()
 	d.path = pathInfo{port: uint8(port), mtu: pa.ActiveMTU, global: pa.LinkLayer == ibv.LinkEthernet,
-		sgidIndex: uint8(gid.Index)}
+		sgidIndex: uint8(gid.Index), rdAtomic: rdAtomicOf(attr)}
 	d.hs = newHandshaker(d, hsTimeout)
 	d.judgeW = d.judgeWrite
 	// An RC queue pair carries out a peer's writes in order; longer
 	// writes than the port takes are posted in pieces by the engine.
 	d.info = rdma.DomainInfo{Provider: provName, Transport: provName, Name: info.Name,
 		PCIAddress: info.PCIAddress, NUMANode: info.NUMANode, LinkSpeed: info.LinkSpeed, Index: port,
-		MaxWrite: pa.MaxMsgSize, OrderedWrites: true}
+		MaxWrite: pa.MaxMsgSize, OrderedWrites: true, Reads: true}
 	if d.info.PCIAddress == "" && d.info.LinkSpeed == 0 {
 		if ds, err := Devices(); err == nil {
 			for _, di := range ds {
@@ -232,8 +232,12 @@ func (d *Domain) RegisterMemory(span rdma.MemorySpan, access rdma.Access) (rdma.
 		return rdma.MemoryKeys{}, fmt.Errorf("verbs: register %d bytes at %#x: %w", span.Len, span.Addr, rdma.ErrInvalidArgument)
 	}
 	flags := ibv.AccessLocalWrite | ibv.AccessRelaxedOrdering
+	// Remote read only when asked: a writable region is not readable.
 	if access&rdma.AccessRemoteWrite != 0 {
-		flags |= ibv.AccessRemoteWrite | ibv.AccessRemoteRead
+		flags |= ibv.AccessRemoteWrite
+	}
+	if access&rdma.AccessRemoteRead != 0 {
+		flags |= ibv.AccessRemoteRead
 	}
 	fd := -1
 	if span.Device.IsCUDA() && span.DmabufFD >= 0 {

@@ -72,8 +72,9 @@ func describeEvent(ev rdma.Event) error {
 	}
 	op := ev.Kind.String() + " completion"
 	return &rdma.ProviderError{Provider: provName, Op: op, Errno: int(ev.Errno), ProvErrno: int(ev.ProvErrno),
-		Msg:      ibv.WCStatusString(int(ev.ProvErrno)) + ": " + syscall.Errno(ev.Errno).Error(),
-		PeerLost: syscall.Errno(ev.Errno) == syscall.EHOSTUNREACH}
+		Msg:         ibv.WCStatusString(int(ev.ProvErrno)) + ": " + syscall.Errno(ev.Errno).Error(),
+		PeerLost:    syscall.Errno(ev.Errno) == syscall.EHOSTUNREACH,
+		NotReadable: syscall.Errno(ev.Errno) == syscall.EPERM && ev.ProvErrno == ibv.WCRemAccessErr}
 }
 
 // provErrConnect marks an Event failed because queue pairs for its peer

@@ -24,6 +24,19 @@ type pathInfo struct {
 	mtu       ibv.MTU
 	global    bool // GRH needed: always on RoCE
 	sgidIndex uint8
+	// rdAtomic is how many RDMA READs a queue pair may have outstanding
+	// and serve at once: what the device allows (max_qp_init_rd_atom,
+	// max_qp_rd_atom), capped at maxRdAtomic; 0 means 1.
+	rdAtomic uint8
+}
+
+// maxRdAtomic caps the READs in flight per queue pair: enough to keep a
+// link busy with large reads, and what common devices allow (mlx5: 16).
+const maxRdAtomic = 16
+
+// rdAtomicOf is pathInfo.rdAtomic for a device.
+func rdAtomicOf(a ibv.DeviceAttr) uint8 {
+	return uint8(max(1, min(a.MaxQPRdAtom, a.MaxQPInitRdAtom, maxRdAtomic)))
 }
 
 // rcInitAttr moves a fresh RC queue pair RESET→INIT.
@@ -49,7 +62,7 @@ func rcRTRAttr(p pathInfo, remote udAddr, remoteMTU ibv.MTU, qpn, psn uint32) ib
 		PathMTU:         mtu,
 		DestQPN:         qpn,
 		RQPSN:           psn & 0xffffff,
-		MaxDestRdAtomic: 1,
+		MaxDestRdAtomic: max(1, p.rdAtomic),
 		MinRNRTimer:     rcMinRNRTimer,
 		Port:            p.port,
 		DLID:            remote.LID,

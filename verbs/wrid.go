@@ -14,6 +14,7 @@ const (
 	wrImm    wrKind = ibv.WRKindImm
 	wrUDRecv wrKind = ibv.WRKindUDRecv
 	wrUDSend wrKind = ibv.WRKindUDSend
+	wrRead   wrKind = ibv.WRKindRead
 )
 
 // wrID packs a kind and a slot index.

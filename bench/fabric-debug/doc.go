@@ -97,6 +97,17 @@
 //
 // measures what one write can move through memory here.
 //
+// --workloads read runs the single workload turned around: the server (in
+// loopback, the engine that otherwise writes) pulls each size from the
+// client's buffer with RDMA READ (fabric.Engine.SubmitRead); with --verify
+// the client fills its range with the seeded pattern and the reader
+// compares every byte it read. Reads run in loopback and client/server
+// mode, on transports that do RDMA READ (mem, ipc, the libfabric ones);
+//
+//	fabric-debug loopback --transport ipc --workloads read,single --sizes 64M
+//
+// compares a read with a write of the same size in one run.
+//
 // --metrics HOST:PORT serves the counters of every engine the command
 // opens for Prometheus (package fabric/fabricmetrics, labelled
 // engine="server", "client" or "rank") at http://HOST:PORT/metrics, for

@@ -73,7 +73,7 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.hostMem, "host-memory", true, "register host memory; false: GPU memory (of GPU 0 unless --gpus says)")
 	fs.StringVar(&o.gpus, "gpus", "", "GPU ordinals, comma list: a group per GPU, buffers in the first one's memory (needs the CUDA driver)")
 	fs.StringVar(&o.placement, "gpu-placement", fabricbench.PlaceTopology, "NICs of the GPU groups: topology (nearest) or first (the transport's first --nics)")
-	fs.StringVar(&o.workloads, "workloads", "paged,single,imm", "workloads to run: paged, single, imm, all")
+	fs.StringVar(&o.workloads, "workloads", "paged,single,imm", "workloads to run: paged, single, imm, read (loopback, client), all (paged, single, imm)")
 	fs.StringVar(&o.sizes, "sizes", "", "message or page sizes, comma list with K/M/G suffixes (replaces the default set)")
 	fs.StringVar(&o.pages, "pages", "", "page counts of the paged workload, comma list (replaces 10000,100)")
 	fs.IntVar(&o.spec.Iters, "iters", 0, "timed iterations per case (0: 100, fewer for large cases)")

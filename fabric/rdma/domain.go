@@ -28,6 +28,10 @@ type DomainInfo struct {
 	// engine posts the last piece of a split write, which carries the
 	// immediate, only once the earlier pieces completed.
 	OrderedWrites bool
+	// Reads says the domain carries out WriteOps flagged WriteRead (RDMA
+	// READ). The engine refuses reads on a domain without it, so a
+	// provider that does not know the flag is never handed one.
+	Reads bool
 }
 
 // DomainOptions are what Open needs besides the DomainInfo.
@@ -54,6 +58,10 @@ const (
 	AccessLocal Access = 0
 	// AccessRemoteWrite also lets peers write into the region.
 	AccessRemoteWrite Access = 1 << iota
+	// AccessRemoteRead lets peers read the region (WriteRead ops). A
+	// region is readable only when registered with it: remote write does
+	// not imply remote read.
+	AccessRemoteRead
 )
 
 // MemorySpan is a range of memory to register with a domain. It is never Go
@@ -90,6 +98,14 @@ const (
 	// only reached a socket buffer says nothing about the peer).
 	// Providers that cannot do that ignore it.
 	WriteDelivered uint32 = 1 << 1
+	// WriteRead turns the op into an RDMA READ: Length bytes move from
+	// Remote (a region the target registered with AccessRemoteRead) into
+	// Local, whose region must allow local writes. It never carries an
+	// immediate (WriteHasImm is ignored) and completes as an EventWrite at
+	// the initiator only. Reads share the write batch so that one provider
+	// call posts writes and reads alike, with no op type of its own to
+	// convert. Only domains whose DomainInfo.Reads is set get it.
+	WriteRead uint32 = 1 << 2
 )
 
 // WriteOp is one RDMA write, fully resolved. Its layout is shared with C
@@ -128,7 +144,8 @@ type RecvOp struct {
 type EventKind uint32
 
 const (
-	// EventWrite: a WriteOp completed at the initiator.
+	// EventWrite: a WriteOp (a write, or a read with WriteRead)
+	// completed at the initiator.
 	EventWrite EventKind = iota + 1
 	// EventSend: a SendOp completed.
 	EventSend

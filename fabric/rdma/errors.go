@@ -35,6 +35,10 @@ var (
 	ErrUnknownProvider = errors.New("unknown provider")
 	// ErrProvider is wrapped by every ProviderError.
 	ErrProvider = errors.New("provider error")
+	// ErrNotReadable is a read of a region its owner did not register
+	// with AccessRemoteRead (or of a range outside it, where the provider
+	// cannot tell the two apart).
+	ErrNotReadable = errors.New("remote region not readable")
 	// ErrAbandoned says a domain was left open because closing it was not
 	// safe (see Abandoner): the memory registered with it must not be freed.
 	ErrAbandoned = errors.New("worker abandoned")
@@ -63,6 +67,9 @@ type ProviderError struct {
 	// ErrUnknownRegion, and the engine fails later writes to that region
 	// at once.
 	RegionGone bool
+	// NotReadable says the target refused a read: the region lacks
+	// AccessRemoteRead. The error then also matches ErrNotReadable.
+	NotReadable bool
 }
 
 func (e *ProviderError) Error() string {
@@ -77,5 +84,5 @@ func (e *ProviderError) Error() string {
 // ErrPeerLost hold.
 func (e *ProviderError) Is(target error) bool {
 	return target == ErrProvider || (e.Timeout && target == ErrTimeout) || (e.PeerLost && target == ErrPeerLost) ||
-		(e.RegionGone && target == ErrUnknownRegion)
+		(e.RegionGone && target == ErrUnknownRegion) || (e.NotReadable && target == ErrNotReadable)
 }

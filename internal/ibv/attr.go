@@ -181,6 +181,10 @@ type DeviceAttr struct {
 	MaxCQE       int
 	MaxSRQWR     int
 	MaxMRSize    uint64
+	// MaxQPRdAtom and MaxQPInitRdAtom bound the RDMA READs a queue pair
+	// serves and has outstanding (max_dest_rd_atomic, max_rd_atomic).
+	MaxQPRdAtom     int
+	MaxQPInitRdAtom int
 }
 
 // PortAttr is the subset of ibv_port_attr ferry needs.
@@ -251,7 +255,13 @@ const (
 	WRKindImm    = 4
 	WRKindUDRecv = 5
 	WRKindUDSend = 6
-	UDMsgMax     = 256 - 40
+	WRKindRead   = 7 // an RDMA READ: completes as a write, its access error is EPERM
+)
+
+// WCRemAccessErr is IBV_WC_REM_ACCESS_ERR.
+const (
+	WCRemAccessErr = 10
+	UDMsgMax       = 256 - 40
 )
 
 // UDMsg is one received connection-management datagram (GRH removed). Its

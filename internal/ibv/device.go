@@ -115,15 +115,17 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 		return DeviceAttr{}, &OpError{Op: "ibv_query_device", Errno: Errno(rc)}
 	}
 	return DeviceAttr{
-		FWVersion:    C.GoString(&a.fw_ver[0]),
-		VendorID:     uint32(a.vendor_id),
-		VendorPartID: uint32(a.vendor_part_id),
-		PhysPorts:    int(a.phys_port_cnt),
-		MaxQP:        int(a.max_qp),
-		MaxQPWR:      int(a.max_qp_wr),
-		MaxCQE:       int(a.max_cqe),
-		MaxSRQWR:     int(a.max_srq_wr),
-		MaxMRSize:    uint64(a.max_mr_size),
+		FWVersion:       C.GoString(&a.fw_ver[0]),
+		VendorID:        uint32(a.vendor_id),
+		VendorPartID:    uint32(a.vendor_part_id),
+		PhysPorts:       int(a.phys_port_cnt),
+		MaxQP:           int(a.max_qp),
+		MaxQPWR:         int(a.max_qp_wr),
+		MaxCQE:          int(a.max_cqe),
+		MaxSRQWR:        int(a.max_srq_wr),
+		MaxMRSize:       uint64(a.max_mr_size),
+		MaxQPRdAtom:     int(a.max_qp_rd_atom),
+		MaxQPInitRdAtom: int(a.max_qp_init_rd_atom),
 	}, nil
 }
 

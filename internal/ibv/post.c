@@ -34,7 +34,7 @@ int fy_post_writes(fy_dom *d, const fy_write_op *ops, const fy_seg *segs, int ns
 			slot[i] = d->slot_free[--d->nfree];
 			d->slot_ctx[slot[i]] = o->context;
 			memset(&wr[i], 0, sizeof(wr[i]));
-			wr[i].wr_id = WRID(FY_K_WRITE, slot[i]);
+			wr[i].wr_id = WRID((o->flags & 4) ? FY_K_READ : FY_K_WRITE, slot[i]);
 			wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 			if (o->length) {
 				sge[i].addr = o->local;
@@ -43,7 +43,10 @@ int fy_post_writes(fy_dom *d, const fy_write_op *ops, const fy_seg *segs, int ns
 				wr[i].sg_list = &sge[i];
 				wr[i].num_sge = 1;
 			}
-			if (o->flags & 1) {
+			if (o->flags & 4) {
+				/* rdma.WriteRead: remote into local, no immediate. */
+				wr[i].opcode = IBV_WR_RDMA_READ;
+			} else if (o->flags & 1) {
 				wr[i].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 				wr[i].imm_data = htonl(o->imm);
 			} else {
@@ -213,13 +216,19 @@ int fy_poll(fy_dom *d, fy_event *ev, int maxev, fy_ud_msg *ud, int maxud, int *n
 			fy_event *e = &ev[nev];
 			switch (WRID_KIND(w->wr_id)) {
 			case FY_K_WRITE:
+			case FY_K_READ:
 			case FY_K_SEND:
 				e->context = d->slot_ctx[idx];
 				d->slot_free[d->nfree++] = idx;
-				e->kind = WRID_KIND(w->wr_id) == FY_K_WRITE ? FY_EV_WRITE : FY_EV_SEND;
+				e->kind = WRID_KIND(w->wr_id) == FY_K_SEND ? FY_EV_SEND : FY_EV_WRITE;
 				e->length = 0;
 				e->imm = 0;
 				e->err = fy_wc_errno(w->status);
+				/* A read the responder refused for access: the region
+				 * was not registered with remote read (or the range or
+				 * key is wrong, which the engine checks before posting). */
+				if (WRID_KIND(w->wr_id) == FY_K_READ && w->status == IBV_WC_REM_ACCESS_ERR)
+					e->err = EPERM;
 				e->prov_err = w->status ? (int32_t)w->status : 0;
 				if (w->status != IBV_WC_SUCCESS)
 					note_err_qp(d, w->qp_num);

@@ -22,6 +22,7 @@ enum {
 	FY_K_IMM = 4,
 	FY_K_UDRECV = 5,
 	FY_K_UDSEND = 6,
+	FY_K_READ = 7, /* an RDMA READ (rdma.WriteRead): reported as a write */
 };
 
 /* Event kinds, identical to fabric.EventKind. */

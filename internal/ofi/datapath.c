@@ -10,7 +10,8 @@
 
 #include "shim.h"
 
-/* Post writes from the front of ops until the provider is busy. Returns the
+/* Post writes (and reads, FERRY_WRITE_READ: the same op turned around, with
+ * fi_readmsg and no immediate) from the front of ops until the provider is busy. Returns the
  * number accepted; e->last_err is the error of ops[returned] when it is not a
  * transient -FI_EAGAIN. Every message struct lives on this stack frame:
  * libfabric copies what it keeps at post time. */
@@ -45,7 +46,10 @@ int ferry_post_writes(struct ferry_ep *e, const struct ferry_write_op *ops, int 
 			flags |= FI_REMOTE_CQ_DATA;
 		if (op->flags & FERRY_WRITE_DELIVERED)
 			flags |= FI_DELIVERY_COMPLETE;
-		ret = fi_writemsg(ep, &msg, flags);
+		if (op->flags & FERRY_WRITE_READ)
+			ret = fi_readmsg(ep, &msg, FI_COMPLETION);
+		else
+			ret = fi_writemsg(ep, &msg, flags);
 		if (ret == -FI_EAGAIN)
 			return i;
 		if (ret) {

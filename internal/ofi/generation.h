@@ -48,6 +48,9 @@ static inline uint32_t ferry_classify(uint64_t flags, uint32_t rules)
 		return FERRY_EV_IMM;
 	if (flags & FI_WRITE)
 		return FERRY_EV_WRITE;
+	/* A read (fi_readmsg) completes at its initiator as a write does. */
+	if (flags & FI_READ)
+		return FERRY_EV_WRITE;
 	if (flags & FI_SEND)
 		return FERRY_EV_SEND;
 	if (flags & FI_RECV)

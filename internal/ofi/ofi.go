@@ -51,6 +51,9 @@ const (
 // WriteHasImm is the op flag that sends WriteOp.Imm as remote CQ data.
 const WriteHasImm = uint32(C.FERRY_WRITE_HAS_IMM)
 
+// WriteRead is the op flag that posts the op with fi_readmsg instead.
+const WriteRead = uint32(C.FERRY_WRITE_READ)
+
 // Errno is a positive libfabric error number (FI_E*).
 type Errno int
 

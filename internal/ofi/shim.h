@@ -60,6 +60,8 @@ struct ferry_event {
 /* fabric.WriteHasImm, fabric.WriteDelivered */
 #define FERRY_WRITE_HAS_IMM 1u
 #define FERRY_WRITE_DELIVERED 2u
+/* The op is an RDMA READ (fi_readmsg): remote into local. */
+#define FERRY_WRITE_READ 4u
 
 /* fabric.EventKind values. */
 enum {

@@ -124,6 +124,9 @@ func Raw(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if err := refuseRead(spec, "raw"); err != nil {
+		return nil, err
+	}
 	switch spec.Provider {
 	case "null", "mem", "verbs", "ipc", "auto":
 		return nil, fmt.Errorf("--raw runs libfabric providers only, not %q: %w", spec.Provider, fabric.ErrInvalidArgument)

@@ -47,7 +47,7 @@ func NewLayout(c Case, seed, span uint64) (Layout, error) {
 	switch c.Workload {
 	case Imm:
 		return Layout{}, nil
-	case Single:
+	case Single, Read:
 		if span < Offset || c.Bytes > span-Offset {
 			return Layout{}, fmt.Errorf("single write of %d bytes at %d outside %d bytes: %w", c.Bytes, Offset, span, errBadCase)
 		}
@@ -125,7 +125,7 @@ func lastOrdinals(l Layout, f func(ordinal int) error) error {
 
 // fillCase writes every source page of a checked case into buf.
 func fillCase(buf []byte, c Case, l Layout, seed uint64, rank int) {
-	if c.Workload == Single {
+	if contiguous(c) {
 		fill(buf[Offset:Offset+c.Bytes], seed, rank, 0)
 		return
 	}
@@ -148,7 +148,7 @@ func poisonCase(buf []byte, c Case, l Layout) {
 			copy(p[n:], p[:n]) // doubling: memmove speed
 		}
 	}
-	if c.Workload == Single {
+	if contiguous(c) {
 		set(buf[Offset : Offset+c.Bytes])
 		return
 	}
@@ -176,7 +176,7 @@ func checkCase(buf []byte, c Case, l Layout, seed uint64, rank int) error {
 		return fmt.Errorf("%s %s: page %d at offset %d: byte %d is %#02x, want %#02x: %w",
 			c.Workload, FormatBytes(c.Bytes), ordinal, at, k, got[k], want[k], ErrVerify)
 	}
-	if c.Workload == Single {
+	if contiguous(c) {
 		return cmp(buf[Offset:Offset+c.Bytes], 0, Offset)
 	}
 	return lastOrdinals(l, func(i int) error {
@@ -199,3 +199,6 @@ func immsPerTransfer(c Case, nics, targetNICs int) int64 {
 	}
 	return int64(fabric.ExpectedImms(s, nics, targetNICs))
 }
+
+// contiguous reports whether c moves one range at Offset (single, read).
+func contiguous(c Case) bool { return c.Workload == Single || c.Workload == Read }

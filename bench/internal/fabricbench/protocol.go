@@ -227,7 +227,11 @@ func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, i
 	defer cancel()
 	job := Job{Case: cs, Dst: c.side.Desc, Seed: spec.Seed + uint64(imm), Span: span, Imm: imm}
 	var tgt *Target
-	if cs.Verify {
+	if cs.Verify && cs.Workload == Read {
+		if err := c.side.offerRead(job); err != nil {
+			return res, err
+		}
+	} else if cs.Verify {
 		var err error
 		if tgt, err = c.side.Expect(job, c.Server.NICs, spec.Corrupt); err != nil {
 			return res, err
@@ -248,6 +252,8 @@ func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, i
 	}
 	res = *reply.Result
 	res.Checked = cs.Verify
+	// The reader checked every byte it read before it replied.
+	res.Verified = cs.Verify && cs.Workload == Read
 	if tgt != nil {
 		if err := tgt.Check(ctx, job.Seed, 0); err != nil {
 			return res, err
@@ -262,7 +268,7 @@ func caseName(c Case) string {
 	switch c.Workload {
 	case Paged:
 		return fmt.Sprintf("%s %s x %d", c.Workload, FormatBytes(c.Bytes), c.Pages)
-	case Single:
+	case Single, Read:
 		return c.Workload + " " + FormatBytes(c.Bytes)
 	}
 	return c.Workload

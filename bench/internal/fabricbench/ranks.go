@@ -43,6 +43,9 @@ func Ranks(ctx context.Context, spec Spec, cfg rendezvous.Config, sink Sink) (*R
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if err := refuseRead(spec, "ranks"); err != nil {
+		return nil, err
+	}
 	jctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	g, err := rendezvous.Join(jctx, cfg)
 	cancel()

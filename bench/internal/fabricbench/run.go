@@ -117,9 +117,9 @@ func openSide(ctx context.Context, s Spec, role string) (*Side, error) {
 	case err != nil:
 	case len(s.GPUs) > 0:
 		side.gpuOrdinal = s.GPUs[0]
-		side.gpu, side.Reg, err = newGPUBuffer(e, side.gpuOrdinal, s.Buffer, fabric.AccessRemoteWrite)
+		side.gpu, side.Reg, err = newGPUBuffer(e, side.gpuOrdinal, s.Buffer, sideAccess(s))
 	default:
-		side.Reg, err = e.RegisterHost(side.Buf, fabric.AccessRemoteWrite)
+		side.Reg, err = e.RegisterHost(side.Buf, sideAccess(s))
 	}
 	if err == nil {
 		side.Desc, err = side.Reg.Descriptor()
@@ -229,6 +229,9 @@ func (s *Side) Write(ctx context.Context, j Job) ([]time.Duration, error) {
 	l, err := NewLayout(c, j.Seed, j.Span)
 	if err != nil {
 		return nil, err
+	}
+	if c.Workload == Read {
+		return s.read(ctx, j, l)
 	}
 	if c.Verify && c.Workload != Imm {
 		buf, _ := s.jobSource(j)

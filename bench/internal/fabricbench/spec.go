@@ -28,6 +28,10 @@ const (
 	Paged  = "paged"
 	Single = "single"
 	Imm    = "imm"
+	// Read is the single workload turned around: the side that runs the
+	// case reads the peer's region with SubmitRead (loopback and
+	// client/server only).
+	Read = "read"
 )
 
 // ImmValue is the immediate of the imm workload, as in the reference tool.
@@ -172,8 +176,8 @@ func (s Spec) Validate() error {
 		return bad("%d target nics (1 to %d)", s.TargetNICs, fabric.MaxNICs)
 	}
 	for _, w := range s.Workloads {
-		if w != Paged && w != Single && w != Imm {
-			return bad("workload %q (want paged, single or imm)", w)
+		if w != Paged && w != Single && w != Imm && w != Read {
+			return bad("workload %q (want paged, single, imm or read)", w)
 		}
 	}
 	if s.Iters < 0 || s.Warmup < 0 || s.Timeout < 0 {
@@ -240,6 +244,12 @@ func (s Spec) Cases() []Case {
 			}
 		case Imm:
 			add(Case{Workload: Imm})
+		case Read:
+			for _, n := range singleSizes {
+				if n+Offset <= s.Buffer {
+					add(Case{Workload: Read, Bytes: n})
+				}
+			}
 		}
 	}
 	return out
@@ -313,12 +323,12 @@ func ParseWorkloads(v string) ([]string, error) {
 		switch f {
 		case "all":
 			out = append(out, Paged, Single, Imm)
-		case Paged, Single, Imm:
+		case Paged, Single, Imm, Read:
 			if !slices.Contains(out, f) {
 				out = append(out, f)
 			}
 		default:
-			return nil, fmt.Errorf("workload %q (want paged, single, imm or all): %w", f, fabric.ErrInvalidArgument)
+			return nil, fmt.Errorf("workload %q (want paged, single, imm, read or all): %w", f, fabric.ErrInvalidArgument)
 		}
 	}
 	return out, nil
