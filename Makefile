@@ -64,7 +64,7 @@ examples: deps
 	$(GO) build -o $(BIN)/ ./examples/...
 
 demo: deps
-	$(GO) run ./bench/fabric-debug loopback --provider shm
+	$(GO) run ./bench/fabric-debug loopback --transport shm
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./fabric/...

@@ -50,7 +50,7 @@ func TestPlannerInvariants(t *testing.T) {
 	t.Logf("%d worlds, %d of them with a random active mask", n, masked)
 }
 
-func checkPlans(cfg a2a.Config, groups []reference.Group, active []bool) error {
+func checkPlans(cfg a2a.Config, groups []reference.GroupInput, active []bool) error {
 	W := cfg.WorldSize
 	if active == nil {
 		active = make([]bool, W)

@@ -6,8 +6,9 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 )
 
-// Group is the input of one replica group (all its replicas pass the same).
-type Group struct {
+// GroupInput is the input of one replica group (all its replicas pass the
+// same).
+type GroupInput struct {
 	Tokens  int       // m_h
 	X       []byte    // Tokens rows of Layout.TokenBytes, packed
 	Scales  []float32 // Tokens rows of Config.Scales, packed (nil when Scales is 0)
@@ -46,7 +47,7 @@ func VisitOrder(l *a2a.Layout, r int) []int {
 	return append(order, g)
 }
 
-func check(l *a2a.Layout, groups []Group, needWeights bool) error {
+func check(l *a2a.Layout, groups []GroupInput, needWeights bool) error {
 	if len(groups) != l.Groups {
 		return fmt.Errorf("reference: %d groups, want %d: %w", len(groups), l.Groups, a2a.ErrInvalidArgument)
 	}
@@ -72,7 +73,7 @@ func check(l *a2a.Layout, groups []Group, needWeights bool) error {
 
 // Dispatch returns every rank's dispatch result for cfg (its Rank is
 // ignored).
-func Dispatch(cfg a2a.Config, groups []Group) ([]Dispatched, error) {
+func Dispatch(cfg a2a.Config, groups []GroupInput) ([]Dispatched, error) {
 	return DispatchActive(cfg, groups, nil)
 }
 
@@ -100,7 +101,7 @@ func activeSet(l *a2a.Layout, active []bool) ([]bool, []bool, error) {
 // the tokens of a group with no active replica are absent, copies routed
 // to the experts of an inactive rank reach no one, and the result of an
 // inactive rank is the zero Dispatched.
-func DispatchActive(cfg a2a.Config, groups []Group, active []bool) ([]Dispatched, error) {
+func DispatchActive(cfg a2a.Config, groups []GroupInput, active []bool) ([]Dispatched, error) {
 	cfg.Rank = 0
 	l, err := cfg.Layout()
 	if err != nil {
@@ -176,7 +177,7 @@ func DispatchActive(cfg a2a.Config, groups []Group, active []bool) ([]Dispatched
 // CombineBytes, packed. expertY[r] holds rank r's expert outputs
 // in the row layout of dispatched[r] (OutputRows rows of CombineBytes,
 // packed). With accumulate, prev[h] is group h's output before the call.
-func Combine(cfg a2a.Config, groups []Group, dispatched []Dispatched, expertY [][]byte, prev [][]byte, accumulate bool) ([][]byte, error) {
+func Combine(cfg a2a.Config, groups []GroupInput, dispatched []Dispatched, expertY [][]byte, prev [][]byte, accumulate bool) ([][]byte, error) {
 	return CombineActive(cfg, groups, dispatched, expertY, prev, accumulate, nil)
 }
 
@@ -185,7 +186,7 @@ func Combine(cfg a2a.Config, groups []Group, dispatched []Dispatched, expertY []
 // a slot whose expert belongs to an inactive rank adds nothing (as if its
 // weight were zero), expertY of an inactive rank is not read, and the
 // result of a group with no active replica is nil.
-func CombineActive(cfg a2a.Config, groups []Group, dispatched []Dispatched, expertY [][]byte, prev [][]byte,
+func CombineActive(cfg a2a.Config, groups []GroupInput, dispatched []Dispatched, expertY [][]byte, prev [][]byte,
 	accumulate bool, active []bool) ([][]byte, error) {
 	cfg.Rank = 0
 	l, err := cfg.Layout()

@@ -17,8 +17,8 @@ func tinyConfig() a2a.Config {
 		CombineType: a2a.FP32, Experts: 4, ExpertsPerToken: 2, ExpertPadding: 2}
 }
 
-func tinyGroups() []reference.Group {
-	return []reference.Group{
+func tinyGroups() []reference.GroupInput {
+	return []reference.GroupInput{
 		{Tokens: 3, X: []byte{10, 11, 12}, Scales: []float32{0.5, 1.5, 2.5},
 			Indices: []uint32{0, 2, 0, 1, 3, 2}, Weights: []float32{0.5, 0.5, 1, 2, 0.25, 0.75}},
 		{Tokens: 1, X: []byte{20}, Scales: []float32{9}, Indices: []uint32{1, 0}, Weights: []float32{1, 1}},

@@ -10,6 +10,7 @@
 //	bench-a2a --world-size W --spawn [shape and run flags]
 //	bench-a2a --world-size W --rank R --master HOST:PORT [flags]   (one rank; FERRY_JOB_TOKEN set)
 //	torchrun / mpirun / srun ... bench-a2a [flags]                  (ranks from the launcher's environment)
+//	bench-a2a transports                                           (every transport name and its provider)
 //
 // --spawn starts W local processes of this program (rendezvous.SpawnLocal)
 // and waits for them; without it, this process is one rank and finds the
@@ -22,7 +23,7 @@
 // the defaults: --tokens 128 --hidden 7168 --scales 56 --experts 256
 // --topk 8 --in-dtype fp8 --out-dtype bf16, --nvlink S ranks per shared
 // memory domain (1: every rank pair crosses the fabric), --dp D replicas,
-// --nets-per-gpu N NICs per rank, --private M copies per private window
+// --nics N NICs per rank, --private M copies per private window
 // (0: the default size, -1: none), --pad expert padding.
 //
 // --backend host runs the host-memory backend (package a2a/host): Go
@@ -38,11 +39,19 @@
 // emulator (a2a/cuda/emu): the same .cu sources built by g++, "device
 // memory" being host memory, any provider; its timings are the
 // emulator's, useful to compare with each other, not with a GPU.
-// --grid and --block size the CUDA backends' launches; --spin makes their
-// CPU workers poll the kernels' flags without sleeping (a core per rank). --provider picks the fabric transport: "shm" (the default with
+// --grid and --block size the CUDA backends' launches; --poll spin makes
+// their CPU workers poll the kernels' flags without sleeping (a core per
+// rank; the default on a GPU), --poll adaptive lets the emulator's back off
+// (its default). --transport picks the fabric transport: "shm" (the default with
 // --spawn: every rank is on this machine), "tcp;ofi_rxm", "efa", "verbs",
 // or "auto" (the default otherwise: EFA, then verbs, never a silent TCP
 // fallback). --node pins libfabric to an address (127.0.0.1 with --spawn).
+// -v (or --verbose) logs the engine's lifecycle too.
+//
+// fabric-debug spells these options the same way. The earlier spellings
+// stay as aliases, named as such in -h: --provider (--transport),
+// --nets-per-gpu (--nics), --spin (--poll spin), --verbose (-v),
+// --list-transports (the transports subcommand).
 //
 // --mode lockstep|concurrent runs every rank in this process on one
 // device (no --spawn, no job): the GPU of ordinal 0 with --backend cuda,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/cliflag"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
@@ -29,7 +30,10 @@ type options struct {
 	json  string
 	// verbose sends the engine's logs to standard error.
 	verbose bool
-	// listTransports prints the transport table and exits.
+	// poll is --poll: auto, spin or adaptive (Spec.Spin).
+	poll string
+	// listTransports prints the transport table and exits (--list-transports
+	// or the transports subcommand).
 	listTransports bool
 	// model prints the critical-path model of a step and exits.
 	model bool
@@ -52,7 +56,10 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: bench-a2a --world-size W --spawn [flags]\n"+
 			"       bench-a2a --world-size W --rank R --master HOST:PORT [flags]  (FERRY_JOB_TOKEN set on every rank)\n"+
-			"       <launcher> bench-a2a [flags]  (torchrun, mpirun or srun environment)\n\nflags:\n")
+			"       <launcher> bench-a2a [flags]  (torchrun, mpirun or srun environment)\n"+
+			"       bench-a2a transports  (every transport name and its provider; or --list-transports)\n\n"+
+			"fabric-debug spells the shared options the same way; the earlier spellings stay as aliases:\n"+
+			"--provider, --nets-per-gpu, --spin, --verbose, --list-transports.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	var err error
@@ -65,7 +72,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	cfg := &o.spec.Config
 	fs.IntVar(&cfg.NVLinkSize, "nvlink", 1, "ranks per shared-memory (NVLink) domain; 1: every pair crosses the fabric")
 	fs.IntVar(&cfg.ReplicaSize, "dp", 1, "replicas per token group (attention data-parallel size)")
-	fs.IntVar(&cfg.NICsPerGPU, "nets-per-gpu", 1, "NICs per rank")
+	fs.IntVar(&cfg.NICsPerGPU, "nics", 1, "NICs per rank")
+	cliflag.Alias(fs, "nets-per-gpu", "nics")
 	tokens := fs.String("tokens", "128", "tokens per rank and iteration (128 decode, 4096 prefill); a comma list runs a case per count, buffers sized for the largest")
 	fs.IntVar(&cfg.Hidden, "hidden", 7168, "elements per token")
 	fs.IntVar(&cfg.Scales, "scales", 56, "float32 scales per token (0: none)")
@@ -79,10 +87,13 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	s := &o.spec
 	fs.StringVar(&s.Backend, "backend", "host", "a2a backend: host, cuda (this rank's GPU) or cuda-emu (the CUDA kernels on the CPU emulator)")
 	fs.IntVar(&s.Grid, "grid", 0, "blocks per launch of the CUDA backends (0: one per SM on a GPU, a few on the emulator)")
-	fs.BoolVar(&s.Spin, "spin", false, "CUDA backends: the worker polls the kernels' flags without sleeping (a core per rank); the default on a GPU, this forces it on the emulator")
+	fs.StringVar(&o.poll, "poll", "auto", "how the CUDA backends' worker waits for the kernels' flags: spin (never sleeps, a core per rank; forces it on the emulator), "+
+		"adaptive (backs off to sleeps; not on a GPU, whose worker always spins here) or auto (spin on a GPU, adaptive on the emulator); the engine itself polls adaptively with --backend host and cuda-emu")
+	cliflag.Spin(fs, &o.poll, "auto")
 	fs.IntVar(&s.ReduceThreads, "reduce-threads", 1, "host backend: goroutines per rank that combine's weighted sum splits its tokens over (more where cores are spare)")
 	fs.IntVar(&s.Block, "block", 0, "threads per block of the CUDA backends, a multiple of 32 (0: 512 on a GPU, 64 on the emulator)")
-	fs.StringVar(&s.Transport, "provider", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
+	fs.StringVar(&s.Transport, "transport", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
+	cliflag.Alias(fs, "provider", "transport")
 	fs.StringVar(&s.Node, "node", "", "libfabric node address to pin (default 127.0.0.1 with --spawn)")
 	fs.StringVar(&s.Mode, "mode", "", "run every rank in this process on one device (no --spawn): lockstep (each phase of every rank, then the next) or concurrent (a stream per rank, grids of SMs/W blocks, a watchdog of --timeout per wait)")
 	fs.BoolVar(&s.Graph, "graph", false, "one device, GPU only: also time replays of the lock step captured once into a CUDA graph (implies --mode lockstep)")
@@ -94,10 +105,11 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the inputs and routings")
 	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
 	fs.StringVar(&o.json, "json", "", `write one JSON record per line to this file as the run goes ("-": standard output; the table then goes to standard error)`)
-	fs.BoolVar(&o.verbose, "verbose", false, "log the engine's lifecycle to standard error too, not only its warnings and errors")
+	fs.BoolVar(&o.verbose, "v", false, "log the engine's lifecycle to standard error too, not only its warnings and errors")
+	cliflag.Alias(fs, "verbose", "v")
 	fs.StringVar(&o.metrics, "metrics", "", "serve each rank's engine counters for Prometheus at http://ADDR/metrics, the port plus the local rank")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write each rank's CPU profile (runtime/pprof) to this path plus .rankR")
-	fs.BoolVar(&o.listTransports, "list-transports", false, "print every transport name and the provider serving it, then exit")
+	fs.BoolVar(&o.listTransports, "list-transports", false, "alias of the transports subcommand: print every transport name and its provider, then exit")
 	fs.BoolVar(&o.model, "model", false, "print a critical-path MODEL of one step of this shape (published link figures, stated assumptions; no run), then exit")
 
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +123,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	}
 	if o.listTransports {
 		return o, nil
+	}
+	if err := o.setPoll(); err != nil {
+		return nil, err
 	}
 	if s.Tokens, err = parseTokens(*tokens); err != nil {
 		return nil, fmt.Errorf("%w: --tokens: %w", errUsage, err)
@@ -157,7 +172,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	}
 	if s.Transport == "mem" && cfg.WorldSize > 1 && s.Mode == "" {
 		// The in-process provider cannot reach another process.
-		return nil, fmt.Errorf("%w: --provider mem connects ranks of one process only; use shm, ipc or \"tcp;ofi_rxm\"", errUsage)
+		return nil, fmt.Errorf("%w: --transport mem connects ranks of one process only; use shm, ipc or \"tcp;ofi_rxm\"", errUsage)
 	}
 	if err := s.Validate(); err != nil {
 		if errors.Is(err, fabric.ErrNotSupported) {
@@ -173,12 +188,12 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 func (o *options) childArgs() []string {
 	var args []string
 	o.fs.VisitAll(func(f *flag.Flag) {
-		if jobFlags[f.Name] {
+		if jobFlags[f.Name] || cliflag.IsAlias(f) {
 			return
 		}
 		v := f.Value.String()
 		switch f.Name {
-		case "provider":
+		case "transport":
 			v = o.spec.Transport
 		case "node":
 			v = o.spec.Node
@@ -186,6 +201,30 @@ func (o *options) childArgs() []string {
 		args = append(args, "--"+f.Name+"="+v)
 	})
 	return args
+}
+
+// setPoll turns --poll into Spec.Spin. A value the chosen backend cannot
+// honour is refused rather than ignored: the host backend has no worker of
+// its own to spin, and a GPU's worker always spins in this tool.
+func (o *options) setPoll() error {
+	backend := o.spec.Backend
+	switch o.poll {
+	case "auto":
+		o.spec.Spin = false
+	case "spin":
+		if backend == bench.BackendHost || backend == "" {
+			return fmt.Errorf("%w: --poll spin sets the CUDA backends' worker; --backend host has none (its engine polls adaptively)", errUsage)
+		}
+		o.spec.Spin = true
+	case "adaptive":
+		if backend == bench.BackendCUDA {
+			return fmt.Errorf("%w: --poll adaptive: the cuda backend's worker spins on a GPU here (--poll auto or spin)", errUsage)
+		}
+		o.spec.Spin = false
+	default:
+		return fmt.Errorf("%w: --poll %q: want spin, adaptive or auto", errUsage, o.poll)
+	}
+	return nil
 }
 
 // parseTokens parses a comma list of token counts.

@@ -26,6 +26,14 @@ func main() {
 
 // run is the whole command; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "transports" {
+		// fabric-debug's subcommand; --list-transports is the flag form.
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "bench-a2a transports: takes no arguments, got %q\n", args[1:])
+			return 2
+		}
+		args = []string{"--list-transports"}
+	}
 	o, err := parseFlags(args, lookupEnv, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -130,7 +138,7 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 			err = errors.Join(err, f.Close())
 		}()
 	}
-	// The engine's warnings and errors go to stderr; --verbose adds its
+	// The engine's warnings and errors go to stderr; -v adds its
 	// lifecycle.
 	opt := bench.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).
 		With("rank", g.Rank())}

@@ -58,7 +58,7 @@ func TestFlags(t *testing.T) {
 			t.Fatalf("child args carry %s: %q", a, args)
 		}
 	}
-	for _, want := range []string{"--world-size=4", "--provider=shm", "--node=127.0.0.1", "--nvlink=2", "--json=x.json", "--in-dtype=bf16"} {
+	for _, want := range []string{"--world-size=4", "--transport=shm", "--node=127.0.0.1", "--nvlink=2", "--json=x.json", "--in-dtype=bf16"} {
 		if !slices.Contains(args, want) {
 			t.Fatalf("child args lack %s: %q", want, args)
 		}
@@ -101,6 +101,9 @@ func TestFlagsRejected(t *testing.T) {
 		"mode host":        {"--world-size=2", "--mode=lockstep"},
 		"mode unknown":     {"--mode=sideways", "--backend=cuda-emu"},
 		"graph concurrent": {"--mode=concurrent", "--graph", "--backend=cuda"},
+		"poll unknown":     {"--poll=busy", "--backend=cuda-emu"},
+		"spin host":        {"--spin"},
+		"adaptive on gpu":  {"--poll=adaptive", "--backend=cuda"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stderr strings.Builder

@@ -12,6 +12,7 @@
 //	fabric-debug ranks --world-size W (--spawn | --rank R --master HOST:PORT) [flags]
 //	fabric-debug info [--json]           transports, devices, capabilities of this machine
 //	fabric-debug transports              every transport name and the provider serving it
+//	                                     (--list-transports is the same)
 //	fabric-debug [GPUS NICS_PER_GPU [SERVER_ADDRESS]]   the reference's positional form
 //
 // The server is the writer: it writes into the client's buffer and times
@@ -21,6 +22,13 @@
 // write). --sizes and --pages replace the default sizes and page counts;
 // --iters 0 picks 100 iterations, fewer for large cases, so the default
 // run takes seconds.
+//
+// fabric-debug and bench-a2a spell their shared options alike: --transport,
+// --nics, --poll spin|adaptive, -v (or --verbose) and the transports
+// listing. The earlier spellings stay as aliases, named as such in -h:
+// --provider (--transport), --nets-per-gpu (--nics), --spin (--poll spin),
+// --list-transports (transports). bench-compare passes --provider, which
+// the older revisions it builds know.
 //
 // # Output
 //
@@ -50,15 +58,15 @@
 //
 // # Transports
 //
-// Every subcommand uses --provider auto unless told otherwise: EFA, then
+// Every subcommand uses --transport auto unless told otherwise: EFA, then
 // verbs, never a silent fallback; where neither exists it refuses and
 // says what to pass. The header names the transport and why it was
-// chosen. On a machine without RDMA NICs, pass --provider shm or ipc (one
+// chosen. On a machine without RDMA NICs, pass --transport shm or ipc (one
 // host) or 'tcp;ofi_rxm' (binds to 127.0.0.1 unless --node says otherwise).
-// --provider null runs the workloads through the engine over a domain
+// --transport null runs the workloads through the engine over a domain
 // that completes every write at once: the engine's own cost, for example
 //
-//	fabric-debug loopback --provider null --workloads paged --sizes 64 --pages 10000
+//	fabric-debug loopback --transport null --workloads paged --sizes 64 --pages 10000
 //
 // prints the paged 64 B rate. --raw posts the same workloads straight on
 // libfabric from one C loop (efa.RawBench), the provider's ceiling, in the
@@ -76,11 +84,11 @@
 // error naming the library that could not be loaded. info asks the driver
 // whether each GPU exports dma-bufs.
 //
-// --provider ipc is ferry's own shared-memory transport between processes
+// --transport ipc is ferry's own shared-memory transport between processes
 // of one host (package ipc): the writer copies straight into the target's
 // pages, so
 //
-//	fabric-debug loopback --provider ipc --workloads single --sizes 64M
+//	fabric-debug loopback --transport ipc --workloads single --sizes 64M
 //
 // measures what one write can move through memory here.
 //
@@ -93,8 +101,8 @@
 // Servers and clients can meet through an etcd directory (package
 // fabric/directory) instead of a copied address:
 //
-//	fabric-debug serve --provider shm --directory etcd://127.0.0.1:2379/lab --name p0 --labels role=prefill
-//	fabric-debug client --provider shm --directory etcd://127.0.0.1:2379/lab --select role=prefill
+//	fabric-debug serve --transport shm --directory etcd://127.0.0.1:2379/lab --name p0 --labels role=prefill
+//	fabric-debug client --transport shm --directory etcd://127.0.0.1:2379/lab --select role=prefill
 //
 // serve publishes its engine under a lease and removes the entry when it
 // stops (a killed serve's entry expires within the lease's 10 s); client

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferryrdma/ferry/bench/internal/cliflag"
 	"github.com/ferryrdma/ferry/bench/internal/fabricbench"
 	"github.com/ferryrdma/ferry/bench/internal/metricsserver"
 	"github.com/ferryrdma/ferry/fabric"
@@ -50,20 +51,24 @@ type options struct {
 	bufferMiB uint64
 	raw       bool
 	verbose   bool
-	metrics   string // --metrics ADDR
-	spawn     bool
-	rdv       rendezvous.Config
-	dir       directoryFlags // serve and client: --directory
-	args      []string       // the subcommand's arguments, for --spawn
+	// listTransports is --list-transports, the transports subcommand's
+	// flag spelling (bench-a2a's).
+	listTransports bool
+	metrics        string // --metrics ADDR
+	spawn          bool
+	rdv            rendezvous.Config
+	dir            directoryFlags // serve and client: --directory
+	args           []string       // the subcommand's arguments, for --spawn
 }
 
 func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fabric-debug "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.provider, "provider", o.provider, `transport: auto, efa, verbs, shm, ipc, "tcp;ofi_rxm", mem or null`)
-	fs.StringVar(&o.provider, "transport", o.provider, "same as --provider")
+	fs.StringVar(&o.provider, "transport", o.provider, `transport: auto, efa, verbs, shm, ipc, "tcp;ofi_rxm", mem or null`)
+	cliflag.Alias(fs, "provider", "transport")
 	fs.StringVar(&o.spec.Node, "node", "", "address the provider binds to (default 127.0.0.1 for tcp)")
 	fs.IntVar(&o.spec.NICs, "nics", 1, "NICs (domains) per group")
+	cliflag.Alias(fs, "nets-per-gpu", "nics")
 	fs.BoolVar(&o.hostMem, "host-memory", true, "register host memory; false: GPU memory (of GPU 0 unless --gpus says)")
 	fs.StringVar(&o.gpus, "gpus", "", "GPU ordinals, comma list: a group per GPU, buffers in the first one's memory (needs the CUDA driver)")
 	fs.StringVar(&o.placement, "gpu-placement", fabricbench.PlaceTopology, "NICs of the GPU groups: topology (nearest) or first (the transport's first --nics)")
@@ -73,6 +78,7 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.spec.Iters, "iters", 0, "timed iterations per case (0: 100, fewer for large cases)")
 	fs.IntVar(&o.spec.Warmup, "warmup", 0, "untimed iterations per case (0: half the iterations, at most 50)")
 	fs.StringVar(&o.poll, "poll", "adaptive", "worker polling: spin or adaptive")
+	cliflag.Spin(fs, &o.poll, "adaptive")
 	fs.StringVar(&o.out.JSON, "json", "", "write one JSON record per line to FILE as the run goes (- for stdout; the table then goes to stderr)")
 	fs.StringVar(&o.out.Plot, "plot", "", "draw bandwidth against message size into FILE.png")
 	fs.BoolVar(&o.spec.Verify, "verify", true, "check every case's bytes and immediates after its timed iterations")
@@ -81,6 +87,8 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.spec.Seed, "seed", 0x123, "seed of page indices and fill patterns")
 	fs.BoolVar(&o.raw, "raw", false, "post the same workloads straight on libfabric from one C loop, bypassing the engine (loopback only)")
 	fs.BoolVar(&o.verbose, "v", false, "log the engines' lifecycle too, not only their warnings and errors")
+	cliflag.Alias(fs, "verbose", "v")
+	fs.BoolVar(&o.listTransports, "list-transports", false, "alias of the transports subcommand: print every transport name and its provider, then exit")
 	fs.StringVar(&o.metrics, "metrics", "", "serve the engines' counters for Prometheus at http://ADDR/metrics (ranks: port + local rank)")
 	return fs
 }
@@ -206,6 +214,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		return exitUsage
+	}
+	if o.listTransports {
+		return transports(pos, stdout, stderr)
 	}
 	if err := o.finish(stderr); err != nil {
 		fmt.Fprintln(stderr, "fabric-debug:", err)
@@ -448,12 +459,15 @@ func usage(fs *flag.FlagSet) {
                                            a ring of W processes bootstrapped by fabric/rendezvous
   fabric-debug info [--json]               this machine's transports, devices and capabilities
   fabric-debug transports                  every transport name and the provider serving it
+                                           (or --list-transports)
   fabric-debug [GPUS NICS_PER_GPU [SERVER_ADDRESS]]
                                            the reference's form: serve, or run a client (GPUS: host)
 
-Every command uses --provider auto unless told otherwise: EFA, then verbs,
-never a silent fallback. On a machine without RDMA NICs pass --provider shm
-(one host) or --provider 'tcp;ofi_rxm'.
+Every command uses --transport auto unless told otherwise: EFA, then verbs,
+never a silent fallback. On a machine without RDMA NICs pass --transport shm
+(one host) or --transport 'tcp;ofi_rxm'. bench-a2a spells these options
+the same way; the earlier spellings stay as aliases: --provider,
+--nets-per-gpu, --spin, --verbose, --list-transports.
 
 flags:
 `)

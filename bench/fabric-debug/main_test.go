@@ -155,7 +155,8 @@ func TestCommandLine(t *testing.T) {
 	// Every subcommand defaults to auto.
 	for _, cmd := range []string{"loopback", "serve", "client", "ranks"} {
 		_, errOut, _ := runHere(cmd, "-h")
-		require.Regexp(t, `-provider string\s+transport: auto, [^\n]*\(default "auto"\)`, errOut, cmd)
+		require.Regexp(t, `-transport string\s+transport: auto, [^\n]*\(default "auto"\)`, errOut, cmd)
+		require.Regexp(t, `-provider string\s+alias of --transport`, errOut, cmd)
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryrdma/ferry/examples/internal/jobtest"
+	"github.com/ferryrdma/ferry/fabric/job/jobtest"
 )
 
 // The program as a user runs it: two processes over shm, tcp and ipc, and

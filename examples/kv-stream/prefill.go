@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
 // poolCard is what the decode tells the prefill at startup: where its page

@@ -33,7 +33,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
+	"github.com/ferryrdma/ferry/fabric/job"
+	_ "github.com/ferryrdma/ferry/providers" // every transport; a program may import only those it runs on
 )
 
 const program = "pipeline-ring"
@@ -114,7 +115,7 @@ func (c *config) finish(mode, probeBytes string) error {
 	if c.TP {
 		c.Modes = []string{"tp"}
 	}
-	n, err := job.ParseSize(probeBytes)
+	n, err := parseSize(probeBytes)
 	if err != nil {
 		return err
 	}

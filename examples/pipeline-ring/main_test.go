@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryrdma/ferry/examples/internal/jobtest"
+	"github.com/ferryrdma/ferry/fabric/job/jobtest"
 )
 
 // The ring as a user runs it: three processes over shm and over tcp, both

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
 // The link probe: for every ordered pair of ranks, the latency of a

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
 // card is what every rank publishes: its inbox region.

@@ -6,8 +6,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
 // stage is what every mode shares on one rank: the model, the rank's

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
 // The dispatcher keeps every tensor's placement and turns each client

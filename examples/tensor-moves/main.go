@@ -35,8 +35,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job"
+	_ "github.com/ferryrdma/ferry/providers" // every transport; a program may import only those it runs on
 )
 
 const program = "tensor-moves"
@@ -95,14 +96,14 @@ func (c *config) finish(sizes, mode, arenaSize string) error {
 	default:
 		return fmt.Errorf("%w: -mode %q: want relay, direct or both", job.ErrUsage, mode)
 	}
-	ss, err := job.ParseSizes(sizes)
+	ss, err := parseSizes(sizes)
 	if err != nil {
 		return err
 	}
 	for _, s := range ss {
 		c.Sizes = append(c.Sizes, int(s))
 	}
-	a, err := job.ParseSize(arenaSize)
+	a, err := parseSize(arenaSize)
 	if err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func (c *config) finish(sizes, mode, arenaSize string) error {
 	case c.Clients < 1 || c.Clients > 255 || c.Ops < 1 || c.Warmup < 0 || c.MaxLive < 2:
 		return fmt.Errorf("%w: want 1 to 255 clients, at least one op and -max-live 2", job.ErrUsage)
 	case slices.Max(c.Sizes) > c.Arena/4:
-		return fmt.Errorf("%w: a %s tensor in a %s arena: raise -arena", job.ErrUsage, job.Size(int64(slices.Max(c.Sizes))), arenaSize)
+		return fmt.Errorf("%w: a %s tensor in a %s arena: raise -arena", job.ErrUsage, formatSize(int64(slices.Max(c.Sizes))), arenaSize)
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryrdma/ferry/examples/internal/jobtest"
+	"github.com/ferryrdma/ferry/fabric/job/jobtest"
 )
 
 // The frontend as a user runs it: dispatcher, two workers and the client

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
 // workerLoop runs the commands the dispatcher sends, in order, until the

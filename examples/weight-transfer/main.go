@@ -27,7 +27,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
+	"github.com/ferryrdma/ferry/fabric/job"
+	_ "github.com/ferryrdma/ferry/providers" // every transport; a program may import only those it runs on
 )
 
 const program = "weight-transfer"

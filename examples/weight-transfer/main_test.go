@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryrdma/ferry/examples/internal/jobtest"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job/jobtest"
 )
 
 // The program as a user runs it: trainers and inference ranks as

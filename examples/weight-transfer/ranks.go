@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
 // updateImm is the immediate every write of update v carries. A value per

@@ -112,7 +112,7 @@ func Detect(spec Spec) (*Topology, error) {
 
 	if len(gpus) == 0 {
 		topo.GPUSource = "none"
-		topo.Groups = []Group{hostGroup(spec, topo, kept, virtual, cpus, soleNode)}
+		topo.Groups = []DeviceGroup{hostGroup(spec, topo, kept, virtual, cpus, soleNode)}
 		return topo, nil
 	}
 	topo.Groups = gpuGroups(gpus, kept, tree, topo)
@@ -120,8 +120,8 @@ func Detect(spec Spec) (*Topology, error) {
 	return topo, nil
 }
 
-func hostGroup(spec Spec, topo *Topology, kept, virtual []NIC, cpus *cpuLayout, soleNode int) Group {
-	g := Group{Device: Host, NUMANode: soleNode, Affinity: "host"}
+func hostGroup(spec Spec, topo *Topology, kept, virtual []NIC, cpus *cpuLayout, soleNode int) DeviceGroup {
+	g := DeviceGroup{Device: Host, NUMANode: soleNode, Affinity: "host"}
 	g.NICs = append(append(g.NICs, kept...), virtual...)
 	if len(g.NICs) == 0 {
 		topo.NICSource = "loopback"
@@ -145,11 +145,11 @@ func hostGroup(spec Spec, topo *Topology, kept, virtual []NIC, cpus *cpuLayout, 
 // gpuGroups gives each GPU an equal slice of the NICs under its branching
 // ancestor, and GPUs whose ancestor has none a slice of the unclaimed NICs
 // of their NUMA node.
-func gpuGroups(gpus []gpuEntry, nics []NIC, tree *pciTree, topo *Topology) []Group {
-	groups := make([]Group, len(gpus))
+func gpuGroups(gpus []gpuEntry, nics []NIC, tree *pciTree, topo *Topology) []DeviceGroup {
+	groups := make([]DeviceGroup, len(gpus))
 	gpusAt := map[string][]int{} // ancestor -> indices into gpus
 	for i, g := range gpus {
-		groups[i] = Group{Device: g.ordinal, PCIAddress: g.addr, GPUName: g.name, NUMANode: g.numa, NICs: []NIC{}}
+		groups[i] = DeviceGroup{Device: g.ordinal, PCIAddress: g.addr, GPUName: g.name, NUMANode: g.numa, NICs: []NIC{}}
 		if g.dev != nil {
 			a := tree.branchingAncestor(g.dev)
 			gpusAt[a] = append(gpusAt[a], i)
@@ -216,7 +216,7 @@ func gpuGroups(gpus []gpuEntry, nics []NIC, tree *pciTree, topo *Topology) []Gro
 
 // assignCPUs gives each GPU an equal contiguous slice of its NUMA node's
 // physical cores, in ordinal order; GPUs of unknown node share all cores.
-func assignCPUs(groups []Group, cpus *cpuLayout) {
+func assignCPUs(groups []DeviceGroup, cpus *cpuLayout) {
 	onNode := map[int][]int{}
 	for i, g := range groups {
 		onNode[g.NUMANode] = append(onNode[g.NUMANode], i)

@@ -318,7 +318,7 @@ func TestPlaceErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 98, p.WorkerCPU)
 	assert.Equal(t, []string{"mlx5_7"}, names(p.NICs))
-	_, err = topology.Group{Device: 1}.WorkerCPU()
+	_, err = topology.DeviceGroup{Device: 1}.WorkerCPU()
 	assert.ErrorIs(t, err, topology.ErrTooFewCPUs)
 }
 

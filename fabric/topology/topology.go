@@ -39,8 +39,9 @@ type NIC struct {
 	Loopback  bool   `json:"loopback,omitempty"`
 }
 
-// Group is one GPU (or the host) with its nearest NICs and CPU cores.
-type Group struct {
+// DeviceGroup is one GPU (or the host) with its nearest NICs and CPU cores:
+// what a fabric.GroupSpec, one engine worker, is placed from.
+type DeviceGroup struct {
 	// Device is the CUDA ordinal, or Host.
 	Device     int    `json:"device"`
 	PCIAddress string `json:"pci_address,omitempty"`
@@ -60,10 +61,10 @@ type Group struct {
 }
 
 // IsHost reports whether g is a host group.
-func (g Group) IsHost() bool { return g.Device == Host }
+func (g DeviceGroup) IsHost() bool { return g.Device == Host }
 
 // DeviceName returns "host" or "cuda:N", the form fabric.ParseDevice reads.
-func (g Group) DeviceName() string {
+func (g DeviceGroup) DeviceName() string {
 	if g.IsHost() {
 		return "host"
 	}
@@ -72,7 +73,7 @@ func (g Group) DeviceName() string {
 
 // Nearest returns the group's first n NICs, the nearest ones; n <= 0 means
 // all of them. It fails with ErrTooFewNICs when the group has fewer.
-func (g Group) Nearest(n int) ([]NIC, error) {
+func (g DeviceGroup) Nearest(n int) ([]NIC, error) {
 	if n <= 0 {
 		n = len(g.NICs)
 	}
@@ -84,7 +85,7 @@ func (g Group) Nearest(n int) ([]NIC, error) {
 
 // WorkerCPU returns the core a worker for this group is pinned to: the
 // first of its CPUs. It fails with ErrTooFewCPUs when the group has none.
-func (g Group) WorkerCPU() (int, error) {
+func (g DeviceGroup) WorkerCPU() (int, error) {
 	if len(g.CPUs) == 0 {
 		return -1, fmt.Errorf("%s has no cpu: %w", g.DeviceName(), ErrTooFewCPUs)
 	}
@@ -101,7 +102,7 @@ type Dropped struct {
 // reads; its methods do not modify it.
 type Topology struct {
 	// Groups are the GPU groups in CUDA ordinal order, or one host group.
-	Groups []Group `json:"groups"`
+	Groups []DeviceGroup `json:"groups"`
 	// GPUSource says where GPU identity came from: "driver" (Spec.GPUs),
 	// "sysfs", or "none".
 	GPUSource string `json:"gpu_source"`
@@ -116,16 +117,16 @@ type Topology struct {
 	LogicalCPUs   int `json:"logical_cpus"`
 }
 
-// Group returns the group of a CUDA ordinal, or of Host. It fails with
+// Group returns the device group of a CUDA ordinal, or of Host. It fails with
 // ErrNoDevice when there is none.
-func (t *Topology) Group(device int) (Group, error) {
+func (t *Topology) Group(device int) (DeviceGroup, error) {
 	for _, g := range t.Groups {
 		if g.Device == device {
 			return g, nil
 		}
 	}
-	name := Group{Device: device}.DeviceName()
-	return Group{}, fmt.Errorf("%s (have %d group(s)): %w", name, len(t.Groups), ErrNoDevice)
+	name := DeviceGroup{Device: device}.DeviceName()
+	return DeviceGroup{}, fmt.Errorf("%s (have %d group(s)): %w", name, len(t.Groups), ErrNoDevice)
 }
 
 // GPUCount returns the number of GPU groups.

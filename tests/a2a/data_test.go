@@ -14,10 +14,10 @@ import (
 // anywhere, iteration 1 leaves group 0 empty, iteration 2 sends every
 // token's first copy to one expert (so windows overflow); the rest draw
 // 1..T tokens per group.
-func drawGroups(rng *rand.Rand, l *a2a.Layout, it int) []reference.Group {
+func drawGroups(rng *rand.Rand, l *a2a.Layout, it int) []reference.GroupInput {
 	K, E := l.ExpertsPerToken, l.Experts
 	hot := rng.IntN(E)
-	groups := make([]reference.Group, l.Groups)
+	groups := make([]reference.GroupInput, l.Groups)
 	for h := range groups {
 		m := 1 + rng.IntN(l.MaxTokens)
 		switch {
@@ -26,7 +26,7 @@ func drawGroups(rng *rand.Rand, l *a2a.Layout, it int) []reference.Group {
 		case it == 2:
 			m = l.MaxTokens
 		}
-		g := reference.Group{Tokens: m, X: make([]byte, m*l.TokenBytes), Scales: make([]float32, m*l.Scales),
+		g := reference.GroupInput{Tokens: m, X: make([]byte, m*l.TokenBytes), Scales: make([]float32, m*l.Scales),
 			Indices: make([]uint32, m*K), Weights: make([]float32, m*K)}
 		// Token bytes are opaque: fp8 NaN patterns included.
 		for i := range g.X {
@@ -133,7 +133,7 @@ func previous(l *a2a.Layout, h, tokens int) []byte {
 // checkCombine compares a group's combine output with the oracle's bit for
 // bit, and with act of its own tokens (plus base, when the call
 // accumulated) within the type's tolerance.
-func checkCombine(l *a2a.Layout, g *reference.Group, want, got, base []byte) error {
+func checkCombine(l *a2a.Layout, g *reference.GroupInput, want, got, base []byte) error {
 	if string(got) != string(want) {
 		for i := 0; i < g.Tokens*l.Hidden; i++ {
 			a, b := a2a.DecodeFloat32(l.CombineType, got, i), a2a.DecodeFloat32(l.CombineType, want, i)

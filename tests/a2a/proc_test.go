@@ -184,7 +184,7 @@ type iteration struct {
 	cfg    a2a.Config // this rank's
 	l      *a2a.Layout
 	it     int
-	groups []reference.Group
+	groups []reference.GroupInput
 	want   []reference.Dispatched
 }
 

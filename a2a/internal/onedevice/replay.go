@@ -61,7 +61,7 @@ func (w *World) Replay(ctx context.Context, rp Replayer, o ReplayOptions) error 
 	rng := rand.New(rand.NewPCG(o.Seed, 6))
 	// Full-size inputs: every group has MaxTokens tokens; each replay uses
 	// a prefix of them, SetTokens tokens.
-	full := make([]reference.Group, l.Groups)
+	full := make([]reference.GroupInput, l.Groups)
 	for h := range full {
 		for full[h].Tokens < l.MaxTokens {
 			full[h] = workload.RandomGroups(rng, l, rng.IntN(2) == 0)[h]
@@ -100,11 +100,11 @@ func (w *World) Replay(ctx context.Context, rp Replayer, o ReplayOptions) error 
 
 // truncated is the iteration whose groups are the first m tokens of full,
 // with new expert outputs.
-func truncated(cfg a2a.Config, l *a2a.Layout, full []reference.Group, m int, accumulate bool, rng *rand.Rand) (*workload.Iteration, error) {
-	it := &workload.Iteration{Groups: make([]reference.Group, len(full)), Accumulate: accumulate}
+func truncated(cfg a2a.Config, l *a2a.Layout, full []reference.GroupInput, m int, accumulate bool, rng *rand.Rand) (*workload.Iteration, error) {
+	it := &workload.Iteration{Groups: make([]reference.GroupInput, len(full)), Accumulate: accumulate}
 	K := l.ExpertsPerToken
 	for h, g := range full {
-		it.Groups[h] = reference.Group{Tokens: m, X: g.X[:m*l.TokenBytes], Scales: g.Scales[:m*l.Scales],
+		it.Groups[h] = reference.GroupInput{Tokens: m, X: g.X[:m*l.TokenBytes], Scales: g.Scales[:m*l.Scales],
 			Indices: g.Indices[:m*K], Weights: g.Weights[:m*K]}
 	}
 	var err error

@@ -49,16 +49,16 @@ func RandomConfig(rng *rand.Rand, maxW int) a2a.Config {
 
 // RandomGroups draws each group's tokens, 0..T of them (T one time in
 // five); with skew every token's first slot goes to one expert.
-func RandomGroups(rng *rand.Rand, l *a2a.Layout, skew bool) []reference.Group {
+func RandomGroups(rng *rand.Rand, l *a2a.Layout, skew bool) []reference.GroupInput {
 	return randomGroups(rng, l, skew, -1)
 }
 
 // randomGroups is RandomGroups with every group's token count fixed at
 // tokens, or drawn when tokens < 0.
-func randomGroups(rng *rand.Rand, l *a2a.Layout, skew bool, tokens int) []reference.Group {
+func randomGroups(rng *rand.Rand, l *a2a.Layout, skew bool, tokens int) []reference.GroupInput {
 	K, E := l.ExpertsPerToken, l.Experts
 	hot := rng.IntN(E)
-	groups := make([]reference.Group, l.Groups)
+	groups := make([]reference.GroupInput, l.Groups)
 	for h := range groups {
 		m := tokens
 		if m < 0 {
@@ -67,7 +67,7 @@ func randomGroups(rng *rand.Rand, l *a2a.Layout, skew bool, tokens int) []refere
 				m = l.MaxTokens
 			}
 		}
-		g := reference.Group{
+		g := reference.GroupInput{
 			Tokens:  m,
 			X:       make([]byte, m*l.TokenBytes),
 			Scales:  make([]float32, m*l.Scales),
@@ -141,7 +141,7 @@ func ExpertOutputs(l *a2a.Layout, d []reference.Dispatched) [][]byte {
 // Iteration is one iteration's inputs and the oracle's answers.
 type Iteration struct {
 	Active     []bool // the ranks taking part (nil: all)
-	Groups     []reference.Group
+	Groups     []reference.GroupInput
 	Want       []reference.Dispatched // per rank
 	Ys         [][]byte               // expert outputs per rank
 	Prev       [][]byte               // per group: output before combine
@@ -180,7 +180,7 @@ func BenchIteration(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, tokens int) (
 
 // build completes an iteration of groups with the oracle's answers;
 // accumulate nil draws it from rng.
-func build(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, groups []reference.Group, accumulate *bool, active []bool) (*Iteration, error) {
+func build(rng *rand.Rand, cfg a2a.Config, l *a2a.Layout, groups []reference.GroupInput, accumulate *bool, active []bool) (*Iteration, error) {
 	it := &Iteration{Groups: groups, Active: active}
 	var err error
 	if it.Want, err = reference.DispatchActive(cfg, it.Groups, active); err != nil {
@@ -273,7 +273,7 @@ func runRankActive(ctx context.Context, cfg a2a.Config, c *a2a.Context, rank int
 
 // CheckDropped compares the drop report of a dispatch of g's tokens with
 // the copies g routes to inactive ranks (active nil: all active).
-func CheckDropped(l *a2a.Layout, g *reference.Group, active []bool, d *a2a.DispatchOutput) error {
+func CheckDropped(l *a2a.Layout, g *reference.GroupInput, active []bool, d *a2a.DispatchOutput) error {
 	want := make([]int32, l.Experts)
 	total := 0
 	for _, e := range g.Indices[:g.Tokens*l.ExpertsPerToken] {

@@ -122,35 +122,12 @@ func Broadcast[T any](ctx context.Context, r *Rank, root int, v T) (T, error) {
 	return out, nil
 }
 
-// Report is what rank 0 writes with -json: the program, its configuration,
-// the engine it ran on and its results.
-type Report struct {
-	Program  string      `json:"program"`
-	Provider string      `json:"provider"`
-	Ranks    int         `json:"ranks"`
-	Engine   fabric.Info `json:"engine"`
-	Config   any         `json:"config"`
-	Verified bool        `json:"verified"`
-	Results  any         `json:"results"`
-}
-
-// Emit writes rank 0's JSON report when -json was given. Other ranks do
-// nothing.
-func (r *Rank) Emit(program string, config, results any) error {
-	if r.ID != 0 || r.opts.JSON == "" {
-		return nil
-	}
-	rep := Report{Program: program, Provider: r.opts.Provider, Ranks: r.World, Engine: r.Info, Config: config,
-		Verified: true, Results: results}
-	return WriteJSON(r.opts.JSON, rep)
-}
-
 // Mismatch builds an error wrapping ErrMismatch.
 func Mismatch(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMismatch, fmt.Sprintf(format, args...))
 }
 
-// Exit statuses of the example programs.
+// Exit statuses of programs built on this package (ExitCode).
 const (
 	ExitOK       = 0
 	ExitFail     = 1

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/fabric"
+	_ "github.com/ferryrdma/ferry/providers" // the tests run over mem
 )
 
 func options(t *testing.T, args ...string) (Options, error) {
@@ -92,19 +93,6 @@ func TestParseErrors(t *testing.T) {
 		}
 		if (printed.Len() > 0) != (args == "-provider=x") {
 			t.Errorf("%s: printed %q", args, printed.String())
-		}
-	}
-}
-
-func TestParseSize(t *testing.T) {
-	for s, want := range map[string]int64{"64": 64, "4K": 4096, "2M": 2 << 20, "1G": 1 << 30, "16KiB": 16384} {
-		if got, err := ParseSize(s); err != nil || got != want {
-			t.Errorf("%q: %d %v, want %d", s, got, err, want)
-		}
-	}
-	for _, s := range []string{"", "0", "-4K", "x"} {
-		if _, err := ParseSize(s); !errors.Is(err, ErrUsage) {
-			t.Errorf("%q: %v, want ErrUsage", s, err)
 		}
 	}
 }

@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryrdma/ferry/examples/internal/job"
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
+	"github.com/ferryrdma/ferry/fabric/job"
 )
 
-// Build builds the example in the current directory (a test's working
+// Build builds the program in the current directory (a test's working
 // directory is its package's) and returns the binary's path.
 func Build(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("builds and runs the example program")
+		t.Skip("-short: builds and runs the program")
 	}
 	exe := filepath.Join(t.TempDir(), filepath.Base(mustGetwd(t)))
 	out, err := exec.Command("go", "build", "-o", exe, ".").CombinedOutput()

@@ -39,7 +39,7 @@ type transport struct {
 }
 
 // providers maps the -provider names to transports. tcp is pinned to the
-// loopback address so the examples never send traffic off the host.
+// loopback address so a program never sends tcp traffic off the host.
 var providers = map[string]transport{
 	"mem":         {name: "mem", inproc: true},
 	"shm":         {name: "shm", procs: true},
@@ -69,7 +69,7 @@ func ProviderNames() string {
 	return strings.Join(names, ", ")
 }
 
-// Options are the flags every example shares.
+// Options are the flags every program built on this package shares.
 type Options struct {
 	Provider string        // -provider: mem, shm, tcp, verbs, efa
 	NICs     int           // -nics: domains per engine
