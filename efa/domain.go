@@ -54,6 +54,10 @@ type Domain struct {
 	// The region heartbeats from peers write into (tcp).
 	probeBuf []byte
 	probeMR  *ofi.MR
+
+	// Incarnation checks (incarnation.go), tcp only.
+	incSrv   *incServer
+	incPeers map[rdma.PeerID]*incClient
 }
 
 var _ rdma.Domain = (*Domain)(nil)
@@ -141,7 +145,11 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	name, err := ep.Name()
 	if err == nil {
 		d.ownAddr = name
-		d.addr, err = rdma.AddressFromRaw(name)
+		d.addr, err = rdma.NewAddress(name, opts.Incarnation)
+		if _, ip, port, ok := sockaddrOf(name); err == nil && ok && opts.Incarnation != 0 && strings.HasPrefix(d.provName, "tcp") {
+			d.incPeers = make(map[rdma.PeerID]*incClient)
+			d.incSrv, err = startIncServer(ip, port, opts.Incarnation)
+		}
 	} else {
 		err = callError(d.transport, "fi_getname", err)
 	}
@@ -191,11 +199,21 @@ func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 	if err := d.checkPeerAddr(raw); err != nil {
 		return 0, err
 	}
+	if d.provName == "shm" && validShmName(string(bytes.TrimRight(raw, "\x00"))) {
+		// ferry's shm names hold the pid and a per-process nonce: a
+		// restarted process never takes the name again.
+		if why := shmPeerGone(shmDir, string(bytes.TrimRight(raw, "\x00"))); why != "" {
+			return 0, fmt.Errorf("resolve peer: %w", rdma.StaleError(addr, why))
+		}
+	}
 	fa, err := d.ep.AVInsert(raw)
 	if err != nil {
 		return 0, callError(d.transport, "fi_av_insert", err)
 	}
 	id := rdma.PeerID(fa)
+	if err := d.checkIncarnation(id, addr); err != nil {
+		return 0, fmt.Errorf("resolve peer: %w", err)
+	}
 	d.peers[addr] = id
 	d.names[id] = string(bytes.TrimRight(raw, "\x00"))
 	return id, nil
@@ -258,6 +276,7 @@ func (d *Domain) Close() error {
 	if err := d.closeProbeRegion(); err != nil && first == nil {
 		first = err
 	}
+	d.closeIncarnation()
 	if err := d.ep.Close(); err != nil && first == nil {
 		first = callError(d.transport, "fi_close", err)
 	}
@@ -290,6 +309,7 @@ func (d *Domain) Abandon() error {
 		return d.Close()
 	}
 	d.unlockShmRegion()
+	d.closeIncarnation()
 	d.ep = nil
 	return fmt.Errorf("libfabric %s endpoint left open, not closed: closing it with operations in flight can crash libfabric %s: %w",
 		d.provName, ofi.Version(), rdma.ErrAbandoned)

@@ -1,14 +1,21 @@
 package fabric
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 )
 
 // errLocalClosed is why a peer that was an endpoint of this process is
 // lost: it has been closed.
-var errLocalClosed = errors.New("the endpoint, in this process, has been closed")
+// Its engine is gone, and no later one takes its address: it is stale.
+var errLocalClosed error = localClosedError{}
+
+type localClosedError struct{}
+
+func (localClosedError) Error() string {
+	return "the endpoint, in this process, has been closed: " + ErrStaleDescriptor.Error()
+}
+func (localClosedError) Is(target error) bool { return target == ErrStaleDescriptor }
 
 // Descriptors are trusted: a forged or stale one can complete successfully
 // on tcp and shm while nothing lands at the target (see Descriptor). The

@@ -301,18 +301,24 @@ func (w *worker) opPeer(ds *domState, c *opCtx, op int) *peerState {
 // then no op is let through to it again, and none that completes can
 // bring it back. Callers declare the loss before they report the failed
 // transfer.
-func (w *worker) noteOpError(ds *domState, ps *peerState, err error) {
+func (w *worker) noteOpError(ds *domState, ps *peerState, err error) error {
 	if ps == nil || !errors.Is(err, ErrPeerLost) {
-		return
+		return err
 	}
 	if errors.Is(err, ErrTimeout) {
 		ds.stalled = true // it stopped answering: no reset, no refusal
 	}
 	gone := ps.gone
 	if pc, ok := ds.d.(rdma.PeerChecker); ok && !gone {
-		gone = pc.CheckPeer(ps.id) != nil
+		if cerr := pc.CheckPeer(ps.id); cerr != nil {
+			gone = true
+			if errors.Is(cerr, ErrStaleDescriptor) {
+				err = cerr // the better cause: later work fails with it
+			}
+		}
 	}
 	w.peerLost(ds, ps, err, gone)
+	return err
 }
 
 // liveness runs the periodic checks: the provider's check of recently

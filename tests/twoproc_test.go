@@ -29,7 +29,8 @@ import (
 const roleEnv = "FERRY_TEST_ROLE"
 
 func TestMain(m *testing.M) {
-	roles := map[string]func() error{"server": runServer, "ipc-target": runIPCTarget, "unreg-target": runUnregTarget}
+	roles := map[string]func() error{"server": runServer, "ipc-target": runIPCTarget, "unreg-target": runUnregTarget,
+		"stale-target": runStaleTarget}
 	if run := roles[os.Getenv(roleEnv)]; run != nil {
 		if err := run(); err != nil {
 			fmt.Fprintln(os.Stderr, os.Getenv(roleEnv)+":", err)

@@ -1,0 +1,212 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/testutil"
+)
+
+// runStaleTarget opens an engine (FERRY_TEST_TRANSPORT, FERRY_TEST_NODE,
+// FERRY_TEST_PORT pinning the listening port), prints a descriptor of a
+// remote-writable buffer and waits to be killed.
+func runStaleTarget() error {
+	port, _ := strconv.Atoi(os.Getenv("FERRY_TEST_PORT"))
+	e, err := fabric.Open(context.Background(), fabric.Config{Transport: os.Getenv("FERRY_TEST_TRANSPORT"),
+		Node: os.Getenv("FERRY_TEST_NODE"), ListenPort: port})
+	if err != nil {
+		return err
+	}
+	buf, err := fabric.AllocHost(1 << 20)
+	if err != nil {
+		return err
+	}
+	r, err := e.RegisterHost(buf, fabric.AccessRemoteWrite)
+	if err != nil {
+		return err
+	}
+	d, err := r.Descriptor()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("DESC %s\n", d)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+	return nil
+}
+
+// startStaleTarget starts a target process and returns its descriptor.
+func startStaleTarget(t *testing.T, transport, node string, port int) (*exec.Cmd, fabric.Descriptor) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), roleEnv+"=stale-target", "FERRY_TEST_TRANSPORT="+transport,
+		"FERRY_TEST_NODE="+node, "FERRY_TEST_PORT="+strconv.Itoa(port))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	require.True(t, sc.Scan(), "the target said nothing")
+	desc, err := fabric.ParseDescriptor(strings.TrimPrefix(sc.Text(), "DESC "))
+	require.NoError(t, err, "target said %q", sc.Text())
+	return cmd, desc
+}
+
+// freePort finds a tcp port nothing listens on (nor binds in udp).
+func freePort(t *testing.T) int {
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// writeUntilStale writes through desc until a write fails, and returns the
+// error and how long it took from the first write.
+func writeUntilStale(t *testing.T, e *fabric.Engine, src *fabric.MemoryRegion, desc fabric.Descriptor) (error, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < 30*time.Second {
+		tr := fabric.NewTransfer()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := e.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: desc, Imm: 7, HasImm: true}, fabric.Notify(tr))
+		if err == nil {
+			err = tr.Wait(ctx)
+		}
+		cancel()
+		if err != nil {
+			return err, time.Since(start)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil, time.Since(start)
+}
+
+// TestStaleDescriptorAfterRestart: a target process is killed and started
+// again (on tcp at the same pinned address); a writer still holding the
+// first target's descriptor gets ErrStaleDescriptor, and the new target's
+// descriptor works.
+func TestStaleDescriptorAfterRestart(t *testing.T) {
+	cases := []struct{ transport, node string }{
+		{"ipc", ""},
+		{"shm", ""},
+		{"tcp;ofi_rxm", "127.0.0.1"},
+	}
+	for _, c := range cases {
+		t.Run(strings.ReplaceAll(c.transport, ";", "_"), func(t *testing.T) {
+			cfg := fabric.Config{Transport: c.transport, Node: c.node, HandshakeTimeout: 2 * time.Second}
+			e, err := fabric.Open(context.Background(), cfg)
+			if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
+				testutil.Skip(t, c.transport, "%s: %v", c.transport, err)
+			}
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = e.Close(ctx)
+			})
+			buf, err := fabric.AllocHost(1 << 20)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = buf.Free() })
+			src, err := e.RegisterHost(buf, fabric.AccessLocal)
+			require.NoError(t, err)
+
+			port := 0
+			if strings.HasPrefix(c.transport, "tcp") {
+				port = freePort(t)
+			}
+			first, oldDesc := startStaleTarget(t, c.transport, c.node, port)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			tr := fabric.NewTransfer()
+			require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: oldDesc}, fabric.Notify(tr)))
+			require.NoError(t, tr.Wait(ctx), "the first target is alive")
+
+			require.NoError(t, first.Process.Kill())
+			_ = first.Wait()
+			_, newDesc := startStaleTarget(t, c.transport, c.node, port)
+			if port != 0 {
+				require.Equal(t, oldDesc.NICs[0].Addr.Raw(), newDesc.NICs[0].Addr.Raw(), "the restarted target took the old address")
+			}
+			require.NotEqual(t, oldDesc.NICs[0].Addr, newDesc.NICs[0].Addr)
+
+			err, took := writeUntilStale(t, e, src, oldDesc)
+			require.Error(t, err, "a write through the old descriptor failed")
+			require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
+			t.Logf("%s: stale error after %v: %v", c.transport, took, err)
+
+			tr = fabric.NewTransfer()
+			require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: newDesc}, fabric.Notify(tr)))
+			require.NoError(t, tr.Wait(ctx), "the new target's descriptor works")
+		})
+	}
+}
+
+// TestStaleDescriptorMem: on the in-process provider, an engine closed and
+// replaced by another leaves its descriptors stale.
+func TestStaleDescriptorMem(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func() *fabric.Engine {
+		e, err := fabric.Open(ctx, fabric.Config{Transport: "mem"})
+		require.NoError(t, err)
+		return e
+	}
+	w := open()
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	buf, err := fabric.AllocHost(1 << 20)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = buf.Free() })
+	src, err := w.RegisterHost(buf, fabric.AccessLocal)
+	require.NoError(t, err)
+
+	target := func(e *fabric.Engine) fabric.Descriptor {
+		b, err := fabric.AllocHost(1 << 20)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Free() })
+		r, err := e.RegisterHost(b, fabric.AccessRemoteWrite)
+		require.NoError(t, err)
+		d, err := r.Descriptor()
+		require.NoError(t, err)
+		return d
+	}
+	t1 := open()
+	oldDesc := target(t1)
+	tr := fabric.NewTransfer()
+	require.NoError(t, w.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: oldDesc}, fabric.Notify(tr)))
+	require.NoError(t, tr.Wait(ctx))
+	require.NoError(t, t1.Close(ctx))
+	t2 := open()
+	t.Cleanup(func() { _ = t2.Close(context.Background()) })
+	newDesc := target(t2)
+
+	err, took := writeUntilStale(t, w, src, oldDesc)
+	require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
+	t.Logf("mem: stale error after %v: %v", took, err)
+
+	// A writer that never saw the old engine is refused at connect.
+	w2 := open()
+	t.Cleanup(func() { _ = w2.Close(context.Background()) })
+	src2, err := w2.RegisterHost(buf, fabric.AccessLocal)
+	require.NoError(t, err)
+	err, _ = writeUntilStale(t, w2, src2, oldDesc)
+	require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
+
+	tr = fabric.NewTransfer()
+	require.NoError(t, w.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: newDesc}, fabric.Notify(tr)))
+	require.NoError(t, tr.Wait(ctx))
+}
