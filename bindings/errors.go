@@ -37,6 +37,7 @@ const (
 	codeCallOrder      = -22
 	codeBroken         = -23
 	codeExpertOverflow = -24
+	codeStale          = -28
 	codeInternal       = -99
 )
 
@@ -70,6 +71,8 @@ var codes = []struct {
 	{fabric.ErrOutOfBounds, codeOutOfBounds},
 	{fabric.ErrNotSupported, codeNotSupported},
 	{fabric.ErrAbandoned, codeAbandoned},
+	// Before ErrPeerLost, which every stale-descriptor error also wraps.
+	{fabric.ErrStaleDescriptor, codeStale},
 	{fabric.ErrPeerLost, codePeerLost},
 	{fabric.ErrQueueFull, codeQueueFull},
 	{fabric.ErrNoMemory, codeNoMemory},

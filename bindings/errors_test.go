@@ -41,6 +41,7 @@ func TestCodesMatchHeader(t *testing.T) {
 		"FERRY_E_QUEUE_FULL": codeQueueFull, "FERRY_E_ABANDONED": codeAbandoned,
 		"FERRY_E_NO_MEMORY": codeNoMemory, "FERRY_E_INTERNAL": codeInternal,
 		"FERRY_E_CALL_ORDER": codeCallOrder, "FERRY_E_BROKEN": codeBroken, "FERRY_E_EXPERT_OVERFLOW": codeExpertOverflow,
+		"FERRY_E_STALE_DESCRIPTOR": codeStale,
 	}
 	require.Equal(t, want, got)
 }

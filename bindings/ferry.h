@@ -111,6 +111,11 @@ extern "C" {
 #define FERRY_E_CALL_ORDER (-22)      /* a2a call out of its cycle; nothing changed */
 #define FERRY_E_BROKEN (-23)          /* a2a context broken by an earlier failure: set_active or close */
 #define FERRY_E_EXPERT_OVERFLOW (-24) /* batched layout: an expert got more tokens than max_tokens_per_expert */
+/* Stale descriptors (1.3): a kind of FERRY_E_PEER_LOST, returned instead of
+ * it when the peer's engine is known to be gone for good or replaced (its
+ * address carries an incarnation no longer live there): fetch a fresh
+ * descriptor from the engine now at that address. */
+#define FERRY_E_STALE_DESCRIPTOR (-28)
 #define FERRY_E_INTERNAL (-99)        /* anything else (a bug): see the message */
 
 #ifndef FERRY_NO_PROTOTYPES

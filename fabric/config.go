@@ -93,8 +93,10 @@ type Config struct {
 	// providers (default 10 s).
 	HandshakeTimeout time.Duration
 	// ListenPort pins the port of providers that listen on one
-	// (tcp;ofi_rxm): the engine's domains take ListenPort, ListenPort+1,
-	// ... in group order, so a restarted process has the same addresses.
+	// (tcp;ofi_rxm), with Node set: the engine's domains take ListenPort,
+	// ListenPort+1, ... in group order, so a restarted process has the
+	// same addresses (the same UDP port numbers must be free too: they
+	// answer incarnation checks).
 	// Descriptors of the engine it replaced are still refused there
 	// (ErrStaleDescriptor): addresses carry the engine's incarnation.
 	// 0 lets the system choose.

@@ -41,7 +41,9 @@ type RemoteKey struct {
 // NICs, an unknown address mode, an empty address, a wrapping range) at
 // submit, and, for descriptors naming an endpoint of this very process, a
 // key that is not a live registration there (ErrUnknownRegion) or a range
-// outside it (ErrOutOfBounds) when the write is accepted.
+// outside it (ErrOutOfBounds) when the write is accepted. A descriptor
+// whose engine is gone or was replaced is refused with ErrStaleDescriptor
+// (see the package documentation).
 type Descriptor struct {
 	Base   uint64
 	Length uint64

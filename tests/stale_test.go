@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/fabric/directory"
+	"github.com/ferryrdma/ferry/fabric/rdma"
 	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
@@ -209,4 +211,55 @@ func TestStaleDescriptorMem(t *testing.T) {
 	tr = fabric.NewTransfer()
 	require.NoError(t, w.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: newDesc}, fabric.Notify(tr)))
 	require.NoError(t, tr.Wait(ctx))
+}
+
+// TestStaleEncodings: addresses carry their incarnation through both
+// forms, and addresses and descriptors encoded before incarnations (version
+// 1) are refused with a message saying so, not misread.
+func TestStaleEncodings(t *testing.T) {
+	a, err := rdma.NewAddress([]byte{1, 2, 3, 4}, 0x1122334455667788)
+	require.NoError(t, err)
+	back, err := fabric.ParseAddress(a.String())
+	require.NoError(t, err)
+	require.Equal(t, a, back)
+	require.Equal(t, uint64(0x1122334455667788), back.Incarnation())
+	other, _ := rdma.NewAddress([]byte{1, 2, 3, 4}, 0x1122334455667789)
+	require.NotEqual(t, a, other, "another incarnation at the same endpoint is another address")
+
+	_, err = fabric.ParseAddress("010401020304")
+	require.ErrorIs(t, err, fabric.ErrBadEncoding)
+	require.ErrorContains(t, err, "version 1")
+
+	// A version 1 descriptor: magic, version, base, length, one NIC (mode,
+	// key, version 1 address).
+	v1 := []byte{0xfd, 1}
+	v1 = append(v1, make([]byte, 16)...)
+	v1 = append(v1, 1, byte(fabric.AddrVirtual))
+	v1 = append(v1, make([]byte, 8)...)
+	v1 = append(v1, 1, 4, 1, 2, 3, 4)
+	var d fabric.Descriptor
+	err = d.UnmarshalBinary(v1)
+	require.ErrorIs(t, err, fabric.ErrBadEncoding)
+	require.ErrorContains(t, err, "version 1")
+}
+
+// TestStaleDirectoryRegion: a region whose descriptor names an earlier
+// engine at the endpoints its entry now holds is refused with
+// ErrStaleDescriptor when it is read back against that entry.
+func TestStaleDirectoryRegion(t *testing.T) {
+	addr := func(inc uint64) fabric.Address {
+		a, err := rdma.NewAddress([]byte{2, 0, 0x13, 0x88, 127, 0, 0, 1}, inc)
+		require.NoError(t, err)
+		return a
+	}
+	oldEntry := directory.Entry{Name: "prefill-0", NICs: 1, Addrs: []fabric.Address{addr(1)}}
+	newEntry := directory.Entry{Name: "prefill-0", NICs: 1, Addrs: []fabric.Address{addr(2)}}
+	r := directory.Region{Engine: "prefill-0", Name: "kv", Desc: fabric.Descriptor{Base: 0x1000, Length: 4096,
+		NICs: []fabric.RemoteKey{{Addr: addr(1), Key: 1, Mode: fabric.AddrOffset}}}}
+	b, err := directory.EncodeRegion(r, oldEntry)
+	require.NoError(t, err)
+	_, err = directory.DecodeRegion("prefill-0/kv", b, &oldEntry)
+	require.NoError(t, err)
+	_, err = directory.DecodeRegion("prefill-0/kv", b, &newEntry)
+	require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
 }

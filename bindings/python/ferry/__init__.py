@@ -38,8 +38,8 @@ from .errors import (AbandonedError, BadEncodingError, BrokenError, BusyError, C
                      ExpertOverflowError, FerryError,
                      FerryTimeoutError, InternalError, InvalidArgumentError, NICMismatchError,
                      NoMemoryError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
-                     QueueFullError, RemovedError, RendezvousError, TimeoutError_, TooLargeError,
-                     UnknownRegionError, UnknownTransportError)
+                     QueueFullError, RemovedError, RendezvousError, StaleDescriptorError, TimeoutError_,
+                     TooLargeError, UnknownRegionError, UnknownTransportError)
 from .group import Group, SubGroup, TorchGroup
 
 __all__ = [
@@ -50,5 +50,5 @@ __all__ = [
     "NICMismatchError", "TooLargeError", "ClosedError", "FerryTimeoutError", "TimeoutError_", "PeerLostError",
     "RendezvousError", "NotSupportedError", "NoMemoryError", "ProviderError", "BusyError", "QueueFullError",
     "RemovedError", "AbandonedError", "UnknownRegionError", "InternalError", "CallOrderError", "BrokenError",
-    "ExpertOverflowError",
+    "ExpertOverflowError", "StaleDescriptorError",
 ]
