@@ -148,7 +148,14 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 		d.addr, err = rdma.NewAddress(name, opts.Incarnation)
 		if _, ip, port, ok := sockaddrOf(name); err == nil && ok && opts.Incarnation != 0 && strings.HasPrefix(d.provName, "tcp") {
 			d.incPeers = make(map[rdma.PeerID]*incClient)
-			d.incSrv, err = startIncServer(ip, port, opts.Incarnation)
+			var serr error
+			d.incSrv, serr = startIncServer(ip, port, opts.Incarnation)
+			if serr != nil && opts.Port > 0 {
+				// A pinned port is asked for to be restarted on, which is
+				// when the check matters; a port the system chose whose
+				// UDP twin is taken goes unchecked by its peers.
+				err = serr
+			}
 		}
 	} else {
 		err = callError(d.transport, "fi_getname", err)

@@ -29,7 +29,9 @@ import (
 // it retries a peer it lost): the answer read then is to the previous
 // question. An answer with another incarnation, or a refusal (nothing
 // bound there: the process is gone), makes the peer stale. No answer at
-// all (datagrams filtered on the way) leaves the peer unchecked.
+// all (datagrams filtered on the way, or an endpoint whose port the
+// system chose and whose UDP twin was taken) leaves the peer unchecked,
+// after up to incFirstWait at its first contact.
 
 const (
 	incAsk    = "fiq1" // question: magic, then a u64 tag echoed back
@@ -198,7 +200,7 @@ func (c *incClient) first() error {
 
 // checkIncarnation runs a peer's first-contact check at ResolvePeer.
 func (d *Domain) checkIncarnation(id rdma.PeerID, addr rdma.Address) error {
-	if d.incSrv == nil || addr.Incarnation() == 0 {
+	if d.incPeers == nil || addr.Incarnation() == 0 {
 		return nil
 	}
 	c, err := newIncClient(addr)
