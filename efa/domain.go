@@ -203,15 +203,15 @@ func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 		return id, nil
 	}
 	raw := addr.Raw()
-	if err := d.checkPeerAddr(raw); err != nil {
-		return 0, err
-	}
 	if d.provName == "shm" && validShmName(string(bytes.TrimRight(raw, "\x00"))) {
 		// ferry's shm names hold the pid and a per-process nonce: a
 		// restarted process never takes the name again.
 		if why := shmPeerGone(shmDir, string(bytes.TrimRight(raw, "\x00"))); why != "" {
 			return 0, fmt.Errorf("resolve peer: %w", rdma.StaleError(addr, why))
 		}
+	}
+	if err := d.checkPeerAddr(raw); err != nil {
+		return 0, err
 	}
 	fa, err := d.ep.AVInsert(raw)
 	if err != nil {

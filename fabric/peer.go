@@ -301,9 +301,9 @@ func (w *worker) opPeer(ds *domState, c *opCtx, op int) *peerState {
 // then no op is let through to it again, and none that completes can
 // bring it back. Callers declare the loss before they report the failed
 // transfer.
-func (w *worker) noteOpError(ds *domState, ps *peerState, err error) error {
+func (w *worker) noteOpError(ds *domState, ps *peerState, err error) {
 	if ps == nil || !errors.Is(err, ErrPeerLost) {
-		return err
+		return
 	}
 	if errors.Is(err, ErrTimeout) {
 		ds.stalled = true // it stopped answering: no reset, no refusal
@@ -318,7 +318,22 @@ func (w *worker) noteOpError(ds *domState, ps *peerState, err error) error {
 		}
 	}
 	w.peerLost(ds, ps, err, gone)
-	return err
+}
+
+// staleCause returns, for an op that failed for its peer's fault, the
+// provider's finding that the peer's engine is gone for good or replaced
+// (an error wrapping ErrStaleDescriptor), which says more than the op's
+// error; nil when there is no such finding.
+func (w *worker) staleCause(ds *domState, ps *peerState, err error) error {
+	if ps == nil || ps.gone || !errors.Is(err, ErrPeerLost) {
+		return nil
+	}
+	if pc, ok := ds.d.(rdma.PeerChecker); ok {
+		if cerr := pc.CheckPeer(ps.id); errors.Is(cerr, ErrStaleDescriptor) {
+			return cerr
+		}
+	}
+	return nil
 }
 
 // liveness runs the periodic checks: the provider's check of recently

@@ -270,11 +270,13 @@ func (w *worker) writeDone(ds *domState, ev *rdma.Event) {
 		if ps != nil && errors.Is(err, ErrUnknownRegion) {
 			w.regionGone(ps, c, int(ev.Context>>ctxOpShift&ctxOpMask))
 		}
-		// The peer is declared lost before the transfer's failure is
-		// reported (which that may do already), and the transfer fails
-		// with what that found (a stale peer) when it found more.
-		err = w.noteOpError(ds, ps, err)
+		if stale := w.staleCause(ds, ps, err); stale != nil {
+			err = stale
+		}
 		w.failXfer(c.xfer, err)
+		// The peer is declared lost before the transfer's failure is
+		// reported (which that may do already).
+		w.noteOpError(ds, ps, err)
 		if w.ctxs[ci].live {
 			w.maybeRetire(ci)
 		}

@@ -154,6 +154,22 @@ func TestStaleDescriptorAfterRestart(t *testing.T) {
 			tr = fabric.NewTransfer()
 			require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: newDesc}, fabric.Notify(tr)))
 			require.NoError(t, tr.Wait(ctx), "the new target's descriptor works")
+
+			// A writer that never knew the first target is refused at
+			// its first contact (on tcp: the restarted target answers
+			// with its own incarnation).
+			e2, err := fabric.Open(context.Background(), cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = e2.Close(ctx)
+			})
+			src2, err := e2.RegisterHost(buf, fabric.AccessLocal)
+			require.NoError(t, err)
+			err, took = writeUntilStale(t, e2, src2, oldDesc)
+			require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
+			t.Logf("%s: fresh writer: stale error after %v: %v", c.transport, took, err)
 		})
 	}
 }
