@@ -203,10 +203,10 @@ func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 		return id, nil
 	}
 	raw := addr.Raw()
-	if d.provName == "shm" && validShmName(string(bytes.TrimRight(raw, "\x00"))) {
+	if name := string(bytes.TrimRight(raw, "\x00")); d.provName == "shm" && ferryShmName(name) {
 		// ferry's shm names hold the pid and a per-process nonce: a
 		// restarted process never takes the name again.
-		if why := shmPeerGone(shmDir, string(bytes.TrimRight(raw, "\x00"))); why != "" {
+		if why := shmPeerGone(shmDir, name); why != "" {
 			return 0, fmt.Errorf("resolve peer: %w", rdma.StaleError(addr, why))
 		}
 	}

@@ -58,10 +58,20 @@ func (d *Domain) CheckPeer(p rdma.PeerID) error {
 		return nil
 	}
 	if why := shmPeerGone(shmDir, name); why != "" {
-		// Its name is never taken again (see ResolvePeer): stale.
-		return fmt.Errorf("shm peer %s: %w", name, rdma.StaleError(d.addrOf(p), why))
+		if ferryShmName(name) {
+			// Its name is never taken again (see ResolvePeer): stale.
+			return fmt.Errorf("shm peer %s: %w", name, rdma.StaleError(d.addrOf(p), why))
+		}
+		return fmt.Errorf("shm peer %s: %s: %w", name, why, rdma.ErrPeerLost)
 	}
 	return nil
+}
+
+// ferryShmName reports whether name is one of ferry's shm endpoint names,
+// which hold the pid and a per-process nonce (see Open).
+func ferryShmName(name string) bool {
+	_, ok := shmNamePID(name)
+	return ok && validShmName(name)
 }
 
 // addrOf returns the address p was resolved from.
