@@ -322,15 +322,15 @@ func (w *worker) noteOpError(ds *domState, ps *peerState, err error) {
 
 // staleCause returns, for an op that failed for its peer's fault, the
 // provider's finding that the peer's engine is gone for good or replaced
-// (an error wrapping ErrStaleDescriptor), which says more than the op's
-// error; nil when there is no such finding.
+// (a *PeerError whose cause wraps ErrStaleDescriptor), which says more
+// than the op's error; nil when there is no such finding.
 func (w *worker) staleCause(ds *domState, ps *peerState, err error) error {
 	if ps == nil || ps.gone || !errors.Is(err, ErrPeerLost) {
 		return nil
 	}
 	if pc, ok := ds.d.(rdma.PeerChecker); ok {
 		if cerr := pc.CheckPeer(ps.id); errors.Is(cerr, ErrStaleDescriptor) {
-			return cerr
+			return &PeerError{Peer: ps.addr, Cause: cerr}
 		}
 	}
 	return nil
