@@ -279,3 +279,11 @@ func TestStaleDirectoryRegion(t *testing.T) {
 	_, err = directory.DecodeRegion("prefill-0/kv", b, &newEntry)
 	require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
 }
+
+// TestListenPortValidated: a ListenPort outside the port range is refused.
+func TestListenPortValidated(t *testing.T) {
+	for _, p := range []int{-1, 70000} {
+		_, err := fabric.Open(context.Background(), fabric.Config{Transport: "mem", ListenPort: p})
+		require.ErrorIs(t, err, fabric.ErrInvalidArgument, "ListenPort %d", p)
+	}
+}
