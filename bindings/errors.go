@@ -41,6 +41,7 @@ const (
 	codeNotFound       = -25
 	codeExists         = -26
 	codeUnavailable    = -27
+	codeStale          = -28
 	codeInternal       = -99
 )
 
@@ -77,6 +78,8 @@ var codes = []struct {
 	{fabric.ErrOutOfBounds, codeOutOfBounds},
 	{fabric.ErrNotSupported, codeNotSupported},
 	{fabric.ErrAbandoned, codeAbandoned},
+	// Before ErrPeerLost, which every stale-descriptor error also wraps.
+	{fabric.ErrStaleDescriptor, codeStale},
 	{fabric.ErrPeerLost, codePeerLost},
 	{fabric.ErrQueueFull, codeQueueFull},
 	{fabric.ErrNoMemory, codeNoMemory},

@@ -115,6 +115,11 @@ extern "C" {
 #define FERRY_E_NOT_FOUND (-25)       /* no directory entry or region under that name */
 #define FERRY_E_EXISTS (-26)          /* a live publication already holds the engine name */
 #define FERRY_E_UNAVAILABLE (-27)     /* the directory's server cannot be reached */
+/* Stale descriptors (1.3): a kind of FERRY_E_PEER_LOST, returned instead of
+ * it when the peer's engine is known to be gone for good or replaced (its
+ * address carries an incarnation no longer live there): fetch a fresh
+ * descriptor from the engine now at that address. */
+#define FERRY_E_STALE_DESCRIPTOR (-28)
 #define FERRY_E_INTERNAL (-99)        /* anything else (a bug): see the message */
 
 #ifndef FERRY_NO_PROTOTYPES

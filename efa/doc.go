@@ -42,6 +42,19 @@
 // *rdma.ProviderError for it that also wraps rdma.ErrTimeout, and later
 // refused ops to that peer fail at once until one of them is accepted.
 //
+// # Stale peers
+//
+// Addresses carry the opening engine's incarnation. A tcp endpoint
+// answers incarnation questions on a UDP socket bound to its own address
+// and port number (DomainOptions.Port pins both, for processes that
+// restart on their old address); ResolvePeer asks once and CheckPeer asks
+// again without waiting, so a peer whose process is gone, or whose address
+// a later engine took, is refused with rdma.StaleError and the data path
+// pays nothing. shm endpoint names hold the pid and a per-process nonce:
+// a ferry name whose process is gone is stale at ResolvePeer and CheckPeer.
+// The efa transport does not check (its addresses change with every
+// endpoint).
+//
 // # libfabric generations
 //
 // ferry builds and runs against libfabric 1.17 (Debian 12's) and 2.x (2.1

@@ -56,6 +56,10 @@ type Domain struct {
 	// The region heartbeats from peers write into (tcp).
 	probeBuf []byte
 	probeMR  *ofi.MR
+
+	// Incarnation checks (incarnation.go), tcp only.
+	incSrv   *incServer
+	incPeers map[rdma.PeerID]*incClient
 }
 
 var _ rdma.Domain = (*Domain)(nil)
@@ -143,7 +147,18 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	name, err := ep.Name()
 	if err == nil {
 		d.ownAddr = name
-		d.addr, err = rdma.AddressFromRaw(name)
+		d.addr, err = rdma.NewAddress(name, opts.Incarnation)
+		if _, ip, port, ok := sockaddrOf(name); err == nil && ok && opts.Incarnation != 0 && strings.HasPrefix(d.provName, "tcp") {
+			d.incPeers = make(map[rdma.PeerID]*incClient)
+			var serr error
+			d.incSrv, serr = startIncServer(ip, port, opts.Incarnation)
+			if serr != nil && opts.Port > 0 {
+				// A pinned port is asked for to be restarted on, which is
+				// when the check matters; a port the system chose whose
+				// UDP twin is taken goes unchecked by its peers.
+				err = serr
+			}
+		}
 	} else {
 		err = callError(d.transport, "fi_getname", err)
 	}
@@ -190,6 +205,13 @@ func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 		return id, nil
 	}
 	raw := addr.Raw()
+	if name := string(bytes.TrimRight(raw, "\x00")); d.provName == "shm" && ferryShmName(name) {
+		// ferry's shm names hold the pid and a per-process nonce: a
+		// restarted process never takes the name again.
+		if why := shmPeerGone(shmDir, name); why != "" {
+			return 0, fmt.Errorf("resolve peer: %w", rdma.StaleError(addr, why))
+		}
+	}
 	if err := d.checkPeerAddr(raw); err != nil {
 		return 0, err
 	}
@@ -198,6 +220,9 @@ func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 		return 0, callError(d.transport, "fi_av_insert", err)
 	}
 	id := rdma.PeerID(fa)
+	if err := d.checkIncarnation(id, addr); err != nil {
+		return 0, fmt.Errorf("resolve peer: %w", err)
+	}
 	d.peers[addr] = id
 	d.names[id] = string(bytes.TrimRight(raw, "\x00"))
 	d.watchPeerDeath(id, d.names[id])
@@ -261,6 +286,7 @@ func (d *Domain) Close() error {
 	if err := d.closeProbeRegion(); err != nil && first == nil {
 		first = err
 	}
+	d.closeIncarnation()
 	if err := d.ep.Close(); err != nil && first == nil {
 		first = callError(d.transport, "fi_close", err)
 	}
@@ -295,6 +321,7 @@ func (d *Domain) Abandon() error {
 	}
 	d.unlockShmRegion()
 	d.stopDeathWatch()
+	d.closeIncarnation()
 	d.ep = nil
 	return fmt.Errorf("libfabric %s endpoint left open, not closed: closing it with operations in flight can crash libfabric %s: %w",
 		d.provName, ofi.Version(), rdma.ErrAbandoned)

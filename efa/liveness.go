@@ -51,16 +51,37 @@ const shmDir = "/dev/shm/"
 // endpoint or process is gone. Other providers and names give nil.
 func (d *Domain) CheckPeer(p rdma.PeerID) error {
 	if d.provName != "shm" {
-		return nil
+		return d.recheckIncarnation(p)
 	}
 	name, ok := d.names[p]
 	if !ok || !validShmName(name) {
 		return nil
 	}
 	if why := shmPeerGone(shmDir, name); why != "" {
+		if ferryShmName(name) {
+			// Its name is never taken again (see ResolvePeer): stale.
+			return fmt.Errorf("shm peer %s: %w", name, rdma.StaleError(d.addrOf(p), why))
+		}
 		return fmt.Errorf("shm peer %s: %s: %w", name, why, rdma.ErrPeerLost)
 	}
 	return nil
+}
+
+// ferryShmName reports whether name is one of ferry's shm endpoint names,
+// which hold the pid and a per-process nonce (see Open).
+func ferryShmName(name string) bool {
+	_, ok := shmNamePID(name)
+	return ok && validShmName(name)
+}
+
+// addrOf returns the address p was resolved from.
+func (d *Domain) addrOf(p rdma.PeerID) rdma.Address {
+	for a, id := range d.peers {
+		if id == p {
+			return a
+		}
+	}
+	return rdma.Address{}
 }
 
 // ProbeOp gives tcp peers their heartbeat: a zero-byte write into the

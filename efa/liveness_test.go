@@ -94,19 +94,23 @@ func TestCheckPeerShm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := a.ResolvePeer(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = a.CheckPeer(dead)
-	if !errors.Is(err, rdma.ErrPeerLost) {
+	// Its name is never taken again: refused at resolve, as stale.
+	_, err = a.ResolvePeer(addr)
+	if !errors.Is(err, rdma.ErrPeerLost) || !errors.Is(err, rdma.ErrStaleDescriptor) {
 		t.Fatalf("peer of a dead process: %v", err)
 	}
 	t.Log(err)
-	if err := os.Remove(filepath.Join("/dev/shm", name)); err != nil {
+	// A resolved peer whose endpoint closes (its region file goes).
+	c := openTest(t, testTransport{name: "shm"})
+	closing, err := a.ResolvePeer(c.Address())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.CheckPeer(dead); !errors.Is(err, rdma.ErrPeerLost) {
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = a.CheckPeer(closing)
+	if !errors.Is(err, rdma.ErrPeerLost) || !errors.Is(err, rdma.ErrStaleDescriptor) {
 		t.Fatalf("peer whose region file is gone: %v", err)
 	}
 	// tcp has no such check but a heartbeat.

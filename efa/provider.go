@@ -117,7 +117,13 @@ func getInfo(transport string, opts rdma.DomainOptions) (*ofi.InfoList, policy, 
 	}
 	p := policyFor(transport)
 	node, flags := p.node(opts.Node)
-	l, err := ofi.GetInfo(p.transport, node, p.caps, p.mrMode, flags)
+	service := ""
+	if opts.Port > 0 && node != "" && !p.efa {
+		// With FI_SOURCE the service is the local port (tcp): a
+		// restarted process takes its old address again.
+		service = strconv.Itoa(opts.Port)
+	}
+	l, err := ofi.GetInfoService(p.transport, node, service, p.caps, p.mrMode, flags)
 	if err != nil {
 		if errors.Is(err, ofi.ENODATA) || errors.Is(err, ofi.ENOSYS) {
 			where := ""

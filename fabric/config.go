@@ -92,6 +92,15 @@ type Config struct {
 	// HandshakeTimeout bounds connection setup on connection-oriented
 	// providers (default 10 s).
 	HandshakeTimeout time.Duration
+	// ListenPort pins the port of providers that listen on one
+	// (tcp;ofi_rxm), with Node set: the engine's domains take ListenPort,
+	// ListenPort+1, ... in group order, so a restarted process has the
+	// same addresses (the same UDP port numbers must be free too: they
+	// answer incarnation checks).
+	// Descriptors of the engine it replaced are still refused there
+	// (ErrStaleDescriptor): addresses carry the engine's incarnation.
+	// 0 lets the system choose.
+	ListenPort int
 	// RequestTimeout is the deadline of every transfer whose Completion
 	// carries none (see Completion.WithDeadline and WithContext): a
 	// transfer still running that long after it was accepted fails with an
@@ -148,6 +157,8 @@ func (c *Config) validate() error {
 		return bad("%d send buffers of %d bytes", c.SendBuffers, c.SendBufferSize)
 	case c.HandshakeTimeout < 0:
 		return bad("HandshakeTimeout %v", c.HandshakeTimeout)
+	case c.ListenPort < 0 || c.ListenPort > 65535-MaxNICs*maxListenGroups:
+		return bad("ListenPort %d", c.ListenPort)
 	}
 	for i, g := range c.Groups {
 		if g.NICs < 0 {
@@ -160,6 +171,9 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// maxListenGroups bounds the groups whose ports ListenPort reserves.
+const maxListenGroups = 64
 
 func (c *Config) withDefaults() {
 	if c.Transport == "" {

@@ -41,7 +41,9 @@ type RemoteKey struct {
 // NICs, an unknown address mode, an empty address, a wrapping range) at
 // submit, and, for descriptors naming an endpoint of this very process, a
 // key that is not a live registration there (ErrUnknownRegion) or a range
-// outside it (ErrOutOfBounds) when the write is accepted.
+// outside it (ErrOutOfBounds) when the write is accepted. A descriptor
+// whose engine is gone or was replaced is refused with ErrStaleDescriptor
+// (see the package documentation).
 type Descriptor struct {
 	Base   uint64
 	Length uint64
@@ -50,8 +52,10 @@ type Descriptor struct {
 
 // descriptorMagic and descriptorVersion start a descriptor's binary form.
 const (
-	descriptorMagic   = 0xfd
-	descriptorVersion = 1
+	descriptorMagic = 0xfd
+	// descriptorVersion 2 embeds addresses that carry their engine's
+	// incarnation; version 1 is refused with a message saying so.
+	descriptorVersion = 2
 	// MaxNICs is the most NICs a group, and so a descriptor, can have.
 	MaxNICs = 4
 )
@@ -92,6 +96,9 @@ func (d *Descriptor) UnmarshalBinary(b []byte) error {
 	}
 	if b[0] != descriptorMagic {
 		return bad("bad magic")
+	}
+	if b[1] == 1 {
+		return bad("version 1, written before descriptors carried their engine's incarnation: export it again from a current engine")
 	}
 	if b[1] != descriptorVersion {
 		return bad(fmt.Sprintf("version %d", b[1]))

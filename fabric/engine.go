@@ -2,6 +2,8 @@ package fabric
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +42,18 @@ type Engine struct {
 
 var domainInstance atomic.Int64
 
+// newIncarnation is an engine's random identity, never 0: addresses and
+// descriptors carry it, so a later engine on the same endpoint refuses them.
+func newIncarnation() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}
+
 // Open starts an engine: it chooses the transport, starts one worker per
 // group (each pins itself, then opens its domains) and the dispatcher.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
@@ -47,7 +61,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	cfg.withDefaults()
-	opts := DomainOptions{Node: cfg.Node, QueueDepth: cfg.QueueDepth, HandshakeTimeout: cfg.HandshakeTimeout}
+	opts := DomainOptions{Node: cfg.Node, QueueDepth: cfg.QueueDepth, HandshakeTimeout: cfg.HandshakeTimeout,
+		Incarnation: newIncarnation()}
 	choice, err := ChooseTransport(cfg.Transport, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
@@ -90,7 +105,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		return 0
 	})
-	next := 0
+	next, port := 0, cfg.ListenPort
 	for i, g := range specs {
 		if i > 0 && specs[i-1].Device == g.Device {
 			return nil, fmt.Errorf("open engine: device %s in two groups: %w", g.Device, ErrInvalidArgument)
@@ -120,6 +135,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("open engine: %d nics for %s (1 to %d): %w", len(infos), g.Device, MaxNICs, ErrInvalidArgument)
 		}
 		w := newWorker(e, g, infos)
+		if cfg.ListenPort > 0 {
+			w.port, port = port, port+len(infos)
+		}
 		e.workers = append(e.workers, w)
 		e.byDev[g.Device] = w
 	}

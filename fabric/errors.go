@@ -62,6 +62,10 @@ var (
 	// a provider call: that worker's domains stay open, and the memory
 	// registered with them must not be freed.
 	ErrAbandoned = rdma.ErrAbandoned
+	// ErrStaleDescriptor means a descriptor or address names an engine
+	// that is gone or was replaced (its incarnation is not the live one at
+	// its endpoint). Errors wrapping it also wrap ErrPeerLost.
+	ErrStaleDescriptor = rdma.ErrStaleDescriptor
 )
 
 // PeerError is an operation or a wait that failed because a peer was

@@ -324,9 +324,30 @@ func (w *worker) noteOpError(ds *domState, ps *peerState, err error) {
 	}
 	gone := ps.gone
 	if pc, ok := ds.d.(rdma.PeerChecker); ok && !gone {
-		gone = pc.CheckPeer(ps.id) != nil
+		if cerr := pc.CheckPeer(ps.id); cerr != nil {
+			gone = true
+			if errors.Is(cerr, ErrStaleDescriptor) {
+				err = cerr // the better cause: later work fails with it
+			}
+		}
 	}
 	w.peerLost(ds, ps, err, gone)
+}
+
+// staleCause returns, for an op that failed for its peer's fault, the
+// provider's finding that the peer's engine is gone for good or replaced
+// (a *PeerError whose cause wraps ErrStaleDescriptor), which says more
+// than the op's error; nil when there is no such finding.
+func (w *worker) staleCause(ds *domState, ps *peerState, err error) error {
+	if ps == nil || ps.gone || !errors.Is(err, ErrPeerLost) {
+		return nil
+	}
+	if pc, ok := ds.d.(rdma.PeerChecker); ok {
+		if cerr := pc.CheckPeer(ps.id); errors.Is(cerr, ErrStaleDescriptor) {
+			return &PeerError{Peer: ps.addr, Cause: cerr}
+		}
+	}
+	return nil
 }
 
 // liveness runs the periodic checks: the provider's check of recently
@@ -499,7 +520,15 @@ type peerHealth struct {
 
 // errLocalClosed is why a peer that was an endpoint of this process is
 // lost: it has been closed.
-var errLocalClosed = errors.New("the endpoint, in this process, has been closed")
+// Its engine is gone, and no later one takes its address: it is stale.
+var errLocalClosed error = localClosedError{}
+
+type localClosedError struct{}
+
+func (localClosedError) Error() string {
+	return "the endpoint, in this process, has been closed: " + ErrStaleDescriptor.Error()
+}
+func (localClosedError) Is(target error) bool { return target == ErrStaleDescriptor }
 
 // Descriptors are trusted: a forged or stale one can complete successfully
 // on tcp and shm while nothing lands at the target (see Descriptor). The

@@ -31,6 +31,7 @@ type worker struct {
 	spec  GroupSpec
 	infos []DomainInfo
 	doms  []*domState
+	port  int // Config.ListenPort of its first domain, or 0
 
 	// Each concern's state is kept in its own struct, declared in the
 	// file of that concern's functions.
@@ -164,6 +165,9 @@ func (w *worker) open(opts DomainOptions) error {
 	for _, info := range w.infos {
 		o := opts
 		o.Instance = int(domainInstance.Add(1))
+		if w.port > 0 {
+			o.Port = w.port + len(w.doms)
+		}
 		d, err := p.Open(info, o)
 		if err != nil {
 			return fmt.Errorf("open domain %s#%d: %w", info.Name, info.Index, err)

@@ -270,6 +270,9 @@ func (w *worker) writeDone(ds *domState, ev *rdma.Event) {
 		if ps != nil && errors.Is(err, ErrUnknownRegion) {
 			w.regionGone(ps, c, int(ev.Context>>ctxOpShift&ctxOpMask))
 		}
+		if stale := w.staleCause(ds, ps, err); stale != nil {
+			err = stale
+		}
 		w.failXfer(c.xfer, err)
 		// The peer is declared lost before the transfer's failure is
 		// reported (which that may do already).

@@ -46,6 +46,7 @@ const (
 type outPeer struct {
 	d     *Domain
 	ea    endpointAddr
+	addr  rdma.Address // as resolved, with its incarnation
 	c     *ctlConn
 	pid   int // of the process at the other end, 0 when unknown
 	state atomic.Int32

@@ -64,13 +64,13 @@ var liveRegs atomic.Int64
 // process hold: zero once every region was unregistered.
 func LiveRegistrations() int64 { return liveRegs.Load() }
 
-func open(info rdma.DomainInfo) (*Domain, error) {
+func open(info rdma.DomainInfo, incarnation uint64) (*Domain, error) {
 	info.OrderedWrites = true // see domainInfo
 	info.Reads = true
 	d := &Domain{info: info, ea: newEndpointAddr(), regions: map[uint64]*region{},
 		incoming: map[*inConn]struct{}{}, peerOf: map[string]rdma.PeerID{}}
 	var err error
-	if d.addr, err = rdma.AddressFromRaw(d.ea.raw()); err != nil {
+	if d.addr, err = rdma.NewAddress(d.ea.raw(), incarnation); err != nil {
 		return nil, err
 	}
 	if d.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
@@ -224,8 +224,10 @@ func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 	}
 	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: ea.socketName(), Net: "unixpacket"})
 	if err != nil {
-		return 0, fmt.Errorf("ipc: connect to %s: %v (the process exited or closed its engine, or runs in another network namespace): %w",
-			ea, err, rdma.ErrPeerLost)
+		// The socket's name holds the endpoint's random nonce, which no
+		// later endpoint takes again: refused means that engine is gone.
+		return 0, fmt.Errorf("ipc: connect: %w", rdma.StaleError(addr,
+			fmt.Sprintf("%s: %v (the process exited or closed its engine, or runs in another network namespace)", ea, err)))
 	}
 	c, err := newCtlConn(uc)
 	var pid int
@@ -239,7 +241,7 @@ func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 		_ = uc.Close()
 		return 0, fmt.Errorf("ipc: connect to %s: %w", ea, err)
 	}
-	p := &outPeer{d: d, ea: ea, c: c, pid: pid, installed: map[uint64]*mapping{}, maps: map[uint64]*mapping{}}
+	p := &outPeer{d: d, ea: ea, addr: addr, c: c, pid: pid, installed: map[uint64]*mapping{}, maps: map[uint64]*mapping{}}
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()

@@ -19,7 +19,7 @@ var _ rdma.PeerChecker = (*Domain)(nil)
 // CheckPeer reports a peer whose control connection ended (its process
 // exited or crashed, or it closed its domain): nothing more can reach it,
 // and no write to it is ever carried out again. The error is the
-// provider's, as a failed write's would be.
+// provider's, as a failed write's would be, and a stale-descriptor error.
 func (d *Domain) CheckPeer(p rdma.PeerID) error {
 	if uint64(p) >= uint64(len(d.peers)) {
 		return nil
@@ -33,8 +33,10 @@ func (d *Domain) CheckPeer(p rdma.PeerID) error {
 		if errno == errnoPeerClosed {
 			why = "it closed its domain"
 		}
-		return &rdma.ProviderError{Provider: TransportName, Op: "peer check", Errno: int(errno),
+		pe := &rdma.ProviderError{Provider: TransportName, Op: "peer check", Errno: int(errno),
 			Msg: fmt.Sprintf("%s: %s", pr.ea, why), PeerLost: true, PeerClosed: errno == errnoPeerClosed}
+		// Its nonce is never used again: descriptors naming it are stale.
+		return fmt.Errorf("%w: %w", pe, rdma.StaleError(pr.addr, why))
 	}
 	return nil
 }

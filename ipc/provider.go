@@ -34,7 +34,7 @@ func (provider) Open(info rdma.DomainInfo, opts rdma.DomainOptions) (rdma.Domain
 	if err := Probe(); err != nil {
 		return nil, err
 	}
-	return open(info)
+	return open(info, opts.Incarnation)
 }
 
 // Open opens a domain directly, without an engine (tests, tools).
@@ -42,7 +42,7 @@ func Open() (*Domain, error) {
 	if err := Probe(); err != nil {
 		return nil, err
 	}
-	return open(domainInfo())
+	return open(domainInfo(), 0)
 }
 
 // domainInfo describes the one ipc domain. Writes to one peer are carried

@@ -37,7 +37,7 @@ func (p provider) Open(info rdma.DomainInfo, opts rdma.DomainOptions) (rdma.Doma
 	raw := make([]byte, 9)
 	raw[0] = 'm'
 	binary.LittleEndian.PutUint64(raw[1:], uint64(id))
-	d.addr, _ = rdma.AddressFromRaw(raw)
+	d.addr, _ = rdma.NewAddress(raw, opts.Incarnation)
 	domains.Store(d.addr, d)
 	return d, nil
 }
@@ -236,6 +236,13 @@ func (d *Domain) ResolvePeer(a rdma.Address) (rdma.PeerID, error) {
 	}
 	t, ok := Lookup(a)
 	if !ok {
+		// Endpoint numbers are never reused: one this process handed out
+		// belonged to an engine that closed.
+		if r := a.RawString(); len(r) == 9 && r[0] == 'm' {
+			if id := int64(binary.LittleEndian.Uint64([]byte(r[1:]))); id > 0 && id <= nextID.Load() {
+				return 0, fmt.Errorf("%s: resolve peer: %w", d.info.Transport, rdma.StaleError(a, "its engine closed"))
+			}
+		}
 		return 0, fmt.Errorf("%s: no endpoint at %s: %w", d.info.Transport, a, rdma.ErrInvalidArgument)
 	}
 	if d.peerOf == nil {
@@ -327,7 +334,10 @@ func (d *Domain) CheckPeer(p rdma.PeerID) error {
 	t := d.peers[p]
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || t.faults.Dead {
+	if t.closed {
+		return fmt.Errorf("%s peer: %w", d.info.Transport, rdma.StaleError(t.addr, "its engine closed"))
+	}
+	if t.faults.Dead {
 		return fmt.Errorf("%s peer %s is gone: %w", d.info.Transport, t.addr, rdma.ErrPeerLost)
 	}
 	return nil

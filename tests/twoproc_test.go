@@ -26,7 +26,8 @@ import (
 // counts the immediates and checks every byte.
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, testutil.Roles{"server": runServer, "ipc-target": runIPCTarget, "unreg-target": runUnregTarget})
+	testutil.Main(m, testutil.Roles{"server": runServer, "ipc-target": runIPCTarget, "unreg-target": runUnregTarget,
+		"stale-target": runStaleTarget})
 }
 
 type params struct {

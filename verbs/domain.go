@@ -130,7 +130,10 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 		byAddr: make(map[string]rdma.PeerID), mrs: make(map[uintptr]ibv.MR), qpOwner: make(map[uint32]rdma.PeerID),
 		msgBuf: make([]byte, 0, hsMsgLen)}
 	d.self = udAddr{Link: pa.LinkLayer, GID: gid.GID, QPN: dom.UDQPN(), LID: pa.LID}
-	d.addr = d.self.address()
+	// The incarnation is carried, not checked: the UD queue pair number in
+	// the address is new with every domain, so an earlier engine's
+	// address reaches no queue pair (its handshake fails at the timeout).
+	d.addr, _ = rdma.NewAddress(d.self.address().Raw(), opts.Incarnation)
 	d.path = pathInfo{port: uint8(port), mtu: pa.ActiveMTU, global: pa.LinkLayer == ibv.LinkEthernet,
 		sgidIndex: uint8(gid.Index), rdAtomic: rdAtomicOf(attr)}
 	d.hs = newHandshaker(d, hsTimeout)

@@ -356,7 +356,8 @@ int main(int argc, char **argv) {
 		expect(ferry_submit_single(a, &sw, t), FERRY_OK);
 		int rc = ferry_transfer_wait(t, TIMEOUT_MS);
 		printf("loopback %s: write to a closed peer: %s\n", transport, ferry_strerror(rc));
-		check(rc == FERRY_E_PROVIDER || rc == FERRY_E_TIMEOUT || rc == FERRY_E_PEER_LOST);
+		check(rc == FERRY_E_PROVIDER || rc == FERRY_E_TIMEOUT || rc == FERRY_E_PEER_LOST ||
+		      rc == FERRY_E_STALE_DESCRIPTOR);
 		expect(ferry_transfer_free(t), FERRY_OK);
 	}
 	expect(ferry_engine_close(a, TIMEOUT_MS), FERRY_OK);

@@ -2,8 +2,9 @@
  * peers.c: failure semantics from C. A target engine's peer, a writer,
  * watches it (ferry_watch_peer) with a short liveness interval and a
  * callback for lost peers; the target closes; the writer learns it (the
- * callback runs, ferry_peer_status says FERRY_E_PEER_LOST) and a write to
- * it fails with FERRY_E_PEER_LOST long before the transfer deadline.
+ * callback runs, ferry_peer_status says FERRY_E_STALE_DESCRIPTOR, the kind
+ * of FERRY_E_PEER_LOST of an engine gone for good) and a write to it fails
+ * with FERRY_E_STALE_DESCRIPTOR long before the transfer deadline.
  *
  *     ./peers [transport]          (default "mem")
  */
@@ -71,13 +72,13 @@ int main(int argc, char **argv) {
 		usleep(1000);
 	check(atomic_load(&lost) >= 1);
 	check(lost_len == addr_len && memcmp(lost_addr, addr, addr_len) == 0);
-	expect(ferry_peer_status(writer, addr, addr_len), FERRY_E_PEER_LOST);
+	expect(ferry_peer_status(writer, addr, addr_len), FERRY_E_STALE_DESCRIPTOR);
 
 	/* A write to it now fails at once, not at the 60 s deadline. */
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	expect(ferry_submit_single(writer, &w, t), FERRY_OK);
-	expect(ferry_transfer_wait(t, TIMEOUT_MS), FERRY_E_PEER_LOST);
+	expect(ferry_transfer_wait(t, TIMEOUT_MS), FERRY_E_STALE_DESCRIPTOR);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 	check(secs < 10.0);

@@ -140,6 +140,10 @@ func checkRegion(r Region, e *Entry) error {
 	}
 	for i, k := range r.Desc.NICs {
 		if !slices.Contains(e.Addrs, k.Addr) {
+			if slices.ContainsFunc(e.Addrs, func(a fabric.Address) bool { return a.RawString() == k.Addr.RawString() }) {
+				return fmt.Errorf("region %s/%s: descriptor nic %d address %s is an earlier engine's at the same endpoint: %w",
+					r.Engine, r.Name, i, k.Addr, fabric.ErrStaleDescriptor)
+			}
 			return fmt.Errorf("region %s/%s: descriptor nic %d address %s is not the engine's: %w", r.Engine, r.Name, i, k.Addr, ErrNICMismatch)
 		}
 	}

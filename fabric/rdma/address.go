@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 )
@@ -8,24 +9,52 @@ import (
 // MaxAddressLen bounds a provider's raw endpoint address.
 const MaxAddressLen = 255
 
-// addressVersion is the first byte of an Address's binary form.
-const addressVersion = 1
+// addressVersion is the first byte of an Address's binary form. Version 1
+// (no incarnation) is refused: such an address cannot be told from one of
+// a later engine on the same endpoint.
+const addressVersion = 2
 
 // Address is the opaque endpoint address of one NIC domain: the raw name a
-// provider reports (fi_getname on libfabric, GID/LID/QPN/QKey on verbs). It is
-// comparable and usable as a map key; the zero value is the empty address.
+// provider reports (fi_getname on libfabric, GID/LID/QPN/QKey on verbs) and
+// the incarnation of the engine that opened it (DomainOptions.Incarnation),
+// which tells that engine from a later one given the same raw name (a
+// restarted process on a pinned port). It is comparable and usable as a
+// map key; the zero value is the empty address.
 //
-// Its binary form is a version byte, a length byte and the raw bytes; its
-// text form is the binary form in lowercase hex. Both are stable across
-// releases of the same version.
-type Address struct{ raw string }
+// Its binary form is a version byte, a length byte, the raw bytes and the
+// incarnation (little-endian u64); its text form is the binary form in
+// lowercase hex. Both are stable across releases of the same version.
+type Address struct {
+	raw string
+	inc uint64
+}
 
-// AddressFromRaw wraps a provider's raw endpoint name.
+// AddressFromRaw wraps a provider's raw endpoint name, with no incarnation.
 func AddressFromRaw(b []byte) (Address, error) {
+	return NewAddress(b, 0)
+}
+
+// NewAddress wraps a provider's raw endpoint name and the incarnation of
+// the engine that owns it.
+func NewAddress(b []byte, incarnation uint64) (Address, error) {
 	if len(b) == 0 || len(b) > MaxAddressLen {
 		return Address{}, fmt.Errorf("address of %d bytes: %w", len(b), ErrBadEncoding)
 	}
-	return Address{raw: string(b)}, nil
+	return Address{raw: string(b), inc: incarnation}, nil
+}
+
+// Incarnation is the incarnation of the engine that owns the address (0:
+// none given).
+func (a Address) Incarnation() uint64 { return a.inc }
+
+// Summary is a short form for messages: the raw name's length and its
+// first bytes in hex.
+func (a Address) Summary() string {
+	r := a.raw
+	if len(r) > 12 {
+		return fmt.Sprintf("%x..(%d bytes)", r[:12], len(r))
+	}
+	return fmt.Sprintf("%x", r)
 }
 
 // Raw returns a copy of the provider's raw endpoint name.
@@ -46,12 +75,13 @@ func (a Address) String() string {
 // AppendBinary appends the binary form to b.
 func (a Address) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, addressVersion, byte(len(a.raw)))
-	return append(b, a.raw...), nil
+	b = append(b, a.raw...)
+	return binary.LittleEndian.AppendUint64(b, a.inc), nil
 }
 
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (a Address) MarshalBinary() ([]byte, error) {
-	return a.AppendBinary(make([]byte, 0, 2+len(a.raw)))
+	return a.AppendBinary(make([]byte, 0, 10+len(a.raw)))
 }
 
 // UnmarshalBinary implements encoding.BinaryUnmarshaler.
@@ -96,12 +126,15 @@ func DecodeAddress(b []byte) (Address, int, error) {
 	if len(b) < 2 {
 		return Address{}, 0, fmt.Errorf("address: truncated header: %w", ErrBadEncoding)
 	}
+	if b[0] == 1 {
+		return Address{}, 0, fmt.Errorf("address: version 1, written before addresses carried their engine's incarnation: export it again from a current engine: %w", ErrBadEncoding)
+	}
 	if b[0] != addressVersion {
 		return Address{}, 0, fmt.Errorf("address: version %d: %w", b[0], ErrBadEncoding)
 	}
 	n := int(b[1])
-	if n == 0 || len(b) < 2+n {
-		return Address{}, 0, fmt.Errorf("address: %d of %d bytes: %w", len(b)-2, n, ErrBadEncoding)
+	if n == 0 || len(b) < 10+n {
+		return Address{}, 0, fmt.Errorf("address: %d of %d bytes: %w", len(b)-2, n+8, ErrBadEncoding)
 	}
-	return Address{raw: string(b[2 : 2+n])}, 2 + n, nil
+	return Address{raw: string(b[2 : 2+n]), inc: binary.LittleEndian.Uint64(b[2+n:])}, 10 + n, nil
 }

@@ -47,6 +47,15 @@ type DomainOptions struct {
 	// HandshakeTimeout bounds connection setup for connection-oriented
 	// providers (verbs); 0 means 10 s.
 	HandshakeTimeout time.Duration
+	// Incarnation is the opening engine's random identity. Providers put
+	// it in their Address and refuse, at ResolvePeer or in their first
+	// exchange with the peer, an address whose incarnation is not the
+	// live one at its endpoint (StaleError).
+	Incarnation uint64
+	// Port pins the listening port of providers that listen on one (tcp),
+	// so a restarted process takes the same address; 0 lets the system
+	// choose.
+	Port int
 }
 
 // Access says who may touch a registered region.

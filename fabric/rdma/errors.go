@@ -42,7 +42,32 @@ var (
 	// ErrAbandoned says a domain was left open because closing it was not
 	// safe (see Abandoner): the memory registered with it must not be freed.
 	ErrAbandoned = errors.New("worker abandoned")
+	// ErrStaleDescriptor: an address or descriptor names an engine
+	// incarnation that no longer exists: the engine closed, its process
+	// ended, or a new engine took its address. Nothing sent through it can
+	// land; export a fresh descriptor from the engine now there. Errors
+	// that wrap it also wrap ErrPeerLost.
+	ErrStaleDescriptor = errors.New("stale descriptor")
 )
+
+// StaleError reports an address whose engine incarnation is gone. It wraps
+// ErrStaleDescriptor and ErrPeerLost: the peer named is lost for good.
+func StaleError(addr Address, why string) error {
+	return &staleError{addr: addr, why: why}
+}
+
+type staleError struct {
+	addr Address
+	why  string
+}
+
+func (e *staleError) Error() string {
+	return fmt.Sprintf("endpoint %s (incarnation %016x): %s: %v", e.addr.Summary(), e.addr.inc, e.why, ErrStaleDescriptor)
+}
+
+func (e *staleError) Is(target error) bool {
+	return target == ErrStaleDescriptor || target == ErrPeerLost
+}
 
 // ProviderError is an error reported by a provider library: a failed call or
 // an error completion. It wraps ErrProvider, ErrTimeout when Timeout is set

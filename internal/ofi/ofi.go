@@ -115,6 +115,12 @@ type InfoList struct{ head *C.struct_fi_info }
 // GetInfo calls fi_getinfo for FI_EP_RDM endpoints with FI_THREAD_DOMAIN
 // and no mode bits. prov and node may be empty; flags apply only with a node.
 func GetInfo(prov, node string, caps, mrMode, flags uint64) (*InfoList, error) {
+	return GetInfoService(prov, node, "", caps, mrMode, flags)
+}
+
+// GetInfoService is GetInfo with a service (a port number) that, with
+// FlagSource, pins the source address's port too.
+func GetInfoService(prov, node, service string, caps, mrMode, flags uint64) (*InfoList, error) {
 	var cprov, cnode *C.char
 	if prov != "" {
 		cprov = C.CString(prov)
@@ -124,8 +130,13 @@ func GetInfo(prov, node string, caps, mrMode, flags uint64) (*InfoList, error) {
 		cnode = C.CString(node)
 		defer C.free(unsafe.Pointer(cnode))
 	}
+	var cservice *C.char
+	if service != "" {
+		cservice = C.CString(service)
+		defer C.free(unsafe.Pointer(cservice))
+	}
 	var head *C.struct_fi_info
-	ret := C.ferry_getinfo(cprov, cnode, C.uint64_t(caps), C.uint64_t(mrMode), C.uint64_t(flags), &head)
+	ret := C.ferry_getinfo_service(cprov, cnode, cservice, C.uint64_t(caps), C.uint64_t(mrMode), C.uint64_t(flags), &head)
 	if err := fromRet(ret); err != nil {
 		return nil, err
 	}

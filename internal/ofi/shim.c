@@ -22,6 +22,12 @@ _Static_assert(sizeof(struct ferry_event) == 32, "event is 32 bytes");
 int ferry_getinfo(const char *prov, const char *node, uint64_t caps, uint64_t mr_mode,
 		  uint64_t flags, struct fi_info **out)
 {
+	return ferry_getinfo_service(prov, node, NULL, caps, mr_mode, flags, out);
+}
+
+int ferry_getinfo_service(const char *prov, const char *node, const char *service,
+			  uint64_t caps, uint64_t mr_mode, uint64_t flags, struct fi_info **out)
+{
 	struct fi_info *hints = fi_allocinfo();
 	int ret;
 
@@ -46,7 +52,9 @@ int ferry_getinfo(const char *prov, const char *node, uint64_t caps, uint64_t mr
 		node = NULL;
 		flags = 0;
 	}
-	ret = fi_getinfo(ferry_api_version(), node, NULL, flags, hints, out);
+	if (service && !*service)
+		service = NULL;
+	ret = fi_getinfo(ferry_api_version(), node, service, flags, hints, out);
 	fi_freeinfo(hints);
 	return ret;
 }

@@ -121,6 +121,9 @@ enum {
 uint32_t ferry_api_version(void);
 int ferry_getinfo(const char *prov, const char *node, uint64_t caps, uint64_t mr_mode,
 		  uint64_t flags, struct fi_info **out);
+/* ferry_getinfo with a service (a port) for the source address too. */
+int ferry_getinfo_service(const char *prov, const char *node, const char *service,
+			  uint64_t caps, uint64_t mr_mode, uint64_t flags, struct fi_info **out);
 struct fi_info *ferry_dupinfo(const struct fi_info *info);
 int ferry_set_src_str(struct fi_info *info, const char *name);
 int ferry_pci_addr(const struct fi_info *info, char *buf, size_t len);

@@ -44,8 +44,8 @@ from .errors import (AbandonedError, BadEncodingError, BrokenError, BusyError, C
                      ExistsError, ExpertOverflowError, FerryError, NotFoundError, UnavailableError,
                      FerryTimeoutError, InternalError, InvalidArgumentError, NICMismatchError,
                      NoMemoryError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
-                     QueueFullError, RemovedError, RendezvousError, TimeoutError_, TooLargeError,
-                     UnknownRegionError, UnknownTransportError)
+                     QueueFullError, RemovedError, RendezvousError, StaleDescriptorError, TimeoutError_,
+                     TooLargeError, UnknownRegionError, UnknownTransportError)
 from .group import Group, SubGroup, TorchGroup
 
 __all__ = [
@@ -56,6 +56,6 @@ __all__ = [
     "NICMismatchError", "TooLargeError", "ClosedError", "FerryTimeoutError", "TimeoutError_", "PeerLostError",
     "RendezvousError", "NotSupportedError", "NoMemoryError", "ProviderError", "BusyError", "QueueFullError",
     "RemovedError", "AbandonedError", "UnknownRegionError", "InternalError", "CallOrderError", "BrokenError",
-    "ExpertOverflowError", "NotFoundError", "ExistsError", "UnavailableError",
+    "ExpertOverflowError", "NotFoundError", "ExistsError", "UnavailableError", "StaleDescriptorError",
     "Directory", "Publication", "Watch", "Entry", "Event", "address_from_hex",
 ]

@@ -11,6 +11,7 @@ of the built-in exception a Python caller would catch for it.
       ClosedError                    ValueError: the engine (or object) is closed, as for closed files
       FerryTimeoutError              TimeoutError: a wait's deadline passed
       PeerLostError                  ConnectionError: a peer or rank died or went away
+        StaleDescriptorError         its engine is gone or was replaced: fetch a fresh descriptor
       RendezvousError                ConnectionError: bootstrap refused or out of protocol
       NotSupportedError              NotImplementedError: not on this machine, build or provider
       NoMemoryError                  MemoryError: the system refused memory
@@ -77,6 +78,10 @@ class FerryTimeoutError(FerryError, TimeoutError):
 
 
 class PeerLostError(FerryError, ConnectionError):
+    pass
+
+
+class StaleDescriptorError(PeerLostError):
     pass
 
 
@@ -166,6 +171,7 @@ _BY_CODE: Dict[int, Type[FerryError]] = {
     _abi.E_BUFFER_TOO_SMALL: InvalidArgumentError,
     _abi.E_RENDEZVOUS: RendezvousError,
     _abi.E_PEER_LOST: PeerLostError,
+    _abi.E_STALE_DESCRIPTOR: StaleDescriptorError,
     _abi.E_QUEUE_FULL: QueueFullError,
     _abi.E_ABANDONED: AbandonedError,
     _abi.E_NO_MEMORY: NoMemoryError,

@@ -110,3 +110,14 @@ class ConfigInitTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StaleDescriptorErrorTest(unittest.TestCase):
+    def test_stale_is_a_lost_peer(self):
+        """FERRY_E_STALE_DESCRIPTOR raises StaleDescriptorError, which
+        callers that catch PeerLostError (or ConnectionError) still catch."""
+        from ferry import errors
+        cls = errors.error_for(_abi.E_STALE_DESCRIPTOR)
+        self.assertIs(cls, errors.StaleDescriptorError)
+        self.assertTrue(issubclass(cls, errors.PeerLostError))
+        self.assertTrue(issubclass(cls, ConnectionError))
