@@ -431,4 +431,5 @@ type DomainStats struct {
 	Errors      atomic.Uint64 // error completions and refused posts
 	Imms        atomic.Uint64 // immediates received
 	InFlight    atomic.Int64  // ops posted and not completed (completions taken off once per poll)
+	Peers       atomic.Int64  // peer addresses resolved (Connect, or the first op to each)
 }
