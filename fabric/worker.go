@@ -40,6 +40,7 @@ type worker struct {
 	peerHealth peerHealth    // peer liveness (liveness.go)
 	watchdog   watchdogState // stuck provider calls (watchdog.go)
 	sleep      sleepState    // polling policy and sleep (sleep.go)
+	hist       xferHist      // transfer latency and size (histogram.go)
 
 	initDone chan error
 	exited   chan struct{}
