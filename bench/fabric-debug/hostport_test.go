@@ -57,3 +57,12 @@ func TestClientHostPort(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "only tcp;ofi_rxm addresses are socket addresses")
 }
+
+// TestHelpAcrossHosts: -h says how to run across hosts.
+func TestHelpAcrossHosts(t *testing.T) {
+	_, errOut, code := runHere("-h")
+	require.Equal(t, exitOK, code)
+	for _, s := range []string{"FERRY_MASTER", "FERRY_ALLOW_REMOTE=1", "FERRY_JOB_TOKEN", "client HOST:PORT"} {
+		require.Contains(t, errOut, s)
+	}
+}
