@@ -125,7 +125,7 @@ func (e *Engine) connectWorker(ctx context.Context, w *worker, addrs []Address) 
 
 // connectErr types a failure to resolve a peer: an address the provider
 // cannot parse or serve keeps its own error; anything else means no peer
-// answers there, a *PeerError.
+// answers there, a *PeerError (and only that: not ErrInvalidArgument).
 func connectErr(a Address, nic int, err error) error {
 	if errors.Is(err, ErrBadEncoding) || errors.Is(err, ErrNotSupported) || errors.Is(err, ErrClosed) {
 		return fmt.Errorf("resolve %s on nic %d: %w", a, nic, err)
@@ -136,5 +136,8 @@ func connectErr(a Address, nic int, err error) error {
 			return err
 		}
 	}
-	return &PeerError{Peer: a, Cause: fmt.Errorf("resolve on nic %d: %w", nic, err)}
+	// The provider's sentinel (ErrInvalidArgument for an unknown
+	// endpoint) is kept as text only: the peer is what is wrong, not the
+	// argument, and the C ABI maps the first sentinel it finds.
+	return &PeerError{Peer: a, Cause: fmt.Errorf("resolve on nic %d: %v", nic, err)}
 }

@@ -64,6 +64,7 @@ func testConnect(t *testing.T, p Params) {
 	t0 := time.Now()
 	err := env.A.Connect(cctx, dead)
 	require.ErrorIs(t, err, wantErr, "connect to a closed engine: %v", err)
+	require.NotErrorIs(t, err, fabric.ErrInvalidArgument, "the peer is gone, the argument is fine")
 	require.Less(t, time.Since(t0), limit+5*time.Second, "connect ends by its deadline")
 	// The live peer is unaffected.
 	require.NoError(t, env.A.Connect(Ctx(t), addrs...))
