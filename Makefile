@@ -40,7 +40,7 @@ build: deps
 # The kernel compile gate runs first, verbosely, for its register tables
 # (NVRTC 11.8 and 12.4) and its SASS memory-model check.
 test: deps vet
-	$(GO) test $(TESTFLAGS) -count=1 -v -timeout 40m -run '^TestKernelGate$$' ./internal/devicecode
+	$(GO) test $(TESTFLAGS) -count=1 -v -timeout 40m -run '^TestKernelGate$$' ./tests/kernelgate
 	$(GO) test $(TESTFLAGS) -count=1 -skip '^TestKernelGate$$' -timeout 20m $(PKGS)
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m ./fabric/... ./ipc ./tests
 	$(GO) test $(TESTFLAGS) -count=1 -race -timeout 20m -run TestConformance ./efa
@@ -117,12 +117,23 @@ gpu-test:
 # outcome, time to error and bytes verified. Needs root (make test runs a
 # 16 MiB subset, and skips it loudly without root).
 .PHONY: test-faults
+# test-pairings: unequal NIC groups, every pairing of 1, 2 and 4 writer
+# and target NICs over tcp;ofi_rxm, shm and ipc (make test runs 1 to 4 and
+# 4 to 1 there, and every pairing over mem). About 15 s.
+.PHONY: test-pairings
+test-pairings: deps
+	FERRY_TEST_PAIRINGS=all $(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run '^TestPairings$$' ./efa ./ipc ./fabric/fabrictest
+
 # test-large: 4 GiB + 1 B writes (single, paged, scatter) verified over
 # mem, ipc, shm and tcp;ofi_rxm, one at a time (about 4.5 GiB of memory
-# each; make test runs the mem and ipc cases).
+# each; make test runs the mem and ipc cases); then 1 GiB + 1 B over verbs
+# in the Soft-RoCE VM given 4 GiB (tests/vm, FERRY_VM_LARGE; FERRY_SKIP_VM=1
+# skips it, loudly).
 .PHONY: test-large
 test-large: deps
-	FERRY_TEST_LARGE=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestLargeWrites$$' ./tests
+	FERRY_TEST_LARGE=1 FERRY_TEST_LARGE_TRANSPORTS='mem,ipc,shm,tcp;ofi_rxm' $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestLargeWrites$$' ./tests
+	@if [ -n "$$FERRY_SKIP_VM" ]; then echo "test-large: verbs SKIPPED (FERRY_SKIP_VM set): 1 GiB + 1 B not tested over verbs"; \
+	else FERRY_VM_LARGE=1 tests/vm/run.sh; fi
 
 test-faults: deps
 	FERRY_FAULTS_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestFaults$$' ./tests/faults
@@ -152,8 +163,8 @@ fuzz: deps
 test-a2a-full: deps
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestHostBackendProcesses|TestCUDAEmuBackendProcesses' -v ./tests/a2a/
 	FERRY_A2A_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestKilledRankProcesses|TestKilledRankRestartsProcesses' -v ./a2a/host/
-	FERRY_A2A_EMU_RANDOM=60 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuRandom|TestEmuMasked' ./a2a/cuda/emu/
-	FERRY_A2A_EMU_CHAOS=200 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuChaosAborts' ./a2a/cuda/emu/
+	FERRY_A2A_EMU_RANDOM=60 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuRandom|TestEmuMasked' ./a2a/cudabackend/emulated/
+	FERRY_A2A_EMU_CHAOS=200 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuChaosAborts' ./a2a/cudabackend/emulated/
 
 # bindings: libferry, the C ABI, into $(BIN)/: libferry.so.1.y.z with the
 # SONAME libferry.so.1 and its symlinks, beside its header ferry.h. The

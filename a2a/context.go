@@ -282,7 +282,7 @@ func (c *Context) Generation() uint32 {
 //     stayed active map its new buffers in place of the dead ones, and it
 //     maps theirs, within this call; a member that was inactive when a
 //     node peer of its restarted also needs an Exchange when it comes
-//     back, so that it maps the new buffers. The CUDA backend (a2a/cuda) maps
+//     back, so that it maps the new buffers. The CUDA backend (a2a/cudabackend) maps
 //     node peers' buffers once, at New: there a restarted rank can only
 //     come back when no rank of its domain stayed active (its whole
 //     domain restarts with it).

@@ -173,10 +173,10 @@
 //   - a TransferCounter, drained at each barrier, so every posted request
 //     is waited for before its buffers are reused.
 //
-// Package cuda (a2a/cuda) is the GPU backend built on that wiring
+// Package cuda (a2a/cudabackend) is the GPU backend built on that wiring
 // (package a2a/internal/wire): four kernels replace the pack/unpack loops,
 // node ranks' buffers are device pointers, and the caller-side waits
 // become flags the kernels poll (a FlagCounter for the immediates,
 // host-mapped words for the worker's hand-offs). Its kernels run on a GPU
-// or, in every CI run, on the CPU emulator (a2a/cuda/emu).
+// or, in every CI run, on the CPU emulator (a2a/cudabackend/emulated).
 package a2a

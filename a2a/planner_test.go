@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/a2a/internal/workload"
 	"github.com/ferryrdma/ferry/a2a/reference"
+	"github.com/ferryrdma/ferry/a2a/workload"
 )
 
 // slot names one copy: its group and its row in that group's layout.

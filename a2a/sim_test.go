@@ -9,7 +9,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
 	"github.com/ferryrdma/ferry/a2a/internal/memsim"
-	"github.com/ferryrdma/ferry/a2a/internal/workload"
+	"github.com/ferryrdma/ferry/a2a/workload"
 )
 
 // runWorld runs iters iterations over memsim and checks the immediate

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/a2a/internal/workload"
+	"github.com/ferryrdma/ferry/a2a/workload"
 )
 
 // TestSendTransfersFromSegments checks that the writes a device backend

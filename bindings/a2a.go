@@ -15,8 +15,8 @@ import (
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a"
-	a2acuda "github.com/ferryrdma/ferry/a2a/cuda"
-	"github.com/ferryrdma/ferry/a2a/cuda/emu"
+	"github.com/ferryrdma/ferry/a2a/cudabackend"
+	"github.com/ferryrdma/ferry/a2a/cudabackend/emulated"
 	"github.com/ferryrdma/ferry/a2a/host"
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
@@ -287,14 +287,14 @@ func newA2A(ctx context.Context, in *C.ferry_a2a_config) (_ *a2aObj, err error) 
 		}
 		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: ex, Node: node, Timeout: timeout})
 	case C.FERRY_A2A_BACKEND_CUDA_EMU:
-		dev := emu.NewDevice()
-		copt := a2acuda.Options{Engine: eng, Exchange: ex, Device: dev, Timeout: timeout}
+		dev := emulated.NewDevice()
+		copt := cudabackend.Options{Engine: eng, Exchange: ex, Device: dev, Timeout: timeout}
 		if lw != nil {
-			copt.Node = emu.NewHostNode(lw.nodes[l.Node(cfg.Rank)].Member(me), me)
-		} else if copt.Node, err = a2acuda.NewProcessNode(cfg, g, dev); err != nil {
+			copt.Node = emulated.NewHostNode(lw.nodes[l.Node(cfg.Rank)].Member(me), me)
+		} else if copt.Node, err = cudabackend.NewProcessNode(cfg, g, dev); err != nil {
 			return nil, fmt.Errorf("%s: node memory: %w", op, err)
 		}
-		b, err = a2acuda.New(ctx, cfg, copt)
+		b, err = cudabackend.New(ctx, cfg, copt)
 	case C.FERRY_A2A_BACKEND_CUDA:
 		b, err = o.newCUDA(ctx, cfg, &l, eng, ex, g, int(cc.cuda_device), timeout)
 	}
@@ -335,22 +335,22 @@ func (o *a2aObj) newCUDA(ctx context.Context, cfg a2a.Config, l *a2a.Layout, eng
 		return nil, fmt.Errorf("backend cuda: %w", err)
 	}
 	o.release = append(o.release, cctx.Close)
-	dev, err := a2acuda.NewDriverDevice(cctx)
+	dev, err := cudabackend.NewDriverDevice(cctx)
 	if err != nil {
 		return nil, fmt.Errorf("backend cuda: %w", err)
 	}
-	copt := a2acuda.Options{Engine: eng, Exchange: ex, Device: dev, Timeout: timeout}
+	copt := cudabackend.Options{Engine: eng, Exchange: ex, Device: dev, Timeout: timeout}
 	switch {
 	case l.NVLinkSize == 1:
-		copt.Node = a2acuda.NewLocalNode(dev, 1).Member(0)
+		copt.Node = cudabackend.NewLocalNode(dev, 1).Member(0)
 	case g == nil:
 		return nil, fmt.Errorf("backend cuda: nvlink_size %d needs one process per rank (a group): %w", l.NVLinkSize, fabric.ErrNotSupported)
 	default:
-		if copt.Node, err = a2acuda.NewProcessNode(cfg, g, dev); err != nil {
+		if copt.Node, err = cudabackend.NewProcessNode(cfg, g, dev); err != nil {
 			return nil, fmt.Errorf("backend cuda: node memory: %w", err)
 		}
 	}
-	return a2acuda.New(ctx, cfg, copt)
+	return cudabackend.New(ctx, cfg, copt)
 }
 
 // releaseAll runs the release functions, last made first.

@@ -26,9 +26,6 @@ import (
 // per open directory, owning the publication and watch handles made
 // through it, which it releases when it closes.
 
-// errUnavailable is a directory server that could not be reached.
-var errUnavailable = errors.New("directory unavailable")
-
 // dirObj is what a ferry_directory_t names.
 type dirObj struct {
 	d directory.Directory

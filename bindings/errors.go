@@ -124,3 +124,6 @@ func codeOf(err error) int {
 	}
 	return codeInternal
 }
+
+// errUnavailable is a directory server that could not be reached.
+var errUnavailable = errors.New("directory unavailable")

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/cuda"
+	"github.com/ferryrdma/ferry/cuda/emu"
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/internal/cudaemu"
 )
 
 // TestCodesMatchHeader: the Go constants and ferry.h's FERRY_E_* macros
@@ -105,7 +105,7 @@ func TestHandleTable(t *testing.T) {
 func TestEmulatorWithoutCompiler(t *testing.T) {
 	missing := t.TempDir() + "/no-such-g++"
 	t.Setenv("FERRY_EMU_CXX", missing)
-	_, err := cudaemu.Build(context.Background(), cudaemu.BuildSpec{
+	_, err := emu.Build(context.Background(), emu.BuildSpec{
 		Sources: []cuda.Source{{Name: "k.cu", Code: `extern "C" __global__ void k(int *p) { p[0] = 1; }`}}})
 	require.Error(t, err)
 	err = fmt.Errorf("a2a create: %w", err)

@@ -93,7 +93,7 @@ extern "C" {
 #define FERRY_E_NOT_SUPPORTED (-5)    /* this machine, build or provider lacks a feature */
 #define FERRY_E_TIMEOUT (-6)          /* a wait's timeout passed, or a protocol deadline */
 #define FERRY_E_PROVIDER (-7)         /* the NIC library reported an error */
-#define FERRY_E_NIC_MISMATCH (-8)     /* descriptor NIC count differs from the local group's */
+#define FERRY_E_NIC_MISMATCH (-8)     /* descriptor or peer list wider than any group (4 NICs) */
 #define FERRY_E_BAD_ENCODING (-9)     /* descriptor or address bytes that do not decode */
 #define FERRY_E_NO_TRANSPORT (-10)    /* transport "auto" found neither EFA nor verbs */
 #define FERRY_E_UNKNOWN_PROVIDER (-11)/* no provider serves the named transport */
@@ -279,7 +279,8 @@ int ferry_engine_address(ferry_engine_t e, uint8_t *buf, size_t cap,
 int ferry_engine_address_hex(ferry_engine_t e, char *buf, size_t cap,
                              size_t *len);
 
-/* The main group's NIC count (what descriptors from peers must match). */
+/* The main group's NIC count (peers' descriptors may list 1 to 4: writes are
+ * striped over the target's NICs). */
 int ferry_engine_nics(ferry_engine_t e, int32_t *nics);
 
 /* A JSON description of the engine: provider, transport, the reason it was
@@ -880,7 +881,7 @@ int ferry_a2a_get_info(ferry_a2a_t a, ferry_a2a_info *info);
  * the outputs after the call returns.
  * stream must be 0: the calls return when their half is done (launches
  * on a caller's stream, CUDA graphs and a device-side bound_m are in the
- * Go API, package a2a/cuda, not in this version). */
+ * Go API, package a2a/cudabackend, not in this version). */
 int ferry_a2a_dispatch(ferry_a2a_t a, const ferry_tensor *out_expert_num_tokens,
                        const ferry_tensor *out_expert_x,
                        const ferry_tensor *out_expert_x_scale,

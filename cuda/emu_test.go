@@ -10,18 +10,18 @@ import (
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/ferryrdma/ferry/cuda"
-	"github.com/ferryrdma/ferry/internal/cudaemu"
+	"github.com/ferryrdma/ferry/cuda/emu"
 )
 
-// The package's kernels run on the CPU emulator (internal/cudaemu): the
+// The package's kernels run on the CPU emulator (cuda/emu): the
 // same flags.cu and test kernels the GPU tests compile with NVRTC.
 
-func emuBuild(t *testing.T, src cuda.Source) *cudaemu.Module {
+func emuBuild(t *testing.T, src cuda.Source) *emu.Module {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{src}})
-	if errors.Is(err, cudaemu.ErrNotSupported) {
+	m, err := emu.Build(ctx, emu.BuildSpec{Sources: []cuda.Source{src}})
+	if errors.Is(err, emu.ErrNotSupported) {
 		testutil.Skip(t, "cudaemu", "CPU emulator not available here: %v", err)
 	}
 	if err != nil {
@@ -31,7 +31,7 @@ func emuBuild(t *testing.T, src cuda.Source) *cudaemu.Module {
 	return m
 }
 
-func emuRun(t *testing.T, m *cudaemu.Module, s *cudaemu.Stream, name string, grid, block uint32, args ...any) {
+func emuRun(t *testing.T, m *emu.Module, s *emu.Stream, name string, grid, block uint32, args ...any) {
 	t.Helper()
 	k, err := m.Kernel(name)
 	if err != nil {
@@ -42,7 +42,7 @@ func emuRun(t *testing.T, m *cudaemu.Module, s *cudaemu.Stream, name string, gri
 	}
 }
 
-func emuSync(t *testing.T, s *cudaemu.Stream) {
+func emuSync(t *testing.T, s *emu.Stream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -51,8 +51,8 @@ func emuSync(t *testing.T, s *cudaemu.Stream) {
 	}
 }
 
-func emuAlloc(t *testing.T, n int) *cudaemu.Memory {
-	m, err := cudaemu.Alloc(n)
+func emuAlloc(t *testing.T, n int) *emu.Memory {
+	m, err := emu.Alloc(n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestEmuFlagKernels(t *testing.T) {
 	}
 	m := emuBuild(t, src)
 	mem := emuAlloc(t, 4096)
-	s := cudaemu.NewStream()
+	s := emu.NewStream()
 	defer s.Close()
 	const second = uint64(time.Second)
 
@@ -127,7 +127,7 @@ func TestEmuTestKernels(t *testing.T) {
 	m := emuBuild(t, cuda.Source{Name: "test_kernels.cu", Code: string(code)})
 	const n = 10000
 	mem := emuAlloc(t, 4*n+4096)
-	s := cudaemu.NewStream()
+	s := emu.NewStream()
 	defer s.Close()
 	emuRun(t, m, s, "ferry_test_fill", 4, 256, mem.Ptr(4096), uint64(n), uint32(0xabcd))
 	const blocks = 6

@@ -25,7 +25,7 @@ var deviceHeader string
 // ferry's kernels reach everything that is not plain C++ (indices,
 // barriers, warp operations, memory-order loads and stores, atomics, the
 // timer, vector loads, conversions). Compile and CompileModule include it
-// before every source; the CPU emulator (internal/cudaemu) compiles the
+// before every source; the CPU emulator (cuda/emu) compiles the
 // same sources against its host implementation. The API is documented at
 // the top of the file.
 func DeviceHeader() Source { return Source{Name: DeviceHeaderName, Code: deviceHeader} }
@@ -56,7 +56,7 @@ func KernelSource(name string) (Source, error) {
 // source, the NVRTC options of one specialisation (its -D defines), and
 // the kernels the code launches from the result. Every package with
 // device code lists its builds (cuda.KernelBuilds, gpu.KernelBuilds, ...);
-// internal/devicecode gathers them, and the compile gate compiles each for
+// tests/kernelgate gathers them, and the compile gate compiles each for
 // sm_80 and sm_90 and checks it against its launches.
 type KernelBuild struct {
 	Name     string // what it is, e.g. "cuda flags"

@@ -1,12 +1,10 @@
 package cuda
 
 import (
-	"encoding/binary"
-	"math"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
+	"github.com/ferryrdma/ferry/cuda/internal/kernelargs"
 	"github.com/ferryrdma/ferry/internal/cudadrv"
 )
 
@@ -141,8 +139,10 @@ func (f *Function) use(op string) (*driverState, error) {
 // Launch queues the kernel with args, which must match the kernel's
 // parameters in order and size: int8/uint8/bool (1 byte), int16/uint16,
 // int32/uint32/float32, int64/uint64/int/uint/uintptr/float64, DevicePtr
-// and unsafe.Pointer (8 bytes, the address). Other types are refused with
-// ErrInvalidArgument.
+// and unsafe.Pointer (8 bytes, the address), named types of those kinds,
+// and structs without pointers (by value). Other types are refused with
+// ErrInvalidArgument. The emulator (package cuda/emu) lays arguments out
+// with the same code.
 func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
 	s, err := f.use("launch " + f.nameOr())
 	if err != nil {
@@ -218,72 +218,16 @@ func (f *Function) MaxActiveBlocksPerSM(blockSize int, sharedMem uint64) (int, e
 	return n, s.check("cuOccupancyMaxActiveBlocksPerMultiprocessor", r)
 }
 
-// packArgs lays the arguments out back to back, each aligned to its size,
-// and records where each starts; the C side turns the offsets into the
-// kernelParams pointer array.
+// packArgs lays the arguments out with the launch ABI the emulator shares
+// (package cuda/internal/kernelargs); the C side turns the offsets into
+// the kernelParams pointer array.
 func packArgs(args []any) ([]byte, []uint32, error) {
 	if len(args) > cudadrv.MaxKernelArgs {
 		return nil, nil, invalid("launch", "%d arguments, at most %d", len(args), cudadrv.MaxKernelArgs)
 	}
-	buf := make([]byte, 0, 8*len(args))
-	offs := make([]uint32, 0, len(args))
-	put := func(size int, v uint64) {
-		for len(buf)%size != 0 {
-			buf = append(buf, 0)
-		}
-		offs = append(offs, uint32(len(buf)))
-		switch size {
-		case 1:
-			buf = append(buf, byte(v))
-		case 2:
-			buf = binary.LittleEndian.AppendUint16(buf, uint16(v))
-		case 4:
-			buf = binary.LittleEndian.AppendUint32(buf, uint32(v))
-		default:
-			buf = binary.LittleEndian.AppendUint64(buf, v)
-		}
+	p, err := kernelargs.Pack(args)
+	if err != nil {
+		return nil, nil, invalid("launch", "%v", err)
 	}
-	for i, a := range args {
-		switch v := a.(type) {
-		case bool:
-			b := uint64(0)
-			if v {
-				b = 1
-			}
-			put(1, b)
-		case int8:
-			put(1, uint64(v))
-		case uint8:
-			put(1, uint64(v))
-		case int16:
-			put(2, uint64(v))
-		case uint16:
-			put(2, uint64(v))
-		case int32:
-			put(4, uint64(v))
-		case uint32:
-			put(4, uint64(v))
-		case float32:
-			put(4, uint64(math.Float32bits(v)))
-		case int64:
-			put(8, uint64(v))
-		case uint64:
-			put(8, v)
-		case int:
-			put(8, uint64(v))
-		case uint:
-			put(8, uint64(v))
-		case uintptr:
-			put(8, uint64(v))
-		case float64:
-			put(8, math.Float64bits(v))
-		case DevicePtr:
-			put(8, uint64(v))
-		case unsafe.Pointer:
-			put(8, uint64(uintptr(v)))
-		default:
-			return nil, nil, invalid("launch", "argument %d has unsupported type %T", i, a)
-		}
-	}
-	return buf, offs, nil
+	return p.Buf, p.Offsets, nil
 }

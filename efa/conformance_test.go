@@ -20,3 +20,14 @@ func TestConformance(t *testing.T) {
 		}
 	}
 }
+
+// TestPairings runs unequal writer and target groups over the same
+// providers: 1 to 4 and 4 to 1 NICs, every pairing of 1, 2 and 4 with
+// FERRY_TEST_PAIRINGS=all (make test-pairings).
+func TestPairings(t *testing.T) {
+	for _, tr := range []struct{ transport, node string }{{"tcp;ofi_rxm", "127.0.0.1"}, {"shm", ""}} {
+		t.Run(tr.transport, func(t *testing.T) {
+			fabrictest.RunPairingsSubset(t, fabrictest.Params{Transport: tr.transport, Node: tr.node})
+		})
+	}
+}

@@ -38,9 +38,19 @@ func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	n, err := d.ep.PostWrites(&ops[0], len(ops))
-	if err != nil {
-		return n, callError(d.transport, "fi_writemsg", err)
+	// Ops to a shm peer known dead are not posted (deathwatch.go); other
+	// providers have no watcher and pay one nil check.
+	live := len(ops)
+	if d.watch != nil {
+		live = d.firstDeadWrite(ops)
+	}
+	n := 0
+	if live > 0 {
+		var err error
+		n, err = d.ep.PostWrites(&ops[0], live)
+		if err != nil {
+			return n, callError(d.transport, "fi_writemsg", err)
+		}
 	}
 	// Once per run of ops to one peer, and only while some peer is
 	// stalled or dead: a batch accepted after a refusal (the provider's
@@ -50,8 +60,11 @@ func (d *Domain) PostWrites(ops []rdma.WriteOp) (int, error) {
 			d.accepted(p)
 		}
 	}
-	if n < len(ops) {
+	if n < live {
 		return n, d.refused(ops[n].Peer, "fi_writemsg")
+	}
+	if live < len(ops) {
+		return n, d.deadPeerError(ops[n].Peer, "fi_writemsg")
 	}
 	return n, nil
 }
@@ -64,17 +77,28 @@ func (d *Domain) PostSends(ops []rdma.SendOp) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	n, err := d.ep.PostSends(&ops[0], len(ops))
-	if err != nil {
-		return n, callError(d.transport, "fi_sendmsg", err)
+	live := len(ops)
+	if d.watch != nil {
+		live = d.firstDeadSend(ops)
+	}
+	n := 0
+	if live > 0 {
+		var err error
+		n, err = d.ep.PostSends(&ops[0], live)
+		if err != nil {
+			return n, callError(d.transport, "fi_sendmsg", err)
+		}
 	}
 	for i := 0; i < n && (len(d.stalls) > 0 || len(d.dead) > 0); i++ {
 		if p := ops[i].Peer; i == 0 || p != ops[i-1].Peer {
 			d.accepted(p)
 		}
 	}
-	if n < len(ops) {
+	if n < live {
 		return n, d.refused(ops[n].Peer, "fi_sendmsg")
+	}
+	if live < len(ops) {
+		return n, d.deadPeerError(ops[n].Peer, "fi_sendmsg")
 	}
 	return n, nil
 }
@@ -135,6 +159,9 @@ func (d *Domain) DescribeError(ev rdma.Event) error {
 	if !ok {
 		text = ofi.Errno(ev.Errno).Error()
 	}
+	if ev.Context == 0 && ev.Kind == 0 && d.provName == "shm" {
+		text += shmNoOpNote
+	}
 	op := "completion"
 	if ev.Kind != 0 {
 		op = ev.Kind.String() + " completion"
@@ -150,6 +177,14 @@ func (d *Domain) DescribeError(ev rdma.Event) error {
 		PeerLost:  peerLostErrno(e) || (d.socketErrnos() && peerLostErrno(ofi.Errno(ev.ProvErrno))),
 	}
 }
+
+// shmNoOpNote explains shm's error completions that name no operation:
+// shm writes them when a copy it makes itself fails (cross-memory attach
+// into a peer that has exited, or into memory the target has unmapped,
+// such as a region unregistered and freed: efa/doc.go, "Unregistered
+// regions"), and writes no completion for the write it belonged to.
+const shmNoOpNote = " (shm names no operation for it: a copy into a peer failed, its process gone or " +
+	"the target memory unmapped, e.g. a region unregistered and freed; that write ends at its deadline)"
 
 // socketErrnos reports whether the provider's prov_errno is a socket
 // errno (tcp reports a cancelled op with the connection's errno there).

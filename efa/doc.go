@@ -78,7 +78,11 @@
 //     posts through a lock-free command queue and takes that lock only in
 //     its SAR protocol (large writes without cross-memory attach); the
 //     watchdog and the shm liveness checks stay on every version, as
-//     shm reports a dead peer no better on 2.1.
+//     shm reports a dead peer no better on 2.1. Each post batch also
+//     skips libfabric for ops to a peer whose process has exited (a
+//     pidfd per peer, deathwatch.go), which narrows the window in which
+//     a post can reach a dead peer to the moments before its exit is
+//     seen.
 //   - Closing one of two shm endpoints of one process right after traffic
 //     can crash the other's next fi_cq_read: 2.1 still does (1 run in 5,
 //     1.17 2 in 5), so the conformance suite's close-under-traffic case
@@ -88,6 +92,34 @@
 //     given up (ErrAbandoned); 2.1 completes it (about 22 s here, under
 //     load) with no call that long. No libfabric workaround is involved:
 //     the watchdog is the engine's, for every provider.
+//
+// # Unregistered regions
+//
+// What a writer learns when its target unregisters the region it writes
+// into (efa/testdata/shm_unregistered.c shows it, on 1.17 and 2.1 alike):
+//
+//   - shm, once it has cross-memory attach to the peer (its usual state
+//     shortly after the first contact), copies a plain write itself with
+//     process_vm_writev, checking no key: the write succeeds and lands in
+//     the memory that was unregistered, for as long as the target keeps it
+//     mapped. When the target has unmapped it, the copy fails and shm
+//     queues an error completion with no context (EIO) and none for the
+//     write itself, which therefore ends at its deadline (ErrTimeout).
+//   - shm's other path (before that, and for writes with an immediate or
+//     FI_DELIVERY_COMPLETE) hands the write to the target, which finds no
+//     region with the key ("unknown key" in its log) and drops it with no
+//     answer: the write never completes, and the writes posted after it on
+//     that endpoint (to any region, of any peer) wait behind its response
+//     slot; they too end at their deadlines.
+//   - tcp;ofi_rxm's target tears the connection down (see the liveness
+//     notes); tcp completes a write once it is sent, so a write into the
+//     unregistered region after a reconnect can complete successfully at
+//     the writer while the target drops it and the connection again.
+//
+// No completion names the region, so the engine cannot fail later writes
+// to it at once on these providers (ipc can: its target answers ENOKEY).
+// A region must not be unregistered while peers may still write into it;
+// the deadline of each transfer bounds the writer's wait.
 //
 // # Errors
 //

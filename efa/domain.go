@@ -51,6 +51,8 @@ type Domain struct {
 	// endpoint holds on its own shm region file while it is open.
 	names   map[rdma.PeerID]string
 	shmLock *os.File
+	watch   *deathWatch // shm peers' processes (deathwatch.go), from the first named with a pid
+
 	// The region heartbeats from peers write into (tcp).
 	probeBuf []byte
 	probeMR  *ofi.MR
@@ -198,6 +200,7 @@ func (d *Domain) ResolvePeer(addr rdma.Address) (rdma.PeerID, error) {
 	id := rdma.PeerID(fa)
 	d.peers[addr] = id
 	d.names[id] = string(bytes.TrimRight(raw, "\x00"))
+	d.watchPeerDeath(id, d.names[id])
 	return id, nil
 }
 
@@ -263,6 +266,7 @@ func (d *Domain) Close() error {
 	}
 	d.ep = nil
 	d.unlockShmRegion()
+	d.stopDeathWatch()
 	if d.shmName != "" {
 		// libfabric 1.17's shm leaves the region file of an endpoint that
 		// closes while a peer of the same process still maps it; the name
@@ -290,6 +294,7 @@ func (d *Domain) Abandon() error {
 		return d.Close()
 	}
 	d.unlockShmRegion()
+	d.stopDeathWatch()
 	d.ep = nil
 	return fmt.Errorf("libfabric %s endpoint left open, not closed: closing it with operations in flight can crash libfabric %s: %w",
 		d.provName, ofi.Version(), rdma.ErrAbandoned)

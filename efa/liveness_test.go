@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferryrdma/ferry/fabric/rdma"
 	"golang.org/x/sys/unix"
@@ -114,5 +116,71 @@ func TestCheckPeerShm(t *testing.T) {
 	}
 	if _, ok := a.ProbeOp(live); ok {
 		t.Error("shm offers a heartbeat it does not need")
+	}
+}
+
+// TestDeadShmPeerNotPosted: once the process behind a shm peer exits, the
+// next batch refuses the ops to it before calling into libfabric, with an
+// error wrapping rdma.ErrPeerLost, and posts the ops before them.
+func TestDeadShmPeerNotPosted(t *testing.T) {
+	a := openTest(t, testTransport{name: "shm"})
+	// A stand-in peer: a region file named after a process this test
+	// controls. Nothing may be posted to it (it is no shm region).
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	name := "ferry-" + strconv.Itoa(child.Process.Pid) + "-dead0002-1-1"
+	path := filepath.Join("/dev/shm", name)
+	if err := os.WriteFile(path, []byte("region"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	addr, err := rdma.AddressFromRaw(append([]byte(name), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := a.ResolvePeer(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.watch == nil {
+		t.Fatal("no watcher for a shm peer whose name carries a pid")
+	}
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	deadline := time.Now().Add(30 * time.Second)
+	for a.watch.events.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer's exit was not seen in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ops := []rdma.WriteOp{{Peer: peer, Length: 8}, {Peer: peer, Length: 8}}
+	n, err := a.PostWrites(ops)
+	if n != 0 || !errors.Is(err, rdma.ErrPeerLost) {
+		t.Fatalf("post to a dead peer: %d accepted, %v; want 0 and ErrPeerLost", n, err)
+	}
+	t.Log(err)
+	sn, err := a.PostSends([]rdma.SendOp{{Peer: peer, Length: 8}})
+	if sn != 0 || !errors.Is(err, rdma.ErrPeerLost) {
+		t.Fatalf("send to a dead peer: %d accepted, %v; want 0 and ErrPeerLost", sn, err)
+	}
+}
+
+// TestShmNoOpErrorText: an shm error completion that names no operation
+// says what it can mean, since the write it belonged to never completes.
+func TestShmNoOpErrorText(t *testing.T) {
+	a := openTest(t, testTransport{name: "shm"})
+	err := a.DescribeError(rdma.Event{Errno: int32(unix.EIO)})
+	if !errors.Is(err, rdma.ErrProvider) || !strings.Contains(err.Error(), "names no operation") {
+		t.Fatalf("no-operation error: %v", err)
+	}
+	t.Log(err)
+	err = a.DescribeError(rdma.Event{Errno: int32(unix.EIO), Context: 7, Kind: rdma.EventWrite})
+	if strings.Contains(err.Error(), "names no operation") {
+		t.Fatalf("an error naming its operation: %v", err)
 	}
 }

@@ -29,7 +29,18 @@
 // Scatter writes each deliver a fixed number of immediates to the receiver
 // (one per shard, page, target slice or barrier destination; see the
 // Submit methods), so a receiver knows its data arrived by counting them
-// with an ImmCounter or an expected-count callback.
+// with an ImmCounter or an expected-count callback. ExpectedImms gives that
+// count for a request's Shape and the two ends' NIC counts.
+//
+// # Unequal NIC groups
+//
+// A writer's group and the target's descriptor may have different NIC
+// counts (1, 2 or 4 each). Writes are posted on the writer's NICs and
+// striped over the target's: a wider writer folds its NICs onto the
+// target's (NIC d to NIC d mod m), a wider target gets its shards, page
+// blocks and scatter slices spread over all of its NICs. Sharded(0) takes
+// one shard per NIC of the wider side, which is why the immediate count of
+// a single write depends on both counts.
 //
 // # Deadlines and lost peers
 //

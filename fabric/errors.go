@@ -29,8 +29,9 @@ var (
 	ErrUnknownRegion = rdma.ErrUnknownRegion
 	// ErrOutOfBounds is a local or remote range outside its region.
 	ErrOutOfBounds = errors.New("range outside memory region")
-	// ErrNICMismatch is a descriptor or peer group whose NIC count differs
-	// from the local group's.
+	// ErrNICMismatch is a descriptor or peer group listing more NICs than
+	// any group has (MaxNICs). Counts that merely differ from the local
+	// group's are fine: writes are striped over the target's NICs.
 	ErrNICMismatch = errors.New("nic count mismatch")
 	// ErrBadEncoding is a descriptor or address whose bytes cannot be decoded.
 	ErrBadEncoding = rdma.ErrBadEncoding

@@ -27,7 +27,7 @@ func (w *worker) regionGone(ps *peerState, c *opCtx, op int) {
 		if op >= ctxOpMask || op >= len(c.targets) {
 			return
 		}
-		key = c.targets[op].Dst.NICs[c.dom].Key
+		key = c.scatterKey(op, len(w.doms)).Key
 	} else if c.ps == nil {
 		return
 	}

@@ -260,7 +260,7 @@ func (w *worker) ctxUses(c *opCtx, ps *peerState) bool {
 		return c.ps == ps
 	case c.kind == reqBarrier:
 		for i := range c.dsts {
-			if c.dsts[i].NICs[c.dom].Addr == ps.addr {
+			if c.barrierKey(i, len(w.doms)).Addr == ps.addr {
 				return true
 			}
 		}
@@ -270,7 +270,7 @@ func (w *worker) ctxUses(c *opCtx, ps *peerState) bool {
 				if c.group.peers[c.first+j][c.dom] == ps {
 					return true
 				}
-			} else if c.targets[j].Dst.NICs[c.dom].Addr == ps.addr {
+			} else if c.scatterKey(j, len(w.doms)).Addr == ps.addr {
 				return true
 			}
 		}
@@ -295,7 +295,7 @@ func (w *worker) opPeer(ds *domState, c *opCtx, op int) *peerState {
 		if op >= len(c.dsts) {
 			return nil
 		}
-		a = c.dsts[op].NICs[c.dom].Addr
+		a = c.barrierKey(op, len(w.doms)).Addr
 	case reqScatter:
 		if op >= len(c.targets) {
 			return nil
@@ -303,7 +303,7 @@ func (w *worker) opPeer(ds *domState, c *opCtx, op int) *peerState {
 		if c.group != nil {
 			return c.group.peers[c.first+op][c.dom]
 		}
-		a = c.targets[op].Dst.NICs[c.dom].Addr
+		a = c.scatterKey(op, len(w.doms)).Addr
 	default:
 		return nil
 	}

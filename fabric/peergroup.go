@@ -11,9 +11,10 @@ type peerGroupState struct {
 }
 
 // AddPeerGroup resolves a list of peers once, for repeated scatters from
-// memory on dev. peers[i][nic] is peer i's address on that NIC; every peer
-// needs one address per NIC of dev's group. Adding an identical list again
-// returns the same handle.
+// memory on dev. peers[i][nic] is peer i's address on its NIC nic: one
+// address per NIC of that peer's group (1 to MaxNICs, which need not equal
+// dev's group; each scatter target's descriptor must list the same
+// addresses). Adding an identical list again returns the same handle.
 func (e *Engine) AddPeerGroup(dev Device, peers [][]Address) (PeerGroup, error) {
 	if e == nil {
 		return PeerGroup{}, errNilEngine
@@ -28,8 +29,8 @@ func (e *Engine) AddPeerGroup(dev Device, peers [][]Address) (PeerGroup, error) 
 	var key strings.Builder
 	key.WriteString(dev.String())
 	for i, p := range peers {
-		if len(p) != len(w.doms) {
-			return PeerGroup{}, fmt.Errorf("add peer group: peer %d has %d addresses for %d nics: %w", i, len(p), len(w.doms), ErrNICMismatch)
+		if len(p) == 0 || len(p) > MaxNICs {
+			return PeerGroup{}, fmt.Errorf("add peer group: peer %d has %d addresses, want 1 to %d: %w", i, len(p), MaxNICs, ErrNICMismatch)
 		}
 		for _, a := range p {
 			key.WriteByte(0)
@@ -47,14 +48,18 @@ func (e *Engine) AddPeerGroup(dev Device, peers [][]Address) (PeerGroup, error) 
 	var resErr error
 	err = e.control(w, func(w *worker) {
 		st := &peerGroupState{peers: make([][MaxNICs]*peerState, len(peers))}
+		n := len(w.doms)
 		for i, p := range peers {
-			for nic, a := range p {
-				id, err := w.doms[nic].resolve(a)
+			// Each local NIC resolves the address it will write to
+			// (scatterKey picks the same one per target).
+			for d := range n {
+				nic := remoteNIC(d, scatterLane(i, d, n), n, len(p))
+				id, err := w.doms[d].resolve(p[nic])
 				if err != nil {
-					resErr = fmt.Errorf("add peer group: peer %d nic %d (%s): %w", i, nic, a, err)
+					resErr = fmt.Errorf("add peer group: peer %d nic %d (%s): %w", i, nic, p[nic], err)
 					return
 				}
-				st.peers[i][nic] = id
+				st.peers[i][d] = id
 			}
 		}
 		w.groups[g.id] = st

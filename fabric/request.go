@@ -8,7 +8,9 @@ type Routing struct {
 }
 
 // Sharded splits a Single write into n shards, one per NIC, taken
-// round-robin; each shard delivers its own immediate. n = 0 means all NICs.
+// round-robin; each shard delivers its own immediate. n = 0 means one per
+// NIC of the wider of the writer's group and the target's descriptor, and
+// n may be up to that many (see ExpectedImms).
 func Sharded(n int) Routing { return Routing{n: n} }
 
 // Pinned sends everything through NIC nic.

@@ -55,10 +55,10 @@ func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
 		return e.srcErr(op)
 	}
 	w := r.Src.w
-	if err := checkRoute(op, r.Route, len(w.doms)); err != nil {
+	if err := checkDesc(op, &r.Dst, len(w.doms)); err != nil {
 		return err
 	}
-	if err := checkDesc(op, &r.Dst, len(w.doms)); err != nil {
+	if err := checkSingleRoute(op, r.Route, len(w.doms), len(r.Dst.NICs)); err != nil {
 		return err
 	}
 	if !inRange(r.SrcOffset, r.Length, r.Src.span.Len) {
@@ -164,6 +164,16 @@ func pageInRange(off, stride uint64, idx uint32, n, size uint64) bool {
 	return carry == 0 && inRange(start, n, size)
 }
 
+// checkSingleRoute checks a single write's route: a pinned NIC is one of
+// the writer's, and a sharded write may take up to one shard per NIC of the
+// wider of the writer's and the target's groups.
+func checkSingleRoute(op string, r Routing, nics, targetNICs int) error {
+	if _, pinned := r.IsPinned(); pinned {
+		return checkRoute(op, r, nics)
+	}
+	return checkRoute(op, r, lanes(nics, targetNICs))
+}
+
 func checkRoute(op string, r Routing, nics int) error {
 	if d, pinned := r.IsPinned(); pinned {
 		if d < 0 || d >= nics {
@@ -178,15 +188,17 @@ func checkRoute(op string, r Routing, nics int) error {
 }
 
 // checkDesc refuses descriptors no registration could have produced: what
-// the binary form's decoder refuses (no NICs, an address mode other than
-// virtual or offset, an empty address) and ranges that wrap. Keys cannot
-// be checked here (see Descriptor).
+// the binary form's decoder refuses (no NICs, more than MaxNICs, an address
+// mode other than virtual or offset, an empty address) and ranges that
+// wrap. Keys cannot be checked here (see Descriptor). The descriptor's NIC
+// count need not equal the local group's nics: writes are striped over the
+// target's NICs (nicgroups.go).
 func checkDesc(op string, d *Descriptor, nics int) error {
 	if len(d.NICs) == 0 {
 		return reqErr(op, ErrInvalidArgument, "empty destination descriptor")
 	}
-	if len(d.NICs) != nics {
-		return reqErr(op, ErrNICMismatch, "descriptor has %d nics, the local group %d", len(d.NICs), nics)
+	if len(d.NICs) > MaxNICs {
+		return reqErr(op, ErrNICMismatch, "descriptor has %d nics, at most %d (the local group %d)", len(d.NICs), MaxNICs, nics)
 	}
 	for i := range d.NICs {
 		k := &d.NICs[i]

@@ -198,7 +198,8 @@ func (w *worker) refuse(r *request, err error) {
 	w.finishXfer(xi, err)
 }
 
-// target fills the remote half of c for NIC nic of dst.
+// target fills the remote half of c for NIC nic of dst (the target's NIC
+// index, which need not be c's local one: see remoteNIC).
 func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 	ds := w.doms[c.dom]
 	rk := &dst.NICs[nic]
@@ -288,18 +289,18 @@ func (w *worker) accept(r *request) {
 		c := &w.pool.ctxs[ci]
 		c.total, c.imm, c.flags = 1, r.imm, rdma.WriteHasImm
 		w.immSource(c)
-		if err := w.target(c, &r.dst, d); err != nil {
+		if err := w.target(c, &r.dst, remoteNIC(d, d, n, len(r.dst.NICs))); err != nil {
 			fail(ci, err)
 		}
 		w.enqueueCtx(ci)
 	case reqBarrier:
 		if d, pinned := r.route.IsPinned(); pinned {
-			w.barrierBlock(xi, d, r.dsts, r.imm)
+			w.barrierBlock(xi, d, r.dsts, 0, r.imm)
 			break
 		}
 		for b := 0; b < blockCount(len(r.dsts), n); b++ {
 			lo, hi := blockRange(len(r.dsts), n, b)
-			w.barrierBlock(xi, w.nextNIC(), r.dsts[lo:hi], r.imm)
+			w.barrierBlock(xi, w.nextNIC(), r.dsts[lo:hi], lo, r.imm)
 		}
 	case reqSingle:
 		shards := 1
@@ -307,7 +308,7 @@ func (w *worker) accept(r *request) {
 		if !pinned {
 			shards = r.route.n
 			if shards == 0 {
-				shards = n
+				shards = lanes(n, len(r.dst.NICs))
 			}
 		}
 		for k := 0; k < shards; k++ {
@@ -326,15 +327,15 @@ func (w *worker) accept(r *request) {
 				c.srcOff, c.dstOff, c.length = r.srcOff+off, r.dstOff+off, size
 			}
 			w.splitUnits(c, 1, c.length)
-			if err := w.target(c, &r.dst, d); err != nil {
+			if err := w.target(c, &r.dst, remoteNIC(d, k, n, len(r.dst.NICs))); err != nil {
 				fail(ci, err)
 			}
 			w.enqueueCtx(ci)
 		}
 	case reqPaged:
-		p := len(r.srcPages)
-		for b := 0; b < blockCount(p, n); b++ {
-			lo, hi := blockRange(p, n, b)
+		p, m := len(r.srcPages), len(r.dst.NICs)
+		for b := 0; b < blockCount(p, lanes(n, m)); b++ {
+			lo, hi := blockRange(p, lanes(n, m), b)
 			d := w.nextNIC()
 			ci := w.pool.newCtx(xi, d, reqPaged)
 			c := &w.pool.ctxs[ci]
@@ -345,7 +346,7 @@ func (w *worker) accept(r *request) {
 			c.srcStride, c.dstStride = r.srcStride, r.dstStride
 			c.srcOff, c.dstOff, c.length = r.srcOff, r.dstOff, r.length
 			w.splitUnits(c, hi-lo, r.length)
-			if err := w.target(c, &r.dst, d); err != nil {
+			if err := w.target(c, &r.dst, remoteNIC(d, b, n, m)); err != nil {
 				fail(ci, err)
 			}
 			w.enqueueCtx(ci)
@@ -358,10 +359,12 @@ func (w *worker) accept(r *request) {
 	}
 }
 
-func (w *worker) barrierBlock(xi uint32, d int, dsts []Descriptor, immv uint32) {
+// barrierBlock queues the destinations dsts (the barrier's from index
+// first on) on NIC d.
+func (w *worker) barrierBlock(xi uint32, d int, dsts []Descriptor, first int, immv uint32) {
 	ci := w.pool.newCtx(xi, d, reqBarrier)
 	c := &w.pool.ctxs[ci]
-	c.total, c.imm, c.flags, c.dsts = len(dsts), immv, rdma.WriteHasImm, dsts
+	c.total, c.imm, c.flags, c.dsts, c.first = len(dsts), immv, rdma.WriteHasImm, dsts, first
 	w.immSource(c)
 	w.enqueueCtx(ci)
 }
@@ -444,10 +447,10 @@ func (w *worker) fillWhole(c *opCtx, out []rdma.WriteOp) int {
 			}
 		}
 	case reqBarrier:
-		ds := w.doms[c.dom]
+		ds, n := w.doms[c.dom], len(w.doms)
 		for j := 0; j < k; j++ {
 			dst := &c.dsts[i0+j]
-			rk := &dst.NICs[c.dom]
+			rk := c.barrierKey(i0+j, n)
 			p, err := ds.resolve(rk.Addr)
 			if err != nil {
 				err = fmt.Errorf("barrier: resolve peer %s: %w", rk.Addr, err)
@@ -466,10 +469,10 @@ func (w *worker) fillWhole(c *opCtx, out []rdma.WriteOp) int {
 			out[j] = rdma.WriteOp{Local: c.localBase, Remote: rb, RemoteKey: rk.Key, Peer: p.id, Imm: c.imm, Flags: c.flags}
 		}
 	case reqScatter:
-		ds := w.doms[c.dom]
+		ds, n := w.doms[c.dom], len(w.doms)
 		for j := 0; j < k; j++ {
 			t := &c.targets[i0+j]
-			rk := &t.Dst.NICs[c.dom]
+			rk := c.scatterKey(i0+j, n)
 			var p *peerState
 			var err error
 			if c.group != nil {

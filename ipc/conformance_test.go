@@ -17,3 +17,10 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// Unequal writer and target groups over ipc: 1 to 4 and 4 to 1
+// endpoints, every pairing of 1, 2 and 4 with FERRY_TEST_PAIRINGS=all
+// (make test-pairings).
+func TestPairings(t *testing.T) {
+	fabrictest.RunPairingsSubset(t, fabrictest.Params{Transport: "ipc"})
+}

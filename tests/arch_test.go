@@ -21,19 +21,10 @@ const module = "github.com/ferryrdma/ferry"
 var cgoAllowed = []string{
 	"bindings",
 	"internal/cudadrv",
-	"internal/cudaemu",
+	"cuda/emu",
 	"internal/dl",
 	"internal/ibv",
 	"internal/ofi",
-}
-
-// belowFabric may not depend on the engine at all (fabric or any of its
-// subpackages): the layers under it in ARCHITECTURE.md. Exceptions are
-// named with their reason.
-var aboveFabricInInternal = map[string]string{
-	// The compile gate enumerates every kernel of the repository, the
-	// engine's GPU kernels (fabric/gpu) included: it sits above them.
-	"internal/devicecode": "the kernel compile gate lists every package's kernels",
 }
 
 type listedPackage struct {
@@ -67,22 +58,44 @@ func goTool() string {
 }
 
 // TestLayers holds the layering of ARCHITECTURE.md against the code: cgo
-// only in the allowed packages, and cuda and internal/* (the lowest layer)
-// free of the engine.
+// only in the allowed packages; cuda (with its emulator, cuda/emu) and
+// internal/* (the lowest layers) free of the engine; internal/* (but its
+// test helpers) free of cuda, which sits on it.
 func TestLayers(t *testing.T) {
 	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
 		if len(p.CgoFiles) > 0 && !slices.Contains(cgoAllowed, rel) {
 			t.Errorf("%s uses cgo (%v): only %v may; put C calls in one of them", rel, p.CgoFiles, cgoAllowed)
 		}
-		low := rel == "cuda" || strings.HasPrefix(rel, "cuda/") || strings.HasPrefix(rel, "internal/")
-		if _, ok := aboveFabricInInternal[rel]; !low || ok {
+		internal := strings.HasPrefix(rel, "internal/")
+		if !internal && rel != "cuda" && !strings.HasPrefix(rel, "cuda/") {
 			continue
 		}
 		for _, d := range p.Deps {
 			if isEngine(d) {
 				t.Errorf("%s depends on %s: cuda and internal/* sit below the engine (shared error categories are in internal/errdefs; the op and event types the C shims read are in the contract, fabric/rdma)", rel, d)
 			}
+			// Test helpers (internal/testutil/...) serve the tests of the
+			// packages they help and may sit above them.
+			if internal && !strings.HasPrefix(rel, "internal/testutil") &&
+				(d == module+"/cuda" || strings.HasPrefix(d, module+"/cuda/")) {
+				t.Errorf("%s depends on %s: internal/* sits below cuda (cuda's emulator is cuda/emu)", rel, d)
+			}
+		}
+	}
+}
+
+// TestEmulatorStaysOut holds the a2a CUDA backend free of the emulator:
+// the backend (and the driver path under it) must not link cuda/emu, so
+// only programs that import a2a/cudabackend/emulated carry it.
+func TestEmulatorStaysOut(t *testing.T) {
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if rel != "a2a/cudabackend" && rel != "cuda" && rel != "fabric/gpu" {
+			continue
+		}
+		if slices.Contains(p.Deps, module+"/cuda/emu") {
+			t.Errorf("%s depends on cuda/emu: only a2a/cudabackend/emulated (and tests) may", rel)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
@@ -14,6 +15,17 @@ func TestEngineConformance(t *testing.T) {
 		t.Run(map[int]string{1: "1nic", 2: "2nic"}[nics], func(t *testing.T) {
 			requireDevices(t, nics)
 			fabrictest.Run(t, fabrictest.Params{Transport: "verbs", NICs: nics})
+		})
+	}
+}
+
+// TestEnginePairings runs unequal groups over verbs: a 1-NIC writer to a
+// 2-NIC target and back (the VM has two devices).
+func TestEnginePairings(t *testing.T) {
+	for _, nm := range [][2]int{{1, 2}, {2, 1}} {
+		t.Run(fmt.Sprintf("%dto%d", nm[0], nm[1]), func(t *testing.T) {
+			requireDevices(t, 2)
+			fabrictest.RunPairing(t, fabrictest.Params{Transport: "verbs", NICs: nm[0], TargetNICs: nm[1]})
 		})
 	}
 }

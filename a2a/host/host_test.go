@@ -15,7 +15,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/host"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
-	"github.com/ferryrdma/ferry/a2a/internal/workload"
+	"github.com/ferryrdma/ferry/a2a/workload"
 	_ "github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
 	_ "github.com/ferryrdma/ferry/ipc"

@@ -12,7 +12,7 @@ import (
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/host"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
-	"github.com/ferryrdma/ferry/a2a/internal/workload"
+	"github.com/ferryrdma/ferry/a2a/workload"
 	"github.com/ferryrdma/ferry/fabric"
 )
 

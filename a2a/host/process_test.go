@@ -15,7 +15,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/host"
-	"github.com/ferryrdma/ferry/a2a/internal/workload"
+	"github.com/ferryrdma/ferry/a2a/workload"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 	"github.com/ferryrdma/ferry/fabric/rendezvous/rendezvoustest"

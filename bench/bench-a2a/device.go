@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/bench/internal/report"
 )
 
@@ -55,7 +55,7 @@ func newDevicePrinter(jsonPath string, args []string, stdout, stderr io.Writer) 
 	return &devicePrinter{s: s, args: args}, nil
 }
 
-func (p *devicePrinter) start(r *bench.Report) {
+func (p *devicePrinter) start(r *a2abench.Report) {
 	p.iters, p.warm, p.ranks = r.Iters, r.Warmup, r.WorldSize
 	verified := "no case is checked (--check=false)"
 	if r.CheckIters > 0 {
@@ -80,9 +80,9 @@ func (p *devicePrinter) start(r *bench.Report) {
 		"p50/p99 of steps; rank_us = p50 over the ranks (a rank's share of the device); ds..cr_us = p50 of "+
 		"each phase of every rank (lockstep rows only)", r.Iters, r.Warmup)
 	switch r.Mode {
-	case bench.ModeLockStep:
+	case a2abench.ModeLockStep:
 		timing += "; lockstep: each phase of every rank queued, then waited for, before the next"
-	case bench.ModeConcurrent:
+	case a2abench.ModeConcurrent:
 		timing += "; concurrent: each rank queues its four launches on its own stream, all at once"
 	}
 	if r.Graph {
@@ -101,7 +101,7 @@ func (p *devicePrinter) start(r *bench.Report) {
 	t.Heading()
 }
 
-func (p *devicePrinter) addCase(c bench.DeviceCase) {
+func (p *devicePrinter) addCase(c a2abench.DeviceCase) {
 	steps := report.Summarize(report.Micros(c.Steps))
 	rec := deviceRecord{Tokens: c.Tokens, Mode: c.Mode, Bytes: c.Bytes, FloorUs: c.FloorUs,
 		Measure: report.Measure{Iters: p.iters, Warmup: p.warm, Lat: steps, Checked: c.Checked,
@@ -143,7 +143,7 @@ func runDevice(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	_, err = bench.RunDevice(ctx, o.spec, bench.Options{OnStart: p.start, OnDeviceCase: p.addCase})
+	_, err = a2abench.RunDevice(ctx, o.spec, a2abench.Options{OnStart: p.start, OnDeviceCase: p.addCase})
 	if perr := p.finish(err); perr != nil && err == nil {
 		err = perr
 	}

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/directory"
 	"github.com/ferryrdma/ferry/fabric/directory/etcd"
@@ -81,10 +81,10 @@ func joinDirectory(ctx context.Context, o *options, cfg *rendezvous.Config, stde
 	if r.dir, err = etcd.Open(ctx, dc); err != nil {
 		return nil, err
 	}
-	// The engine bench.Run would open, opened first so that the entry
+	// The engine a2abench.Run would open, opened first so that the entry
 	// carries its addresses.
 	poll := fabric.PollAdaptive
-	if o.spec.Backend == bench.BackendCUDA {
+	if o.spec.Backend == a2abench.BackendCUDA {
 		poll = fabric.PollSpin
 	}
 	r.eng, err = fabric.Open(ctx, fabric.Config{Transport: o.spec.Transport, NICs: max(1, o.spec.Config.NICsPerGPU),

@@ -33,15 +33,15 @@
 //
 // --backend host runs the host-memory backend (package a2a/host): Go
 // loops over registered host buffers, the fabric engine between domains.
-// --backend cuda runs the CUDA backend (package a2a/cuda) on this rank's
+// --backend cuda runs the CUDA backend (package a2a/cudabackend) on this rank's
 // GPU (picked by its local rank), with kernels NVRTC compiles for it; the
 // fabric must carry GPU memory (efa or verbs) unless every rank is in one
 // NVLink domain (--nvlink W: the fabric then carries only the count rows
 // and signals, in host memory). Ranks of one NVLink domain share their
 // buffers as CUDA VMM allocations exported to each other over unix
-// sockets (a2a/cuda.ProcessNode).
+// sockets (a2a/cudabackend.ProcessNode).
 // --backend cuda-emu runs the same backend with its kernels on the CPU
-// emulator (a2a/cuda/emu): the same .cu sources built by g++, "device
+// emulator (a2a/cudabackend/emulated): the same .cu sources built by g++, "device
 // memory" being host memory, any provider; its timings are the
 // emulator's, useful to compare with each other, not with a GPU.
 // --grid and --block size the CUDA backends' launches; --poll spin makes
@@ -61,7 +61,7 @@
 // --mode lockstep|concurrent runs every rank in this process on one
 // device (no --spawn, no job): the GPU of ordinal 0 with --backend cuda,
 // the emulator with --backend cuda-emu, the ranks' engines over the
-// in-process "mem" fabric (package a2a/internal/onedevice). lockstep
+// in-process "mem" fabric (package a2a/cudabackend/onedevice). lockstep
 // queues each phase of every rank and waits for it before the next, with
 // full grids; concurrent gives each rank its own stream and a grid of
 // SMs/W blocks (unless --grid) so all ranks' kernels are resident at once,

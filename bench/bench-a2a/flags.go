@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/bench/internal/cliflag"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
@@ -26,7 +26,7 @@ type options struct {
 	fs    *flag.FlagSet
 	rdv   rendezvous.Config
 	spawn bool
-	spec  bench.Spec
+	spec  a2abench.Spec
 	json  string
 	// verbose sends the engine's logs to standard error.
 	verbose bool
@@ -222,12 +222,12 @@ func (o *options) setPoll() error {
 	case "auto":
 		o.spec.Spin = false
 	case "spin":
-		if backend == bench.BackendHost || backend == "" {
+		if backend == a2abench.BackendHost || backend == "" {
 			return fmt.Errorf("%w: --poll spin sets the CUDA backends' worker; --backend host has none (its engine polls adaptively)", errUsage)
 		}
 		o.spec.Spin = true
 	case "adaptive":
-		if backend == bench.BackendCUDA {
+		if backend == a2abench.BackendCUDA {
 			return fmt.Errorf("%w: --poll adaptive: the cuda backend's worker spins on a GPU here (--poll auto or spin)", errUsage)
 		}
 		o.spec.Spin = false

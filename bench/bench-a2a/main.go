@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/bench/internal/metricsserver"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
@@ -92,7 +92,7 @@ var afterRun func(metricsURL string)
 
 // serveMetrics starts this rank's --metrics server (the port plus the
 // local rank) and has Run register its engine, labelled rank="R".
-func serveMetrics(o *options, rank int, stderr io.Writer, opt *bench.Options) (*metricsserver.Server, error) {
+func serveMetrics(o *options, rank int, stderr io.Writer, opt *a2abench.Options) (*metricsserver.Server, error) {
 	addr, err := metricsserver.Offset(o.metrics, o.rdv.LocalRank)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 	}
 	// The engine's warnings and errors go to stderr; -v adds its
 	// lifecycle.
-	opt := bench.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).
+	opt := a2abench.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).
 		With("rank", g.Rank())}
 	if o.verbose {
 		opt.LogLevel = slog.LevelDebug
@@ -177,14 +177,14 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 		if p, err = newPrinter(o.json, append([]string{"bench-a2a"}, os.Args[1:]...), stdout, stderr); err != nil {
 			return err
 		}
-		if o.spec.Floor && (o.spec.Backend == "" || o.spec.Backend == bench.BackendHost) {
+		if o.spec.Floor && (o.spec.Backend == "" || o.spec.Backend == a2abench.BackendHost) {
 			p.ctx, p.mpi = ctx, newMPIPeer(ctx)
 			defer p.mpi.close()
 		}
 		opt.OnStart, opt.OnCase = p.start, p.addCase
 	}
-	_, err = bench.Run(ctx, o.spec, g, opt)
-	if err != nil && !errors.Is(err, bench.ErrCheck) {
+	_, err = a2abench.Run(ctx, o.spec, g, opt)
+	if err != nil && !errors.Is(err, a2abench.ErrCheck) {
 		// The job is broken; every rank reports its own error.
 		if p != nil {
 			_ = p.finish(err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ferryrdma/ferry/fabric/fabrictest"
 
-	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/cuda"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/internal/testutil"
@@ -201,8 +201,8 @@ func TestSpawn(t *testing.T) {
 				t.Fatalf("%d JSON records, want begin, 4 cases, end:\n%s", len(lines), b)
 			}
 			var begin struct {
-				Type  string       `json:"type"`
-				Setup bench.Report `json:"setup"`
+				Type  string          `json:"type"`
+				Setup a2abench.Report `json:"setup"`
 			}
 			if err := json.Unmarshal([]byte(lines[0]), &begin); err != nil || begin.Type != "begin" ||
 				begin.Setup.WorldSize != 4 || begin.Setup.Provider != provider || begin.Setup.CheckIters != 2 {
@@ -217,19 +217,19 @@ func TestSpawn(t *testing.T) {
 					t.Fatal(err)
 				}
 				_ = json.Unmarshal([]byte(lines[1+i]), &kind)
-				phase := []string{bench.Dispatch, bench.Combine}[i%2]
+				phase := []string{a2abench.Dispatch, a2abench.Combine}[i%2]
 				if kind.Type != "case" || rec.Tokens != tokens || rec.Phase != phase || !rec.Verified ||
 					rec.Lat.N != 24 || rec.Lat.P50 <= 0 || rec.Send.P50 <= 0 || rec.GBps <= 0 {
 					t.Fatalf("case record %s", lines[1+i])
 				}
-				if phase == bench.Dispatch && rec.NominalBytes != int64(tokens*3*(96*tc.elemSize+3*4)) {
+				if phase == a2abench.Dispatch && rec.NominalBytes != int64(tokens*3*(96*tc.elemSize+3*4)) {
 					t.Fatalf("nominal bytes %d", rec.NominalBytes)
 				}
 				checkPeers(t, rec, !slices.Contains(args, "--peers=false"), !slices.Contains(args, "--backend=cuda-emu"))
 				// Writes carry rows at their own size: 96 elements, and in
 				// dispatch 3 scales padded from 12 to 16 bytes.
 				want := 1.0
-				if phase == bench.Dispatch {
+				if phase == a2abench.Dispatch {
 					want = float64(96*tc.elemSize+16) / float64(96*tc.elemSize+12)
 				}
 				if len(rec.Wire) != 4 {

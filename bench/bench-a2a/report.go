@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/ferryrdma/ferry/a2a/bench"
+	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/bench/internal/report"
 )
 
@@ -41,7 +41,7 @@ type caseRecord struct {
 // wireRecord is one rank's fabric writes of one phase per iteration.
 type wireRecord struct {
 	Rank int `json:"rank"`
-	bench.PhaseWire
+	a2abench.PhaseWire
 }
 
 // printer prints the run as it goes: the header before the first case,
@@ -78,7 +78,7 @@ func newPrinter(jsonPath string, args []string, stdout, stderr io.Writer) (*prin
 }
 
 // verifiedMeans says what the verified column means for this run.
-func verifiedMeans(r *bench.Report) string {
+func verifiedMeans(r *a2abench.Report) string {
 	if r.CheckIters == 0 {
 		return "no case is checked (--check=false)"
 	}
@@ -96,7 +96,7 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-func (p *printer) start(r *bench.Report) {
+func (p *printer) start(r *a2abench.Report) {
 	p.iters, p.warm, p.world, p.topk = r.Iters, r.Warmup, r.WorldSize, r.TopK
 	verified := verifiedMeans(r)
 	p.s.Begin(report.Begin{Tool: "bench-a2a", Args: p.args, Verified: verified, Setup: r})
@@ -124,9 +124,9 @@ func (p *printer) start(r *bench.Report) {
 	t.Heading()
 }
 
-func (p *printer) addCase(c bench.Case) {
+func (p *printer) addCase(c a2abench.Case) {
 	mpi, mpiErr := p.runMPI(c)
-	for _, phase := range []string{bench.Dispatch, bench.Combine} {
+	for _, phase := range []string{a2abench.Dispatch, a2abench.Combine} {
 		send, recv := c.Halves(phase)
 		su, ru := report.Micros(send), report.Micros(recv)
 		both := make([]float64, len(su))
@@ -189,7 +189,7 @@ func (p *printer) finish(runErr error) error {
 
 // wireLine says, per rank, the bytes each phase's fabric writes carried
 // per iteration and their ratio to the nominal bytes of those rows.
-func wireLine(ws []bench.RankWire) string {
+func wireLine(ws []a2abench.RankWire) string {
 	var b strings.Builder
 	for i, w := range ws {
 		if i > 0 {
@@ -205,7 +205,7 @@ func wireLine(ws []bench.RankWire) string {
 // Pairs[r][q] rows of token and scales r to q, combine the same rows of
 // the combine row back, q to r. It returns each phase's samples, or why
 // it could not run (nil, nil: no peer was asked for).
-func (p *printer) runMPI(c bench.Case) (map[string][]float64, error) {
+func (p *printer) runMPI(c a2abench.Case) (map[string][]float64, error) {
 	if p.mpi == nil {
 		return nil, nil
 	}
@@ -229,5 +229,5 @@ func (p *printer) runMPI(c bench.Case) (map[string][]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]float64{bench.Dispatch: d, bench.Combine: cb}, nil
+	return map[string][]float64{a2abench.Dispatch: d, a2abench.Combine: cb}, nil
 }

@@ -32,6 +32,11 @@
 // --list-transports (transports). bench-compare passes --provider, which
 // the older revisions it builds know.
 //
+// loopback --target-nics M gives the receiving engine M NICs while the
+// writer keeps --nics: unequal groups, whose single writes are sharded over
+// the wider side and whose expected immediates come from
+// fabric.ExpectedImms (a client may likewise differ from its server).
+//
 // # Output
 //
 // Lines starting with '#' are the header (engine, NICs, notes, how the

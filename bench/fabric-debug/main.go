@@ -70,6 +70,7 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.spec.Node, "node", "", "address the provider binds to (default 127.0.0.1 for tcp)")
 	fs.IntVar(&o.spec.NICs, "nics", 1, "NICs (domains) per group")
 	cliflag.Alias(fs, "nets-per-gpu", "nics")
+	fs.IntVar(&o.spec.TargetNICs, "target-nics", 0, "loopback: NICs of the receiving engine (default --nics); the groups may differ")
 	fs.BoolVar(&o.hostMem, "host-memory", true, "register host memory; false: GPU memory (of GPU 0 unless --gpus says)")
 	fs.StringVar(&o.gpus, "gpus", "", "GPU ordinals, comma list: a group per GPU, buffers in the first one's memory (needs the CUDA driver)")
 	fs.StringVar(&o.placement, "gpu-placement", fabricbench.PlaceTopology, "NICs of the GPU groups: topology (nearest) or first (the transport's first --nics)")

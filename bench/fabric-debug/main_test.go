@@ -105,6 +105,18 @@ func TestCommand(t *testing.T) {
 	require.Contains(t, errOut, "Mop/s")
 	require.Contains(t, errOut, "# verified: no case is checked")
 
+	// Unequal groups, both ways, every case verified (bytes and the
+	// immediate count fabric.ExpectedImms gives).
+	for _, nm := range [][2]string{{"1", "4"}, {"4", "1"}} {
+		out, errOut, code = runHere("loopback", "--provider", "mem", "--nics", nm[0], "--target-nics", nm[1],
+			"--sizes", "4K,100K", "--pages", "20", "--iters", "2", "--buffer-mib", "8")
+		require.Equal(t, 0, code, "%s to %s nics: stderr: %s", nm[0], nm[1], errOut)
+		require.Contains(t, out, "# done: 5 cases, 5 verified, 0 failed", "%s to %s nics", nm[0], nm[1])
+	}
+	_, errOut, code = runHere("loopback", "--provider", "mem", "--target-nics", "5")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "5 target nics")
+
 	out, errOut, code = runCommand(t, exe, "info")
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	require.NotEmpty(t, out)

@@ -5,7 +5,7 @@
 //   - NVRTC (package cuda prepends `#include "ferry_device.h"` and hands
 //     this file over as an in-memory header; NVRTC has no other headers);
 //   - nvcc, if anyone wants to;
-//   - g++ -std=c++20 for the CPU emulator (internal/cudaemu), where
+//   - g++ -std=c++20 for the CPU emulator (cuda/emu), where
 //     fd_emu_device.h supplies the host implementation of the same names.
 // Inline PTX lives in this file only. Features newer than PTX ISA 7.8
 // (CUDA 11.8, the NVRTC that CI machines install) are guarded with

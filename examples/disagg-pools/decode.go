@@ -320,12 +320,18 @@ func attemptOn(ctx context.Context, o options, eng *fabric.Engine, p *pool, pf d
 		}
 		return false, "", fmt.Errorf("send to %s: %w", pf.Name, err)
 	}
+	// Each chunk is a single write sharded over the NICs of both engines,
+	// one immediate per shard.
+	perChunk := int64(fabric.ExpectedImms(fabric.SingleShape(fabric.Sharded(0)), pf.NICs, eng.NICs()))
+	if perChunk == 0 {
+		return false, "", fmt.Errorf("prefill %s publishes %d nics: %w", pf.Name, pf.NICs, fabric.ErrNICMismatch)
+	}
 	seen := int64(0)
 	for {
 		// Short waits, so that a loss the directory reports is acted on
 		// promptly; a wait that times out gives its credits back.
 		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		err := counter.Wait(wctx, int64(r.Chunks))
+		err := counter.Wait(wctx, int64(r.Chunks)*perChunk)
 		cancel()
 		if err == nil {
 			p.wrote(pf.Name)
@@ -339,7 +345,7 @@ func attemptOn(ctx context.Context, o options, eng *fabric.Engine, p *pool, pf d
 			p.wrote(pf.Name)
 		}
 		if p.isLost(pf.Name) {
-			return false, fmt.Sprintf("gone after %d of %d chunks", seen, r.Chunks), nil
+			return false, fmt.Sprintf("gone after %d of %d chunks", seen/perChunk, r.Chunks), nil
 		}
 	}
 }

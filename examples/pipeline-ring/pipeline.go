@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/ferryrdma/ferry/fabric"
 )
 
 // pipeline is one rank of the ring: a contiguous block of layers (a
@@ -31,15 +33,18 @@ func newPipeline(s *stage) (*pipeline, error) {
 	if p.out, err = newOutbox(s.r.Engine, s.lay.ring, me, s.descs[next:next+1]); err != nil {
 		return nil, err
 	}
-	// A single write is sharded over the NICs: one immediate per NIC.
-	if p.in, err = newInbox(s.r.Engine, s.lay.ring, s.inbox.Bytes(), prev, s.descs[prev], s.nics); err != nil {
+	// A single write is sharded over the NICs of both ends: the writer's
+	// group is the one its descriptor lists, the target's is ours.
+	single := fabric.ExpectedImms(fabric.SingleShape(fabric.Sharded(0)), len(s.descs[prev].NICs), s.nics)
+	if p.in, err = newInbox(s.r.Engine, s.lay.ring, s.inbox.Bytes(), prev, s.descs[prev], single); err != nil {
 		return nil, err
 	}
 	if p.last {
 		p.gout, err = newOutbox(s.r.Engine, s.lay.gather, me, s.descs[:n-1])
 	} else {
-		// A scatter delivers one immediate per target.
-		p.gin, err = newInbox(s.r.Engine, s.lay.gather, s.inbox.Bytes(), n-1, s.descs[n-1], 1)
+		// A scatter delivers one immediate per target; one names us.
+		perMsg := fabric.ExpectedImms(fabric.ScatterShape(fabric.ShardPeers(), 1), len(s.descs[n-1].NICs), s.nics)
+		p.gin, err = newInbox(s.r.Engine, s.lay.gather, s.inbox.Bytes(), n-1, s.descs[n-1], perMsg)
 	}
 	return p, err
 }

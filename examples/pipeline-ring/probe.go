@@ -159,8 +159,10 @@ func (s *stage) probeTo(ctx context.Context, ctr map[uint32]*fabric.ImmCounter, 
 		}
 		posted++
 	}
-	// Every write of the burst is sharded over the NICs.
-	if err := ctr[immBurst].Wait(ctx, int64(probeBurst*s.nics)); err != nil {
+	// Every write of the burst is sharded over the NICs of both ends (the
+	// writer's are those back lists).
+	per := fabric.ExpectedImms(fabric.SingleShape(fabric.Sharded(0)), len(back.NICs), s.nics)
+	if err := ctr[immBurst].Wait(ctx, int64(probeBurst*per)); err != nil {
 		return err
 	}
 	got := s.inbox.Bytes()[s.lay.probe : s.lay.probe+n]

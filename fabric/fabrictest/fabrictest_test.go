@@ -16,3 +16,9 @@ func TestConformanceMem(t *testing.T) {
 		})
 	}
 }
+
+// Every pairing of 1, 2 and 4 writer NICs with 1, 2 and 4 target NICs
+// over the in-process transport.
+func TestPairingsMem(t *testing.T) {
+	fabrictest.RunPairings(t, fabrictest.Params{Transport: fabrictest.Mem})
+}

@@ -29,12 +29,7 @@ func testScatter(t *testing.T, p Params) {
 				env.Dst.Bytes()[tg.DstOffset:tg.DstOffset+tg.Length], "target %d", i)
 		}
 	}
-	peers := make([][]fabric.Address, targets)
-	for i := range peers {
-		for _, n := range env.Desc.NICs {
-			peers[i] = append(peers[i], n.Addr)
-		}
-	}
+	peers := repeatPeer(env.Desc, targets)
 	g, err := env.A.AddPeerGroup(fabric.HostDevice, peers)
 	require.NoError(t, err)
 	g2, err := env.A.AddPeerGroup(fabric.HostDevice, peers)
@@ -81,4 +76,15 @@ func testScatter(t *testing.T, p Params) {
 		return env.A.SubmitScatter(fabric.ScatterWrite{Src: env.SrcReg, Targets: ts, Group: g}, c)
 	})
 	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+}
+
+// repeatPeer is a peer list of n entries, each the NIC addresses d lists.
+func repeatPeer(d fabric.Descriptor, n int) [][]fabric.Address {
+	peers := make([][]fabric.Address, n)
+	for i := range peers {
+		for _, k := range d.NICs {
+			peers[i] = append(peers[i], k.Addr)
+		}
+	}
+	return peers
 }

@@ -24,7 +24,21 @@ type Params struct {
 	Node      string
 	NICs      int
 	Poll      fabric.PollMode
+	// TargetNICs, when set, is the target engine's (B's) NIC count; zero
+	// means NICs. RunPairings sets it.
+	TargetNICs int
 }
+
+// target returns the parameters of the target engine B.
+func (p Params) target() Params {
+	if p.TargetNICs != 0 {
+		p.NICs = p.TargetNICs
+	}
+	return p
+}
+
+// targetNICs is B's NIC count.
+func (p Params) targetNICs() int { return p.target().NICs }
 
 // Timeout bounds every wait in the suite.
 const Timeout = 20 * time.Second
@@ -78,7 +92,7 @@ func NewEnv(tb testing.TB, p Params) *Env {
 	env.Aux, err = fabric.AllocHost(1 << 16)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = env.Src.Free(); _ = env.Dst.Free(); _ = env.Aux.Free() })
-	env.A, env.B = OpenEngine(tb, p), OpenEngine(tb, p)
+	env.A, env.B = OpenEngine(tb, p), OpenEngine(tb, p.target())
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range env.Src.Bytes() {
 		env.Src.Bytes()[i] = byte(r.Uint32())

@@ -10,7 +10,7 @@ import (
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/ferryrdma/ferry/cuda"
-	"github.com/ferryrdma/ferry/internal/cudaemu"
+	"github.com/ferryrdma/ferry/cuda/emu"
 )
 
 // emuFlagStore is a Flag's word in emulator memory, which kernels on the
@@ -28,8 +28,8 @@ func (f emuFlagStore) Load() uint32 { return f.w.Load() }
 func TestEmuFlagCounterReleasesKernel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{KernelSource()}})
-	if errors.Is(err, cudaemu.ErrNotSupported) {
+	m, err := emu.Build(ctx, emu.BuildSpec{Sources: []cuda.Source{KernelSource()}})
+	if errors.Is(err, emu.ErrNotSupported) {
 		testutil.Skip(t, "cudaemu", "CPU emulator not available here: %v", err)
 	}
 	if err != nil {
@@ -44,7 +44,7 @@ func TestEmuFlagCounterReleasesKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := cudaemu.Alloc(4096)
+	mem, err := emu.Alloc(4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestEmuFlagCounterReleasesKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv, se := cudaemu.NewStream(), cudaemu.NewStream()
+	sv, se := emu.NewStream(), emu.NewStream()
 	defer sv.Close()
 	defer se.Close()
 	timeout := uint64(30 * time.Second)
@@ -78,7 +78,7 @@ func TestEmuFlagCounterReleasesKernel(t *testing.T) {
 			t.Fatal("kernel released before the immediates arrived")
 		}
 		sendImms(t, a, dst, 0x51, 4)
-		for _, s := range []*cudaemu.Stream{sv, se} {
+		for _, s := range []*emu.Stream{sv, se} {
 			if err := s.Sync(ctx); err != nil {
 				t.Fatal(err)
 			}

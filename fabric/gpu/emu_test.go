@@ -9,18 +9,18 @@ import (
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/ferryrdma/ferry/cuda"
+	"github.com/ferryrdma/ferry/cuda/emu"
 	"github.com/ferryrdma/ferry/fabric/gpu"
-	"github.com/ferryrdma/ferry/internal/cudaemu"
 )
 
-// emuKernels builds KernelSource for the CPU emulator (internal/cudaemu):
+// emuKernels builds KernelSource for the CPU emulator (cuda/emu):
 // the same gpu.cu the GPU tests compile with NVRTC.
-func emuKernels(t *testing.T) *cudaemu.Module {
+func emuKernels(t *testing.T) *emu.Module {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, err := cudaemu.Build(ctx, cudaemu.BuildSpec{Sources: []cuda.Source{gpu.KernelSource()}})
-	if errors.Is(err, cudaemu.ErrNotSupported) {
+	m, err := emu.Build(ctx, emu.BuildSpec{Sources: []cuda.Source{gpu.KernelSource()}})
+	if errors.Is(err, emu.ErrNotSupported) {
 		testutil.Skip(t, "cudaemu", "CPU emulator not available here: %v", err)
 	}
 	if err != nil {
@@ -46,7 +46,7 @@ func TestEmuWatcherFedByKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slot.Release()
-	s := cudaemu.NewStream()
+	s := emu.NewStream()
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

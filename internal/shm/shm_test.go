@@ -13,20 +13,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // The cross-process test runs this binary again as the receiving peer.
-const roleEnv = "FERRY_SHM_TEST_ROLE"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "receiver" {
-		if err := receiver(); err != nil {
-			fmt.Fprintln(os.Stderr, "receiver:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	testutil.Main(m, testutil.Roles{"receiver": receiver})
 }
 
 func openFDs(t *testing.T) int {
@@ -307,16 +300,15 @@ func TestSendAcrossProcesses(t *testing.T) {
 	mine := fileConn(t, fds[0])
 	defer mine.Close()
 	theirs := os.NewFile(uintptr(fds[1]), "peer socket")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=receiver")
-	cmd.ExtraFiles = []*os.File{theirs} // fd 3 in the child
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		theirs.Close()
-		t.Fatal(err)
-	}
+	child := testutil.Spawn(t, "receiver", testutil.SpawnOptions{
+		Command: func(name string, args ...string) *exec.Cmd {
+			cmd := exec.Command(name, args...)
+			cmd.ExtraFiles = []*os.File{theirs} // fd 3 in the child
+			return cmd
+		},
+		Timeout: 2 * time.Minute,
+	})
 	theirs.Close()
-	defer cmd.Wait()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -341,7 +333,7 @@ func TestSendAcrossProcesses(t *testing.T) {
 	if m[4095] != 0xa5 {
 		t.Fatalf("byte %#x at the end of the file, want the receiver's 0xa5", m[4095])
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := child.Wait(); err != nil {
 		t.Fatalf("receiver: %v", err)
 	}
 }

@@ -52,12 +52,12 @@ done <"$OUT/manifest"
 SANITIZE=${GPU_SANITIZE:-1}
 SANITIZE_RUN=${GPU_SANITIZE_RUN:-TestGPUEightRanksOneGPU/lock-step}
 sanitized=()
-if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1 && grep -q '^a2a_cuda.test ' "$OUT/manifest"; then
-	dir=$(awk '$1 == "a2a_cuda.test" { print $2 }' "$OUT/manifest")
+if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1 && grep -q '^a2a_cudabackend.test ' "$OUT/manifest"; then
+	dir=$(awk '$1 == "a2a_cudabackend.test" { print $2 }' "$OUT/manifest")
 	for tool in racecheck synccheck; do
-		log="$OUT/results/a2a_cuda.$tool.log"
-		echo "gpu-run: compute-sanitizer --tool $tool a2a_cuda.test -test.run=$SANITIZE_RUN"
-		(cd "$dir" && compute-sanitizer --tool "$tool" --error-exitcode 3 "$OLDPWD/$OUT/bin/a2a_cuda.test" \
+		log="$OUT/results/a2a_cudabackend.$tool.log"
+		echo "gpu-run: compute-sanitizer --tool $tool a2a_cudabackend.test -test.run=$SANITIZE_RUN"
+		(cd "$dir" && compute-sanitizer --tool "$tool" --error-exitcode 3 "$OLDPWD/$OUT/bin/a2a_cudabackend.test" \
 			-test.v -test.count=1 -test.timeout="$TIMEOUT" -test.run="$SANITIZE_RUN") >"$log" 2>&1
 		rc=$?
 		[ "$rc" -ne 0 ] && status=1
@@ -118,7 +118,7 @@ done <"$OUT/manifest"
 for t in "${sanitized[@]}"; do
 	res=PASS
 	[ "${t#*:}" -ne 0 ] && res=FAIL
-	printf '%-16s %-44s %-5s %s\n' a2a_cuda "compute-sanitizer ${t%%:*}" "$res" "exit ${t#*:} (log: $OUT/results/a2a_cuda.${t%%:*}.log)"
+	printf '%-16s %-44s %-5s %s\n' a2a_cudabackend "compute-sanitizer ${t%%:*}" "$res" "exit ${t#*:} (log: $OUT/results/a2a_cudabackend.${t%%:*}.log)"
 done
 for b in "${bench_runs[@]}"; do
 	res=PASS

@@ -16,8 +16,8 @@ import (
 	"github.com/ferryrdma/ferry/internal/testutil"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/a2a/cuda"
-	"github.com/ferryrdma/ferry/a2a/cuda/emu"
+	"github.com/ferryrdma/ferry/a2a/cudabackend"
+	"github.com/ferryrdma/ferry/a2a/cudabackend/emulated"
 	"github.com/ferryrdma/ferry/a2a/host"
 	"github.com/ferryrdma/ferry/a2a/reference"
 	_ "github.com/ferryrdma/ferry/efa"
@@ -99,8 +99,8 @@ func runRank(j job) (err error) {
 	case "", "host":
 		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node})
 	case "cuda-emu":
-		b, err = cuda.New(ctx, cfg, cuda.Options{Engine: eng, Exchange: g, Device: emu.NewDevice(),
-			Node: emu.NewHostNode(node, node.me)})
+		b, err = cudabackend.New(ctx, cfg, cudabackend.Options{Engine: eng, Exchange: g, Device: emulated.NewDevice(),
+			Node: emulated.NewHostNode(node, node.me)})
 	default:
 		err = fmt.Errorf("unknown backend %q", j.Backend)
 	}

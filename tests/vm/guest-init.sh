@@ -66,12 +66,15 @@ ulimit -l unlimited
 
 # Extra go test flags (-test.run=...) from FERRY_VM_TESTARGS on the host.
 ARGS=$(cat /ferry/testargs 2>/dev/null)
+# Extra environment (FERRY_VM_LARGE: the large writes and their time).
+[ -r /ferry/env ] && . /ferry/env
+TT=${FERRY_VM_TEST_TIMEOUT:-400}
 for t in /ferry/tests/*.test; do
 	[ -x "$t" ] || continue
 	name=${t##*/}
 	say "run $name"
 	(cd /tmp && FERRY_TEST_REQUIRE=verbs FERRY_VERBS_DEVICES=rxe0,rxe1 FERRY_VERBS_CROSS=$CROSS \
-		timeout 420 "$t" -test.v -test.count=1 -test.timeout 400s $ARGS) >"/tmp/results/$name.txt" 2>&1
+		timeout $((TT + 20)) "$t" -test.v -test.count=1 -test.timeout "${TT}s" $ARGS) >"/tmp/results/$name.txt" 2>&1
 	rc=$?
 	grep -E '^(--- |=== RUN|ok|PASS|FAIL|panic)' "/tmp/results/$name.txt" | grep -v '=== RUN' | tail -60
 	[ $rc = 0 ] && say "ok $name" || failed "$name (exit $rc)"

@@ -90,6 +90,7 @@ for f in "$stage_in"/tests/*.test "$stage_in"/bin/*; do
 	add_elf "$f" "/ferry/${f#"$stage_in"/}"
 done
 [ -f "$stage_in/testargs" ] && cp "$stage_in/testargs" "$root/ferry/testargs"
+[ -f "$stage_in/env" ] && cp "$stage_in/env" "$root/ferry/env"
 for f in "$stage_in"/run/*.sh; do
 	[ -f "$f" ] && cp "$f" "$root/ferry/run/"
 done

@@ -14,6 +14,11 @@
 #                  built: skip the Go build
 #   FERRY_VM_TESTARGS flags for every test binary (-test.run=...); the
 #                  default runs each benchmark once
+#   FERRY_VM_LARGE=1 runs only the large verbs writes instead (1 GiB + 1 B,
+#                  single, paged and scatter, verified: tests' TestLargeWrites),
+#                  in a VM of VM_MEM MiB (default then 4096; both buffers are
+#                  pinned whole); make test-large
+#   VM_MEM         the VM's memory in MiB (default 2048)
 #   ACCEL          kvm | tcg | auto (default auto)
 #   VM_TIMEOUT     seconds before the VM is killed (default 900; a normal
 #                  run takes well under a minute, a loaded machine 3)
@@ -56,6 +61,10 @@ if [ -z "$stage" ]; then
 	mkdir -p "$stage/tests" "$stage/bin" "$stage/run"
 	export PATH=/usr/local/go/bin:$PATH
 	cd "$repo"
+	if [ -n "${FERRY_VM_LARGE:-}" ]; then
+		CGO_ENABLED=1 go test -c -o "$stage/tests/large.test" ./tests
+		printf '%s\n' 'export FERRY_TEST_LARGE=1 FERRY_TEST_LARGE_TRANSPORTS=verbs FERRY_VM_TEST_TIMEOUT=1700' >"$stage/env"
+	else
 	# Every package with verbs tests; add new ones here.
 	for pkg in ./internal/ibv ./verbs; do
 		name=$(basename "$pkg")
@@ -65,14 +74,19 @@ if [ -z "$stage" ]; then
 	if [ -d fabric/conformance ]; then
 		CGO_ENABLED=1 go test -c -o "$stage/tests/conformance.test" ./fabric/conformance
 	fi
-	if [ -d bench/fabric-debug ]; then
+	fi
+	if [ -z "${FERRY_VM_LARGE:-}" ] && [ -d bench/fabric-debug ]; then
 		go build -o "$stage/bin/fabric-debug" ./bench/fabric-debug
 		cp "$here/fabric-debug.sh" "$stage/run/"
 	fi
 	lap "go build"
 fi
 # By default every benchmark also runs once, as a smoke test.
-printf '%s\n' "${FERRY_VM_TESTARGS:--test.bench=. -test.benchtime=1x}" >"$stage/testargs"
+if [ -n "${FERRY_VM_LARGE:-}" ]; then
+	printf '%s\n' "${FERRY_VM_TESTARGS:--test.run=^TestLargeWrites\$}" >"$stage/testargs"
+else
+	printf '%s\n' "${FERRY_VM_TESTARGS:--test.bench=. -test.benchtime=1x}" >"$stage/testargs"
+fi
 
 "$here/image.sh" "$work" "$stage"
 lap "image"
@@ -92,7 +106,13 @@ results=$work/results.tar
 rm -f "$results"
 echo "test-verbs: booting ($accel); console in $console"
 set +e
-timeout --foreground "${VM_TIMEOUT:-900}" qemu-system-x86_64 "${acc[@]}" -m 2048 -smp 2 \
+mem=${VM_MEM:-2048}
+vmtimeout=${VM_TIMEOUT:-900}
+if [ -n "${FERRY_VM_LARGE:-}" ]; then
+	mem=${VM_MEM:-4096}
+	vmtimeout=${VM_TIMEOUT:-1800}
+fi
+timeout --foreground "$vmtimeout" qemu-system-x86_64 "${acc[@]}" -m "$mem" -smp 2 \
 	-machine pc -nodefaults -nographic -no-reboot -display none -net none \
 	-serial "file:$console" -serial "file:$results" \
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04 \

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/a2a/internal/workload"
+	"github.com/ferryrdma/ferry/a2a/workload"
 )
 
 // World is W contexts over some backend, and what runs between iterations.

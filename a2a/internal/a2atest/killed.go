@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
-	"github.com/ferryrdma/ferry/a2a/internal/workload"
+	"github.com/ferryrdma/ferry/a2a/workload"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
 

@@ -1,5 +1,5 @@
 // Package meet is the rendezvous behind in-process node memory of the CUDA
-// backend (a2a/cuda LocalNode): every member of a domain contributes its
+// backend (a2a/cudabackend LocalNode): every member of a domain contributes its
 // buffers once, and each gets everyone's once all have; the last member
 // to leave frees them.
 package meet

@@ -1,5 +1,5 @@
 // Package wire is the fabric side of an a2a backend, shared by the host
-// backend (package a2a/host) and the CUDA backend (package a2a/cuda): the
+// backend (package a2a/host) and the CUDA backend (package a2a/cudabackend): the
 // descriptor exchange, the immediate counters, and the transfers of one
 // iteration, posted exactly as the planner counts them.
 //

@@ -24,7 +24,13 @@ func Loopback(ctx context.Context, spec Spec, sink Sink) (_ *Report, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("open server engine: %w", err)
 	}
-	client, err := openSide(ctx, spec, "client")
+	// The server writes and the client receives: the client is the
+	// target, of TargetNICs.
+	target := spec
+	if spec.TargetNICs != 0 {
+		target.NICs = spec.TargetNICs
+	}
+	client, err := openSide(ctx, target, "client")
 	if err != nil {
 		err = fmt.Errorf("open client engine: %w", err)
 		closeSide(server, &err)

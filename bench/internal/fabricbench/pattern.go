@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/ferryrdma/ferry/fabric"
 )
 
 // Deterministic data: both sides derive the page indices and the bytes of
@@ -184,14 +186,16 @@ func checkCase(buf []byte, c Case, l Layout, seed uint64, rank int) error {
 }
 
 // immsPerTransfer is how many immediates one transfer of a verified case
-// delivers at the target: one per page, one per NIC shard of a single
-// write (empty shards carry theirs too), one for an immediate-only write.
-func immsPerTransfer(c Case, nics int) int64 {
+// delivers at a target of targetNICs written from nics: one per page, one
+// per shard of a single write (empty shards carry theirs too), one for an
+// immediate-only write.
+func immsPerTransfer(c Case, nics, targetNICs int) int64 {
+	s := fabric.ImmShape()
 	switch c.Workload {
 	case Paged:
-		return int64(c.Pages)
+		s = fabric.PagedShape(c.Pages)
 	case Single:
-		return int64(nics)
+		s = fabric.SingleShape(fabric.Sharded(0)) // as the writer routes it
 	}
-	return 1
+	return int64(fabric.ExpectedImms(s, nics, targetNICs))
 }

@@ -104,7 +104,11 @@ func engineLine(h Header) string {
 	if h.Reason != "" {
 		fmt.Fprintf(&b, " (%s)", h.Reason)
 	}
-	fmt.Fprintf(&b, " nics=%d poll=%s memory=%s", h.NICs, h.Poll, h.Memory)
+	fmt.Fprintf(&b, " nics=%d", h.NICs)
+	if h.TargetNICs != 0 {
+		fmt.Fprintf(&b, " target_nics=%d", h.TargetNICs)
+	}
+	fmt.Fprintf(&b, " poll=%s memory=%s", h.Poll, h.Memory)
 	if h.LinkSpeed > 0 {
 		fmt.Fprintf(&b, " link=%.0fGbps", float64(h.LinkSpeed)/1e9)
 	}

@@ -199,10 +199,6 @@ func (c *Client) Run(ctx context.Context, spec Spec, sink Sink) (*Report, error)
 func (c *Client) run(ctx context.Context, spec Spec, mode string, sink Sink) (*Report, error) {
 	spec = effective(spec, c.Server.Transport)
 	rep := newReport(newHeader(mode, spec, c.Server), sink)
-	if c.Server.NICs != c.side.Engine.NICs() {
-		return rep, fmt.Errorf("server has %d nics, this side %d (use the same --nics): %w",
-			c.Server.NICs, c.side.Engine.NICs(), fabric.ErrNICMismatch)
-	}
 	span := min(c.Server.Buffer, uint64(c.side.Buf.Len()))
 	var errs []error
 	for i, cs := range spec.Cases() {

@@ -66,11 +66,14 @@ type Header struct {
 	Transport string `json:"transport"`
 	// Reason is why the engine chose the transport ("explicit", or what
 	// auto found).
-	Reason    string `json:"reason,omitempty"`
-	NICs      int    `json:"nics"`
-	Poll      string `json:"poll"`
-	Memory    string `json:"memory"`
-	LinkSpeed uint64 `json:"link_speed_bps"`
+	Reason string `json:"reason,omitempty"`
+	NICs   int    `json:"nics"`
+	// TargetNICs is the receiving engine's NIC count where it differs
+	// from the writer's (loopback --target-nics).
+	TargetNICs int    `json:"target_nics,omitempty"`
+	Poll       string `json:"poll"`
+	Memory     string `json:"memory"`
+	LinkSpeed  uint64 `json:"link_speed_bps"`
 	// Engine is false for raw runs, which bypass it.
 	Engine bool `json:"engine"`
 	Verify bool `json:"verify"`
@@ -162,6 +165,9 @@ func newHeader(mode string, s Spec, in PeerInfo) Header {
 		Poll: in.Poll, Memory: "host", LinkSpeed: in.LinkSpeed, Engine: true, Verify: s.Verify, Domains: in.Domains}
 	if h.Transport == "" {
 		h.Transport = s.Provider
+	}
+	if s.TargetNICs != 0 && s.TargetNICs != h.NICs {
+		h.TargetNICs = s.TargetNICs
 	}
 	h.LoopbackProvider = isLoopback(h.Transport)
 	if h.Transport == "null" || h.Transport == "mem" {

@@ -369,7 +369,8 @@ type Target struct {
 }
 
 // Expect prepares s to receive a verified case written by a writer with
-// nics NICs. Call it before the writer starts.
+// nics NICs (j.Dst, s's descriptor, lists s's own). Call it before the
+// writer starts.
 func (s *Side) Expect(j Job, nics int, corrupt func([]byte)) (*Target, error) {
 	c := j.Case
 	l, err := NewLayout(c, j.Seed, j.Span)
@@ -391,7 +392,7 @@ func (s *Side) Expect(j Job, nics int, corrupt func([]byte)) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := immsPerTransfer(c, nics) // the check pass
+	want := immsPerTransfer(c, nics, len(j.Dst.NICs)) // the check pass
 	if c.Workload == Imm {
 		want = int64(c.Iters + c.Warmup)
 	}

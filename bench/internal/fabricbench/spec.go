@@ -51,6 +51,10 @@ type Spec struct {
 	Node string
 	// NICs is the domain count of the host group (1 to fabric.MaxNICs).
 	NICs int
+	// TargetNICs, in loopback, is the receiving engine's domain count
+	// (0: NICs); the writer shards over the NICs of both (see
+	// fabric.ExpectedImms).
+	TargetNICs int
 	// Poll is the workers' polling policy.
 	Poll fabric.PollMode
 	// GPUs lists GPU ordinals (the CUDA driver's): each side's engine has
@@ -163,6 +167,9 @@ func (s Spec) Validate() error {
 	}
 	if s.NICs < 1 || s.NICs > fabric.MaxNICs {
 		return bad("%d nics (1 to %d)", s.NICs, fabric.MaxNICs)
+	}
+	if s.TargetNICs < 0 || s.TargetNICs > fabric.MaxNICs {
+		return bad("%d target nics (1 to %d)", s.TargetNICs, fabric.MaxNICs)
 	}
 	for _, w := range s.Workloads {
 		if w != Paged && w != Single && w != Imm {

@@ -6,7 +6,7 @@ of the built-in exception a Python caller would catch for it.
         OutOfBoundsError             a local or remote range outside its region
         UnknownTransportError        no provider serves the named transport
         BadEncodingError             descriptor or address bytes that do not decode
-        NICMismatchError             descriptor NIC count differs from the engine's
+        NICMismatchError             descriptor wider than any group, or not its engine's
         TooLargeError                a message larger than the send buffers
       ClosedError                    ValueError: the engine (or object) is closed, as for closed files
       FerryTimeoutError              TimeoutError: a wait's deadline passed
