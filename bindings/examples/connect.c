@@ -64,10 +64,17 @@ int main(int argc, char **argv) {
 	expect(ferry_region_descriptor(dst_reg, &desc), FERRY_OK);
 	ferry_transfer_t t;
 	expect(ferry_transfer_new(&t), FERRY_OK);
-	ferry_single_write sw = {.src = src_reg, .length = 4096, .dst = desc};
+	/* The bytes are checked once the target counted the immediate: the
+	 * writer's completion alone does not say they landed (tcp). */
+	ferry_imm_counter_t landed;
+	expect(ferry_imm_counter_new(b, 0x6c, &landed), FERRY_OK);
+	ferry_single_write sw = {.src = src_reg, .length = 4096, .dst = desc, .imm = 0x6c, .has_imm = 1,
+	                         .route = (ferry_route){.kind = FERRY_ROUTE_PINNED, .value = 0}};
 	expect(ferry_submit_single(a, &sw, t), FERRY_OK);
 	expect(ferry_transfer_wait(t, TIMEOUT_MS), FERRY_OK);
+	expect(ferry_imm_counter_wait(landed, 1, TIMEOUT_MS), FERRY_OK);
 	check(memcmp(src, dst, 4096) == 0);
+	expect(ferry_imm_counter_free(landed), FERRY_OK);
 
 	/* A closed engine's address. */
 	expect(ferry_engine_close(c, TIMEOUT_MS), FERRY_OK);

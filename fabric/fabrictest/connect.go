@@ -35,12 +35,19 @@ func testConnect(t *testing.T, p Params) {
 	require.NoError(t, env.A.Connect(Ctx(t), addrs...), "connect is idempotent")
 	require.Equal(t, want, peersOf(env.A))
 
+	// The bytes are checked once the target counted the writes'
+	// immediates (one each, pinned to one NIC): the writer's completion
+	// alone does not say they landed (tcp).
+	ctr, err := env.B.ImmCounter(0x6c)
+	require.NoError(t, err)
 	for i := range 8 {
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: uint64(i) * 4096,
-				Dst: env.Desc, DstOffset: uint64(i) * 4096, Length: 4096}, c)
+				Dst: env.Desc, DstOffset: uint64(i) * 4096, Length: 4096, Imm: 0x6c, HasImm: true,
+				Route: fabric.Pinned(i % len(env.Desc.NICs))}, c)
 		}))
 	}
+	require.NoError(t, ctr.Wait(Ctx(t), 8))
 	require.Equal(t, want, peersOf(env.A), "writes after Connect resolve nothing new")
 	require.Equal(t, env.Src.Bytes()[:8*4096], env.Dst.Bytes()[:8*4096])
 	require.NoError(t, env.A.PeerStatus(env.B.MainAddress()))
@@ -62,7 +69,7 @@ func testConnect(t *testing.T, p Params) {
 	cctx, ccancel := context.WithTimeout(context.Background(), limit)
 	defer ccancel()
 	t0 := time.Now()
-	err := env.A.Connect(cctx, dead)
+	err = env.A.Connect(cctx, dead)
 	require.ErrorIs(t, err, wantErr, "connect to a closed engine: %v", err)
 	require.NotErrorIs(t, err, fabric.ErrInvalidArgument, "the peer is gone, the argument is fine")
 	require.Less(t, time.Since(t0), limit+5*time.Second, "connect ends by its deadline")
