@@ -77,7 +77,7 @@ extern "C" {
  * version only adds functions and appends fields to structs that carry a
  * struct_size. */
 #define FERRY_VERSION_MAJOR 1
-#define FERRY_VERSION_MINOR 3
+#define FERRY_VERSION_MINOR 4
 #define FERRY_VERSION_PATCH 0
 #define FERRY_VERSION                                                          \
 	((FERRY_VERSION_MAJOR << 16) | (FERRY_VERSION_MINOR << 8) |            \
@@ -1088,6 +1088,23 @@ int ferry_directory_lose_on_leave(ferry_directory_t d, ferry_engine_t e,
  * ferry_engine_address. */
 int ferry_address_from_hex(const char *hex, uint8_t *buf, size_t cap,
                            size_t *len);
+#endif
+
+/* ---------------------------------------------------------- connect (1.4) */
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Warms count peers up before the first transfer to them: addrs[i] (binary
+ * form, addr_lens[i] bytes: a main address or any NIC address of a
+ * descriptor) is resolved on every NIC of e, and the provider's connection
+ * setup is completed where it has one (tcp;ofi_rxm's connection, verbs'
+ * RC handshake, ipc's control socket), so the first transfer sets nothing
+ * up. FERRY_E_PEER_LOST for a peer that is not there (no endpoint, a
+ * refused or reset connection, an exited process), FERRY_E_TIMEOUT when
+ * timeout_ms passed first (a tcp;ofi_rxm peer that refuses connections
+ * shows only after the handshake timeout, 10 s by default). Connecting a
+ * connected peer again changes nothing. */
+int ferry_connect(ferry_engine_t e, const uint8_t *const *addrs,
+                  const size_t *addr_lens, size_t count, int64_t timeout_ms);
 #endif
 
 #ifdef __cplusplus

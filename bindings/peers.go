@@ -73,6 +73,39 @@ func ferry_watch_peer(h C.ferry_engine_t, addr *C.uint8_t, n C.size_t) (rc C.int
 	return C.int(codeOK)
 }
 
+//export ferry_connect
+func ferry_connect(h C.ferry_engine_t, addrs **C.uint8_t, lens *C.size_t, count C.size_t, timeoutMS C.int64_t) (rc C.int) {
+	defer guard(&rc)
+	o, err := engineOf(h)
+	if err != nil {
+		return fail(err)
+	}
+	if count > 0 && (addrs == nil || lens == nil) {
+		return fail(errInvalid("connect", "nil address list"))
+	}
+	if uint64(count) > 1<<16 {
+		return fail(errInvalid("connect", "%d addresses (at most 65536)", uint64(count)))
+	}
+	as := make([]fabric.Address, 0, int(count))
+	if count > 0 {
+		ptrs := unsafe.Slice(addrs, int(count))
+		ns := unsafe.Slice(lens, int(count))
+		for i := range ptrs {
+			a, err := peerAddr(fmt.Sprintf("connect: address %d", i), ptrs[i], ns[i])
+			if err != nil {
+				return fail(err)
+			}
+			as = append(as, a)
+		}
+	}
+	ctx, cancel, err := timeoutCtx("connect", timeoutMS)
+	if err != nil {
+		return fail(err)
+	}
+	defer cancel()
+	return result(o.e.Connect(ctx, as...))
+}
+
 //export ferry_peer_status
 func ferry_peer_status(h C.ferry_engine_t, addr *C.uint8_t, n C.size_t) (rc C.int) {
 	defer guard(&rc)

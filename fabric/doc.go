@@ -78,7 +78,10 @@
 // keeps serving. A receiver that only
 // waits for a peer's immediates learns of its death with ImmCounter.Watch
 // (or WatchPeer, PeerStatus and OnPeerLost), which also sends heartbeats on
-// providers that have them.
+// providers that have them. Connect warms peers up before the first
+// transfer: it resolves their addresses on every NIC and completes the
+// provider's connection setup, failing with a *PeerError for a peer that
+// is not there.
 //
 // Stale descriptors are refused. Every engine draws a random incarnation
 // when it opens, and its addresses, so its descriptors, carry it. A write
@@ -132,6 +135,9 @@
 // The engine logs through Config.Logger's handler (slog.Default's when
 // nil), warnings and errors only unless Config.LogLevel asks for more:
 // slog.LevelInfo adds the open and close lines, slog.LevelDebug the
-// workers' start and stop. Stats returns the counters; package
-// fabric/fabricmetrics exports them to Prometheus.
+// workers' start and stop. Stats returns the counters and
+// TransferHistograms the latency and size distributions of the transfers
+// that succeeded, per kind (each worker counts its own in fixed buckets,
+// added up when read); package fabric/fabricmetrics exports both to
+// Prometheus.
 package fabric

@@ -88,6 +88,9 @@ type DomainSnapshot struct {
 	Errors      uint64
 	Imms        uint64
 	InFlight    int64
+	// Peers counts the peer addresses resolved on the NIC: by Connect,
+	// or by the first operation to each.
+	Peers int64
 }
 
 // Stats returns the current counters. Safe to call at any time.
@@ -102,7 +105,8 @@ func (e *Engine) Stats() Stats {
 			st := &ds.stats
 			s.Domains = append(s.Domains, DomainSnapshot{Device: w.dev, Name: st.Name, Index: i,
 				Posted: st.Posted.Load(), Bytes: st.Bytes.Load(), Completions: st.Completions.Load(),
-				Errors: st.Errors.Load(), Imms: st.Imms.Load(), InFlight: st.InFlight.Load()})
+				Errors: st.Errors.Load(), Imms: st.Imms.Load(), InFlight: st.InFlight.Load(),
+				Peers: st.Peers.Load()})
 		}
 	}
 	return s

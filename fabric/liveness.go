@@ -69,6 +69,7 @@ func (ds *domState) resolve(addr Address) (*peerState, error) {
 	ds.peers[addr] = p
 	ds.peerList = append(ds.peerList, p)
 	ds.byID[id] = p
+	ds.stats.Peers.Add(1)
 	return p, nil
 }
 
@@ -402,28 +403,35 @@ func (w *worker) probePeers(ds *domState) {
 		if ps.watched == 0 || ps.gone || ps.probing || ds.posted >= ds.depth {
 			continue
 		}
-		op, ok := pr.ProbeOp(ps.id)
-		if !ok {
+		if !w.postProbe(ds, di, pr, ps) {
 			return
 		}
-		op.Context = ctxTagProbe | uint64(ps.idx)
-		if r := w.immSrc; r != nil && op.Local == 0 {
-			op.Local, op.LocalDesc = uint64(r.span.Addr), r.keys[di].Local
-		}
-		ds.probe[0] = op
-		call := w.beginCall()
-		n, err := ds.d.PostWrites(ds.probe[:])
-		w.endCall(call)
-		if n == 1 {
-			ps.probing, ps.probeAt = true, w.now
-			ds.posted++
-			ds.probes++
-			continue
-		}
-		if err != nil {
-			w.noteOpError(ds, ps, err)
-		}
 	}
+}
+
+// postProbe posts one heartbeat to ps; false when the provider has none
+// for it.
+func (w *worker) postProbe(ds *domState, di int, pr rdma.PeerProber, ps *peerState) bool {
+	op, ok := pr.ProbeOp(ps.id)
+	if !ok {
+		return false
+	}
+	op.Context = ctxTagProbe | uint64(ps.idx)
+	if r := w.immSrc; r != nil && op.Local == 0 {
+		op.Local, op.LocalDesc = uint64(r.span.Addr), r.keys[di].Local
+	}
+	ds.probe[0] = op
+	call := w.beginCall()
+	n, err := ds.d.PostWrites(ds.probe[:])
+	w.endCall(call)
+	if n == 1 {
+		ps.probing, ps.probeAt = true, w.now
+		ds.posted++
+		ds.probes++
+	} else if err != nil {
+		w.noteOpError(ds, ps, err)
+	}
+	return true
 }
 
 // probeDone takes a heartbeat's completion.

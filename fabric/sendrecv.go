@@ -89,6 +89,7 @@ func (e *Engine) releaseSendSlot(s int32) { e.send.pool <- s }
 func (w *worker) acceptSend(r *request) {
 	xi := w.newXfer(reqSend, r.c)
 	w.pool.xfers[xi].sendSlot = r.slot
+	w.pool.xfers[xi].bytes = r.bytes
 	ds := w.doms[0]
 	p, err := ds.resolve(r.to)
 	if err != nil {

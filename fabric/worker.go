@@ -41,6 +41,7 @@ type worker struct {
 	peerHealth peerHealth    // peer liveness (liveness.go)
 	watchdog   watchdogState // stuck provider calls (watchdog.go)
 	sleep      sleepState    // polling policy and sleep (sleep.go)
+	hist       xferHist      // transfer latency and size (histogram.go)
 
 	initDone chan error
 	exited   chan struct{}
@@ -435,4 +436,5 @@ type DomainStats struct {
 	Errors      atomic.Uint64 // error completions and refused posts
 	Imms        atomic.Uint64 // immediates received
 	InFlight    atomic.Int64  // ops posted and not completed (completions taken off once per poll)
+	Peers       atomic.Int64  // peer addresses resolved (Connect, or the first op to each)
 }

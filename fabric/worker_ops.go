@@ -89,6 +89,7 @@ type xferSlot struct {
 	sendSlot   int32
 	deadline   int64      // nanotime; noDeadline for none
 	start      int64      // nanotime when accepted
+	bytes      uint64     // what the request writes or sends (histogram.go)
 	peer       *peerState // a send's peer
 	peerLosses uint32     // peer.losses when the send was taken
 }
@@ -165,6 +166,9 @@ func (w *worker) completeXfer(xi uint32) {
 func (w *worker) report(x *xferSlot) {
 	c, err := x.c, x.err
 	x.reported = true
+	if err == nil {
+		w.hist.observe(x.kind, w.now-x.start, x.bytes)
+	}
 	x.c = Completion{}
 	w.queue.unreported--
 	if c.ctx != nil {
@@ -262,6 +266,7 @@ func (w *worker) accept(r *request) {
 		return
 	}
 	xi := w.newXfer(r.kind, r.c)
+	w.pool.xfers[xi].bytes = payload(r)
 	n := len(w.doms)
 	fail := func(ci uint32, err error) {
 		w.failXfer(xi, err)

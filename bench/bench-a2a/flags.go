@@ -61,7 +61,11 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 			"       <launcher> bench-a2a [flags]  (torchrun, mpirun or srun environment)\n"+
 			"       bench-a2a transports  (every transport name and its provider; or --list-transports)\n\n"+
 			"fabric-debug spells the shared options the same way; the earlier spellings stay as aliases:\n"+
-			"--provider, --nets-per-gpu, --spin, --verbose, --list-transports.\n\nflags:\n")
+			"--provider, --nets-per-gpu, --spin, --verbose, --list-transports.\n\n"+
+			"Across hosts: every rank gets --master HOST:PORT (or FERRY_MASTER) naming rank 0's rendezvous;\n"+
+			"a master that is not a loopback address needs FERRY_ALLOW_REMOTE=1 on every rank, and every\n"+
+			"rank the same FERRY_JOB_TOKEN. Use --transport efa, verbs or 'tcp;ofi_rxm' (with --node, the\n"+
+			"address the other hosts reach); shm and ipc connect the ranks of one host only.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	var err error

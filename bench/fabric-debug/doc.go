@@ -9,6 +9,8 @@
 //	fabric-debug loopback [flags]        server and client engines in one process
 //	fabric-debug serve [flags]           print "Main Address: <hex>", serve until interrupted
 //	fabric-debug client <hex> [flags]    run the workloads against a server
+//	fabric-debug client HOST:PORT --transport 'tcp;ofi_rxm' [flags]
+//	                                     the same, by the host:port a tcp serve prints
 //	fabric-debug ranks --world-size W (--spawn | --rank R --master HOST:PORT) [flags]
 //	fabric-debug info [--json]           transports, devices, capabilities of this machine
 //	fabric-debug transports              every transport name and the provider serving it

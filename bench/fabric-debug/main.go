@@ -18,6 +18,7 @@ import (
 	"github.com/ferryrdma/ferry/bench/internal/cliflag"
 	"github.com/ferryrdma/ferry/bench/internal/fabricbench"
 	"github.com/ferryrdma/ferry/bench/internal/metricsserver"
+	"github.com/ferryrdma/ferry/efa"
 	"github.com/ferryrdma/ferry/fabric"
 	"github.com/ferryrdma/ferry/fabric/rendezvous"
 )
@@ -366,6 +367,9 @@ func serve(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 			in.Provider, in.Transport, in.Reason, in.NICs, in.Poll, memoryName(o.spec), gbps(in.LinkSpeed))
 		fmt.Fprintf(stdout, "Main Address: %s\n", a)
 		fmt.Fprintf(stdout, "# run: fabric-debug client %s --provider '%s' --nics %d\n", a, o.provider, in.NICs)
+		if hp, ok := efa.TCPHostPort(a); ok && in.Transport == efa.HostPortTransport {
+			fmt.Fprintf(stdout, "# or:  fabric-debug client %s --provider '%s' --nics %d\n", hp, o.provider, in.NICs)
+		}
 		if f, ok := stdout.(*os.File); ok {
 			_ = f.Sync()
 		}
@@ -379,15 +383,28 @@ func serve(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 	return exitStatus(stderr, err)
 }
 
-func client(ctx context.Context, o *options, hex string, stdout, stderr io.Writer) int {
-	addr, err := fabric.ParseAddress(hex)
+func client(ctx context.Context, o *options, server string, stdout, stderr io.Writer) int {
+	addr, err := serverAddress(o.provider, server)
 	if err != nil {
-		fmt.Fprintf(stderr, "fabric-debug: server address %q: %v\n", hex, err)
+		fmt.Fprintf(stderr, "fabric-debug: server address %q: %v\n", server, err)
 		return exitUsage
 	}
 	return measure(o, stdout, stderr, func(sink fabricbench.Sink) (*fabricbench.Report, error) {
 		return fabricbench.RunClient(ctx, o.spec, addr, sink)
 	})
+}
+
+// serverAddress reads client's argument: the server's main address in
+// hex, or host:port where the transport's address is a socket address
+// (tcp;ofi_rxm).
+func serverAddress(transport, s string) (fabric.Address, error) {
+	if !strings.Contains(s, ":") {
+		return fabric.ParseAddress(s)
+	}
+	if transport != efa.HostPortTransport {
+		return fabric.Address{}, fmt.Errorf("host:port with --transport %q: %s: %w", transport, efa.HostPortLimit, fabric.ErrInvalidArgument)
+	}
+	return efa.TCPAddress(s)
 }
 
 func ranks(ctx context.Context, o *options, pos []string, stdout, stderr io.Writer) int {
@@ -452,6 +469,10 @@ func usage(fs *flag.FlagSet) {
   fabric-debug loopback [flags]            server and client engines in this process
   fabric-debug serve [flags]               print "Main Address: <hex>" and serve clients until interrupted
   fabric-debug client <hex> [flags]        run the workloads against a server
+  fabric-debug client HOST:PORT --transport 'tcp;ofi_rxm' [flags]
+                                           the same, the server named by the host:port serve
+                                           prints (tcp only: other transports' addresses name
+                                           devices, queue pairs or regions; pass their hex)
   fabric-debug serve --directory etcd://HOST:PORT/PREFIX [--name N] [--labels k=v,...]
                                            serve, published in an etcd directory
   fabric-debug client --directory etcd://HOST:PORT/PREFIX [--select k=v,...] [flags]
@@ -469,6 +490,14 @@ never a silent fallback. On a machine without RDMA NICs pass --transport shm
 (one host) or --transport 'tcp;ofi_rxm'. bench-a2a spells these options
 the same way; the earlier spellings stay as aliases: --provider,
 --nets-per-gpu, --spin, --verbose, --list-transports.
+
+Across hosts: serve on one host with --transport efa or verbs, or with
+'tcp;ofi_rxm' --node <an address the other host reaches> (shm and ipc stay
+on one host), and give the client on the other host the address serve
+prints. ranks meet through a rendezvous at --master HOST:PORT (or
+FERRY_MASTER); a master that is not a loopback address needs
+FERRY_ALLOW_REMOTE=1 on every rank (without it a job stays on this host),
+and every rank needs the same FERRY_JOB_TOKEN.
 
 flags:
 `)

@@ -24,6 +24,16 @@ type PeerSource interface {
 
 var _ PeerSource = (*fabric.Engine)(nil)
 
+// HistogramSource is a Source that also keeps transfer histograms
+// (*fabric.Engine is one): the collector then exports the latency and
+// size distributions of its transfers, per transport and kind.
+type HistogramSource interface {
+	Source
+	TransferHistograms() []fabric.TransferHistogram
+}
+
+var _ HistogramSource = (*fabric.Engine)(nil)
+
 // Options tune a Collector.
 type Options struct {
 	// ConstLabels are added to every metric, to tell engines apart when
@@ -43,6 +53,8 @@ type Collector struct {
 	info   *prometheus.Desc
 	lib    *prometheus.Desc
 	lost   *prometheus.Desc
+	lat    *prometheus.Desc
+	size   *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -69,8 +81,17 @@ func New(src Source, opt Options) *Collector {
 	c.lost = prometheus.NewDesc(name("peer_lost"),
 		"1 for each peer the engine holds lost now (declared lost, not heard from since); the peer label is its endpoint address.",
 		[]string{"peer"}, opt.ConstLabels)
+	c.lat = prometheus.NewDesc(name("transfer_latency_seconds"),
+		"Latency of the transfers that succeeded, from the worker taking the request to its completion, per transport and kind (op).",
+		histLabels, opt.ConstLabels)
+	c.size = prometheus.NewDesc(name("transfer_size_bytes"),
+		"Bytes each successful transfer wrote or sent (0 for immediates and barriers), per transport and kind (op).",
+		histLabels, opt.ConstLabels)
 	return c
 }
+
+// histLabels name a transfer histogram.
+var histLabels = []string{"transport", "op"}
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -84,6 +105,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.info
 	ch <- c.lib
 	ch <- c.lost
+	ch <- c.lat
+	ch <- c.size
 }
 
 // Collect reads the engine's counters once and sends them.
@@ -115,4 +138,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.lost, prometheus.GaugeValue, 1, pe.Peer.String())
 		}
 	}
+	if hs, ok := c.src.(HistogramSource); ok {
+		for _, h := range hs.TransferHistograms() {
+			ch <- prometheus.MustNewConstHistogram(c.lat, h.Count, h.LatencySum, bucketMap(h.Latency), h.Transport, h.Op)
+			ch <- prometheus.MustNewConstHistogram(c.size, h.Count, float64(h.SizeSum), bucketMap(h.Size), h.Transport, h.Op)
+		}
+	}
+}
+
+// bucketMap turns cumulative buckets into the map Prometheus wants.
+func bucketMap(bs []fabric.HistogramBucket) map[float64]uint64 {
+	m := make(map[float64]uint64, len(bs))
+	for _, b := range bs {
+		m[b.UpperBound] = b.Count
+	}
+	return m
 }

@@ -3,7 +3,8 @@
 // not depend on Prometheus: only programs that import this package link
 // the client library.
 //
-// A [Collector] reads Engine.Stats and Engine.Info once per scrape (a
+// A [Collector] reads Engine.Stats, Engine.Info and, for engines,
+// Engine.TransferHistograms once per scrape (a
 // handful of atomic loads per NIC; nothing is added to the transfer path)
 // and reports, under the "ferry" namespace:
 //
@@ -13,8 +14,14 @@
 //     claim them;
 //   - per NIC (labels device, nic, index): operations posted, bytes
 //     written and sent, completions, error completions and refused posts,
-//     immediates received, operations in flight (the queue depth) and the
-//     link speed;
+//     immediates received, operations in flight (the queue depth), peer
+//     addresses resolved and the link speed;
+//   - histograms of the transfers that succeeded, per transport and kind
+//     (labels transport, op: single, paged, scatter, imm, barrier, send):
+//     ferry_transfer_latency_seconds (power-of-two buckets from about
+//     1 µs to 8.6 s) and ferry_transfer_size_bytes (1 B to 2 GiB), from
+//     Engine.TransferHistograms (the workers count into their own buckets;
+//     a scrape adds them up);
 //   - ferry_engine_info{provider, transport, poll} = 1;
 //   - ferry_library_info{library, version, api} = 1 for providers on a
 //     native library: for libfabric, the version loaded and the API

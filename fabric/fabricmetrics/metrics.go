@@ -62,6 +62,8 @@ var nicMetrics = []nicMetric{
 		func(d *fabric.DomainSnapshot) float64 { return float64(d.Imms) }},
 	{"InFlight", "nic_ops_in_flight", "Operations posted to the NIC and not completed yet: its queue depth now.",
 		prometheus.GaugeValue, func(d *fabric.DomainSnapshot) float64 { return float64(d.InFlight) }},
+	{"Peers", "nic_peers", "Peer addresses the NIC has resolved (Engine.Connect or the first operation to each).",
+		prometheus.GaugeValue, func(d *fabric.DomainSnapshot) float64 { return float64(d.Peers) }},
 }
 
 // nicLabels name a NIC: its group's device, its name and its index.

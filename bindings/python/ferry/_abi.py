@@ -263,7 +263,7 @@ _pi64 = C.POINTER(C.c_int64)
 _pi32 = C.POINTER(C.c_int32)
 _pu8 = C.POINTER(C.c_uint8)
 
-# name: (result type, argument types). Every function of ferry.h 1.3.
+# name: (result type, argument types). Every function of ferry.h 1.4.
 PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_strerror": (C.c_char_p, [C.c_int]),
     "ferry_last_error": (C.c_size_t, [C.c_char_p, C.c_size_t]),
@@ -356,6 +356,8 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_dir_watch_close": (C.c_int, [_u64]),
     "ferry_directory_lose_on_leave": (C.c_int, [_u64, _u64, C.c_int64]),
     "ferry_address_from_hex": (C.c_int, [C.c_char_p, _pu8, C.c_size_t, _psz]),
+    # 1.4
+    "ferry_connect": (C.c_int, [_u64, C.POINTER(_pu8), _psz, C.c_size_t, C.c_int64]),
 }
 
 

@@ -489,6 +489,21 @@ class Engine(Handle):
         a = (C.c_uint8 * len(address)).from_buffer_copy(address)
         check("ferry_watch_peer", self.handle, a, len(address))
 
+    def connect(self, *addresses: bytes, timeout: float = 30.0) -> None:
+        """Warms peers up before the first transfer: resolves each address
+        (a main address or a descriptor's NIC address) on every NIC and
+        completes the provider's connection setup. Raises PeerLostError (a
+        ConnectionError) for a peer that is not there, FerryTimeoutError
+        when timeout passed first. Connecting again changes nothing."""
+        if not has("ferry_connect"):
+            raise NotSupportedError("ferry_connect", _abi.E_NOT_SUPPORTED, "FERRY_E_NOT_SUPPORTED",
+                                    "libferry %s has no connect (1.4 or later needed)" %
+                                    lib().ferry_version_string().decode())
+        bufs = [(C.c_uint8 * len(a)).from_buffer_copy(a) for a in addresses]
+        ptrs = (C.POINTER(C.c_uint8) * len(bufs))(*[C.cast(b, C.POINTER(C.c_uint8)) for b in bufs])
+        lens = (C.c_size_t * len(bufs))(*[len(a) for a in addresses])
+        check("ferry_connect", self.handle, ptrs, lens, len(bufs), ms(timeout))
+
     def peer_status(self, address: bytes) -> None:
         """Returns while the peer is not known to be lost; raises
         PeerLostError (a ConnectionError) with the reason once it is."""

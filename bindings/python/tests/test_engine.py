@@ -122,6 +122,38 @@ class EngineTest(unittest.TestCase):
             a.watch_peer(b.address())
             a.peer_status(b.address())  # alive: returns
 
+    def test_connect(self):
+        for transport in ("mem", "shm"):
+            try:
+                a, b, c = ferry.Engine(transport, nics=2), ferry.Engine(transport, nics=2), \
+                    ferry.Engine(transport, nics=2)
+            except ferry.NotSupportedError as e:
+                self.skipTest("%s cannot run here: %s" % (transport, e))
+            with a, b, ferry.HostBuffer(MIB) as src, ferry.HostBuffer(MIB) as dst:
+                a.connect(b.address(), timeout=20)
+                a.connect(b.address(), timeout=20)  # again: no change
+                a.connect()  # nothing to do
+                want = pattern(4096)
+                src.view()[:4096] = want
+                s, d = a.register(src), b.register(dst, remote_write=True)
+                with ferry.Transfer() as t:
+                    a.write(s, d.descriptor(), 4096, done=t)
+                    t.wait()
+                self.assertEqual(bytes(dst.view()[:4096]), want)
+                dead = c.address()
+                c.close()
+                with self.assertRaises(ferry.PeerLostError):
+                    a.connect(dead, timeout=10)
+                with self.assertRaises(ConnectionError):
+                    a.connect(b.address(), dead, timeout=10)
+                a.connect(b.address(), timeout=20)
+                with self.assertRaises(ValueError):
+                    a.connect(b.address(), timeout=-1)
+                with self.assertRaises(ferry.BadEncodingError):
+                    a.connect(b"\x01", timeout=20)
+                s.close()
+                d.close()
+
     def test_buffers_of_every_kind(self):
         with ferry.Engine("mem") as e:
             for obj in (bytearray(64), array.array("d", [1.0] * 8), memoryview(bytearray(32))):

@@ -1,0 +1,80 @@
+package fabrictest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// peersOf sums the peer addresses resolved on e's NICs.
+func peersOf(e *fabric.Engine) (n int64) {
+	for _, d := range e.Stats().Domains {
+		n += d.Peers
+	}
+	return n
+}
+
+// testConnect: Connect resolves the target's NICs on every NIC of the
+// writer, twice without effect; the first write after it sets nothing up;
+// a connect to an engine that closed fails in time with ErrPeerLost.
+func testConnect(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	var addrs []fabric.Address
+	for _, k := range env.Desc.NICs {
+		addrs = append(addrs, k.Addr)
+	}
+	require.Zero(t, peersOf(env.A), "nothing resolved before Connect")
+	require.NoError(t, env.A.Connect(Ctx(t), addrs...))
+	nics := int64(len(env.A.Stats().Domains))
+	want := nics * int64(len(addrs))
+	require.Equal(t, want, peersOf(env.A), "every target NIC resolved on every writer NIC")
+	require.NoError(t, env.A.Connect(Ctx(t), addrs...), "connect is idempotent")
+	require.Equal(t, want, peersOf(env.A))
+
+	// The bytes are checked once the target counted the writes'
+	// immediates (one each, pinned to one NIC): the writer's completion
+	// alone does not say they landed (tcp).
+	ctr, err := env.B.ImmCounter(0x6c)
+	require.NoError(t, err)
+	for i := range 8 {
+		require.NoError(t, Wait(t, func(c fabric.Completion) error {
+			return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: uint64(i) * 4096,
+				Dst: env.Desc, DstOffset: uint64(i) * 4096, Length: 4096, Imm: 0x6c, HasImm: true,
+				Route: fabric.Pinned(i % len(env.Desc.NICs))}, c)
+		}))
+	}
+	require.NoError(t, ctr.Wait(Ctx(t), 8))
+	require.Equal(t, want, peersOf(env.A), "writes after Connect resolve nothing new")
+	require.Equal(t, env.Src.Bytes()[:8*4096], env.Dst.Bytes()[:8*4096])
+	require.NoError(t, env.A.PeerStatus(env.B.MainAddress()))
+
+	// An engine that closed: its address answers no more.
+	c := OpenEngine(t, p)
+	dead := c.MainAddress()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	require.NoError(t, c.Close(ctx))
+	// tcp;ofi_rxm refuses posts to a closed port without saying why (the
+	// provider calls the peer unreachable only after the handshake
+	// timeout, 10 s), so there a short deadline ends Connect with
+	// ErrTimeout; the other providers know the peer is gone at once.
+	limit, wantErr := 10*time.Second, fabric.ErrPeerLost
+	if p.Transport == "tcp;ofi_rxm" {
+		limit, wantErr = time.Second, fabric.ErrTimeout
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), limit)
+	defer ccancel()
+	t0 := time.Now()
+	err = env.A.Connect(cctx, dead)
+	require.ErrorIs(t, err, wantErr, "connect to a closed engine: %v", err)
+	require.NotErrorIs(t, err, fabric.ErrInvalidArgument, "the peer is gone, the argument is fine")
+	require.Less(t, time.Since(t0), limit+5*time.Second, "connect ends by its deadline")
+	// The live peer is unaffected.
+	require.NoError(t, env.A.Connect(Ctx(t), addrs...))
+
+	require.ErrorIs(t, env.A.Connect(Ctx(t), fabric.Address{}), fabric.ErrInvalidArgument)
+}
