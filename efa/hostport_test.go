@@ -1,6 +1,7 @@
 package efa_test
 
 import (
+	"encoding/hex"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,8 +14,13 @@ import (
 // convert both ways, for IPv4 (the form fabric-debug serve prints) and
 // IPv6; bad input is refused with ErrInvalidArgument.
 func TestTCPHostPort(t *testing.T) {
-	want, err := rdma.ParseAddress("01100200b56f7f0000010000000000000000")
+	// struct sockaddr_in: family 2 (little endian), port 46447 and
+	// 127.0.0.1 (network order), zero padding.
+	raw, err := hex.DecodeString("0200b56f7f0000010000000000000000")
 	require.NoError(t, err)
+	want, err := rdma.AddressFromRaw(raw)
+	require.NoError(t, err)
+	require.Zero(t, want.Incarnation(), "host:port names no engine incarnation")
 	got, err := efa.TCPAddress("127.0.0.1:46447")
 	require.NoError(t, err)
 	require.Equal(t, want, got)
