@@ -25,8 +25,9 @@ func TestEnginePairings(t *testing.T) {
 	for _, nm := range [][2]int{{1, 2}, {2, 1}} {
 		t.Run(fmt.Sprintf("%dto%d", nm[0], nm[1]), func(t *testing.T) {
 			requireDevices(t, 2)
-			t.Skip("unequal NIC groups over verbs are not supported yet: the RC handshake between " +
-				"NICs of different indexes does not complete (it times out in the Soft-RoCE VM)")
+			t.Skip("unequal NIC groups need every writer NIC to reach every target NIC; the test " +
+				"VM's rxe0 and rxe1 sit on separate dummy links that carry no traffic between " +
+				"them (the RC handshake times out), so unequal groups over verbs are unverified")
 			fabrictest.RunPairing(t, fabrictest.Params{Transport: "verbs", NICs: nm[0], TargetNICs: nm[1]})
 		})
 	}

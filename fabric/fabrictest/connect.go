@@ -22,6 +22,11 @@ func peersOf(e *fabric.Engine) (n int64) {
 // writer, twice without effect; the first write after it sets nothing up;
 // a connect to an engine that closed fails in time with ErrPeerLost.
 func testConnect(t *testing.T, p Params) {
+	if p.Transport == "verbs" && p.NICs > 1 {
+		// Connect resolves every target NIC on every writer NIC.
+		t.Skip("connect over verbs needs every NIC to reach every other; the test VM's rxe0 and " +
+			"rxe1 sit on separate dummy links that carry no traffic between them")
+	}
 	env := NewEnv(t, p)
 	var addrs []fabric.Address
 	for _, k := range env.Desc.NICs {
