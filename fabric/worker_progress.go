@@ -101,10 +101,15 @@ func (w *worker) postWrites(ds *domState) bool {
 				if err != nil && rem == 0 {
 					// ops[n] was refused for good: the context fails and
 					// posts nothing more.
-					w.failXfer(c.xfer, fmt.Errorf("post write on %s: %w", ds.info.Name, err))
+					refusedBy = ds.byID[ds.batch[n].Peer]
+					ferr := fmt.Errorf("post write on %s: %w", ds.info.Name, err)
+					if refusedBy != nil && errors.Is(err, ErrPeerLost) {
+						// Named as a failed completion would be (writeDone).
+						ferr = &PeerError{Peer: refusedBy.addr, Cause: ferr}
+					}
+					w.failXfer(c.xfer, ferr)
 					c.bad = true
 					ds.stats.Errors.Add(1)
-					refusedBy = ds.byID[ds.batch[n].Peer]
 				}
 				break
 			}
