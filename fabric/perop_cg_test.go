@@ -16,11 +16,12 @@ import (
 // callgrind with collection on in perOpMeasure alone and divides by the
 // operations. FERRY_PEROP_CG picks the case: imm (immediate-only writes,
 // 256 in flight), paged100 or paged10000 (64 B pages, 4 requests in
-// flight); FERRY_PEROP_N the number of rounds.
+// flight), idle (1000 empty passes a round); FERRY_PEROP_N the number of
+// rounds.
 func TestPerOpInstructions(t *testing.T) {
 	mode := os.Getenv("FERRY_PEROP_CG")
 	if mode == "" {
-		t.Skip("instruction-count harness: set FERRY_PEROP_CG=imm|paged100|paged10000 (scripts/perop-cg.sh)")
+		t.Skip("instruction-count harness: set FERRY_PEROP_CG=imm|paged100|paged10000|idle (scripts/perop-cg.sh)")
 	}
 	rounds, _ := strconv.Atoi(os.Getenv("FERRY_PEROP_N"))
 	if rounds <= 0 {
@@ -71,8 +72,15 @@ func TestPerOpInstructions(t *testing.T) {
 				fabric.PerOpPass(a)
 			}
 		}
+	case "idle":
+		// An empty pass, as a spinning worker makes between ops.
+		round = func() {
+			for i := 0; i < 1000; i++ {
+				fabric.PerOpPass(a)
+			}
+		}
 	default:
-		t.Fatalf("FERRY_PEROP_CG=%q: want imm, paged100 or paged10000", mode)
+		t.Fatalf("FERRY_PEROP_CG=%q: want imm, paged100, paged10000 or idle", mode)
 	}
 	fabric.PerOpOnWorker(a, func() {
 		perOpWarm(round, warm)

@@ -12,9 +12,9 @@
 # TestPerOpInstructions under callgrind, counting only perOpMeasure: the
 # submit -> accept -> post -> poll -> completion path over the null
 # provider, driven on the worker's own goroutine, no idle passes, no GC.
-# Printed per case: the engine's instructions per op (per page for paged),
-# and in brackets the total including the null provider's PostWrites and
-# Poll.
+# Printed per case: the engine's instructions per op (per page for paged,
+# per empty pass for idle), and in brackets the total including the null
+# provider's PostWrites and Poll.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH=/usr/local/go/bin:$PATH GOFLAGS=-buildvcs=false
@@ -81,7 +81,7 @@ build() { # rev out
 	(cd "$d" && go test -c -o "$out" ./fabric)
 }
 
-printf '%-12s %-18s %-18s %-18s\n' rev "imm /op" "paged100 /page" "paged10000 /page"
+printf '%-12s %-18s %-18s %-18s %-18s\n' rev "imm /op" "paged100 /page" "paged10000 /page" "idle /pass"
 for rev in "$@"; do
 	bin=$tmp/fabric.test
 	if ! build "$rev" "$bin" >"$tmp/build.log" 2>&1; then
@@ -90,7 +90,7 @@ for rev in "$@"; do
 		continue
 	fi
 	line=$(printf '%-12s' "$rev")
-	for m in imm:20:5120 paged100:20:8000 paged10000:2:80000; do
+	for m in imm:20:5120 paged100:20:8000 paged10000:2:80000 idle:5:5000; do
 		IFS=: read -r mode rounds ops <<<"$m"
 		out=$tmp/cg.$mode
 		if ! GOGC=off GODEBUG=asyncpreemptoff=1 FERRY_PEROP_CG=$mode FERRY_PEROP_N=$rounds \
