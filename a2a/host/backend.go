@@ -101,10 +101,15 @@ type Backend struct {
 	selfPad        []int32
 	selfLo, selfHi int32
 	combineRow     func(pos int32) []byte
-	w              *worker
-	timeout        time.Duration
-	joining        bool
-	closed         bool
+	// The iteration's writes to peers of other domains, as posted: the
+	// plan's, with zero rows where the rows were stored straight into the
+	// peer's receive buffer (direct, per rank; cdst, per combine write).
+	eagerT, overT, combT []a2a.Transfer
+	direct, cdst         [][]byte
+	w                    *worker
+	timeout              time.Duration
+	joining              bool
+	closed               bool
 }
 
 var _ a2a.MembershipBackend = (*Backend)(nil)
@@ -137,6 +142,10 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	b.selfTok = make([]int32, l.MaxCopiesFrom)
 	b.selfPad = make([]int32, l.MaxCopiesFrom)
 	b.combineRow = b.resultRow
+	b.direct, b.cdst = make([][]byte, l.WorldSize), make([][]byte, l.WorldSize)
+	b.eagerT = make([]a2a.Transfer, 0, l.WorldSize)
+	b.overT = make([]a2a.Transfer, 0, l.WorldSize)
+	b.combT = make([]a2a.Transfer, 0, l.WorldSize)
 	b.reduce = rows.NewReducer(&b.l, reduceThreads(opt.ReduceThreads, runtime.NumCPU(), l.NVLinkSize))
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base

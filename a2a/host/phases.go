@@ -52,15 +52,37 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 	selfBase := int32(sp.Segments[l.Rank])
 	// Rows for other domains first: their writes go out while this rank
 	// stages the rest, so the fabric's copy overlaps this rank's own.
-	for i := range sp.Tokens * K {
-		if c := sp.Copy(i); c.Path == a2a.PathEager || c.Path == a2a.PathOverflow {
-			rows.Pack(l, b.drow(own, c.Pos), in, i/K)
+	// A peer whose receive buffer the transport lends (ipc) gets its rows
+	// stored there at once, at the rows its writes would fill (the group's
+	// window: row h*W + j), and writes of zero rows for the immediates.
+	defer b.wire.ReleaseDirect()
+	b.eagerT = append(b.eagerT[:0], sp.Eager...)
+	b.overT = append(b.overT[:0], sp.Overflow...)
+	clear(b.direct)
+	for i := range b.eagerT {
+		if b.direct[b.eagerT[i].Peer] = b.wire.Direct(b.eagerT[i].Peer); b.direct[b.eagerT[i].Peer] != nil {
+			b.eagerT[i].Rows = 0
 		}
 	}
-	if err := b.wire.Eager(sp.Eager); err != nil {
+	for i := range b.overT {
+		if b.direct[b.overT[i].Peer] != nil {
+			b.overT[i].Rows = 0
+		}
+	}
+	window := int32(l.Group(l.Rank) * l.MaxCopiesFrom)
+	for i := range sp.Tokens * K {
+		if c := sp.Copy(i); c.Path == a2a.PathEager || c.Path == a2a.PathOverflow {
+			if dst := b.direct[c.Dest]; dst != nil {
+				rows.Pack(l, b.drow(dst, window+c.Pos-int32(sp.Segments[c.Dest])), in, i/K)
+			} else {
+				rows.Pack(l, b.drow(own, c.Pos), in, i/K)
+			}
+		}
+	}
+	if err := b.wire.Eager(b.eagerT); err != nil {
 		return err
 	}
-	if err := b.wire.Overflow(sp.Overflow); err != nil {
+	if err := b.wire.Overflow(b.overT); err != nil {
 		return err
 	}
 	for i := range sp.Tokens * K {
@@ -139,12 +161,36 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	}
 	l, rp := &b.l, p.Recv()
 	own := b.send[b.me]
-	for _, run := range rp.Runs[:rp.RemoteRuns] {
-		for c := int32(0); c < run.Count; c++ {
-			rows.Copy(b.crow(own, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+	// Results for a replica whose receive buffer the transport lends (ipc)
+	// are stored there at once, at the rows its write would fill, and its
+	// write carries zero rows; the others' are staged once per run.
+	defer b.wire.ReleaseDirect()
+	b.combT = append(b.combT[:0], rp.Combine...)
+	for i := range b.combT {
+		if b.cdst[i] = b.wire.Direct(b.combT[i].Peer); b.cdst[i] != nil {
+			b.combT[i].Rows = 0
 		}
 	}
-	if err := b.wire.Combine(rp.Combine); err != nil {
+	for _, run := range rp.Runs[:rp.RemoteRuns] {
+		staged := false
+		for i := range rp.Combine {
+			t := &rp.Combine[i]
+			if int32(l.Group(int(t.Peer))) != run.Group {
+				continue
+			}
+			dst, at := b.cdst[i], t.DstRow+run.CombineRow-t.SrcRow
+			if dst == nil {
+				if staged {
+					continue
+				}
+				staged, dst, at = true, own, run.CombineRow
+			}
+			for c := int32(0); c < run.Count; c++ {
+				rows.Copy(b.crow(dst, at+c), rows.ExpertRow(l, in, run.Padded+c))
+			}
+		}
+	}
+	if err := b.wire.Combine(b.combT); err != nil {
 		return err
 	}
 	// This rank's own tokens' results are not copied: CombineRecv reads
