@@ -185,8 +185,10 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 				}
 				staged, dst, at = true, own, run.CombineRow
 			}
+			// Cached stores, as rows.Pack's: the reduction reads these rows
+			// within the step.
 			for c := int32(0); c < run.Count; c++ {
-				rows.Copy(b.crow(dst, at+c), rows.ExpertRow(l, in, run.Padded+c))
+				copy(b.crow(dst, at+c), rows.ExpertRow(l, in, run.Padded+c))
 			}
 		}
 	}
@@ -212,7 +214,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 			dst := b.recv[b.peer(q)]
 			for c := int32(0); c < run.Count; c++ {
-				rows.Copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+				copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
 			}
 		}
 	}
