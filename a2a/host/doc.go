@@ -49,11 +49,9 @@
 // Rows sit in the transport buffers at their phase's stride
 // (a2a.Layout.PhaseStride), so the fabric carries each row's bytes and no
 // padding up to the other phase's row size; Backend.Traffic counts what
-// the writes carried. Rows written into a transport buffer are stored
-// with cached stores: the receiver reads them within the step, from the
-// last-level cache. Rows written into the caller's outputs, of a kilobyte
-// or more, are copied with streaming (non-temporal) stores where the CPU
-// has them (rows.Copy): nobody reads them before the step ends. The
+// the writes carried. Rows of a kilobyte or more are copied with
+// streaming (non-temporal) stores where the CPU has them (rows.Copy): a
+// phase writes megabytes that another core or process reads next. The
 // reduction runs the widest vector loop the CPU has (AVX-512 or AVX2 on
 // amd64; the pure Go loop elsewhere and with the purego build tag), bit
 // for bit the oracle's rounding, and may split its tokens over

@@ -189,10 +189,8 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 				}
 				staged, dst, at = true, own, run.CombineRow
 			}
-			// Cached stores, as rows.Pack's: the reduction reads these rows
-			// within the step.
 			for c := int32(0); c < run.Count; c++ {
-				copy(b.crow(dst, at+c), rows.ExpertRow(l, in, run.Padded+c))
+				rows.Copy(b.crow(dst, at+c), rows.ExpertRow(l, in, run.Padded+c))
 			}
 		}
 	}
@@ -218,7 +216,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 			dst := b.recv[b.peer(q)]
 			for c := int32(0); c < run.Count; c++ {
-				copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+				rows.Copy(b.crow(dst, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
 			}
 		}
 	}

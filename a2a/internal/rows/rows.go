@@ -30,13 +30,10 @@ func f32Bytes(v []float32) []byte {
 // scaleSlot is where a row's scales start.
 func scaleSlot(l *a2a.Layout) int { return (l.TokenBytes + 15) &^ 15 }
 
-// Pack writes token t of in into the transport row dst, with cached
-// stores: the receiver reads the row within the step, from the last-level
-// cache the stores leave it in (streamed, it would read it back from
-// memory; measured slower on the bench's decode shape).
+// Pack writes token t of in into the transport row dst.
 func Pack(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int) {
 	xs := orDefault(in.XStride, l.TokenBytes)
-	copy(dst[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
+	Copy(dst[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
 	if l.Scales == 0 {
 		return
 	}
