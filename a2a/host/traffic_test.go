@@ -1,10 +1,12 @@
 package host_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
+	"github.com/ferryrdma/ferry/fabric"
 )
 
 // TestHostWireBytes checks that each phase's fabric writes carry its rows
@@ -57,6 +59,12 @@ func TestHostWireBytes(t *testing.T) {
 func TestHostLentMappings(t *testing.T) {
 	cfg := a2a.Config{WorldSize: 3, NVLinkSize: 1, MaxTokens: 8, Hidden: 64, Scales: 2,
 		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 3, ExpertsPerToken: 3, PrivateTokens: 2}
+	if _, err := fabric.ChooseTransport("ipc", fabric.DomainOptions{}); err != nil {
+		if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
+			t.Skipf("needs the ipc transport (Linux shared memory): %v", err)
+		}
+		t.Fatal(err)
+	}
 	ctxs, backends := worldBackends(t, cfg, "ipc")
 	mapped := func() bool {
 		for _, b := range backends {
