@@ -11,9 +11,8 @@
 // (pack, copy, reduce, and post what needs no peer), and a worker
 // goroutine does the rest, as the reference's CPU worker does:
 //
-//	DispatchSend  own count row -> the table of every other group (scatter,
-//	              route tag; the tables are free before the previous
-//	              barrier ends); wait for that barrier; stage the rows for
+//	DispatchSend  wait for the previous barrier; own count row -> the table of
+//	              every other group (scatter, route tag); stage the rows for
 //	              other domains (or store them into a lent mapping of the
 //	              peer's receive buffer); eager scatter into the private parts
 //	              (dispatch tag, sharded by peer); overflow scatter

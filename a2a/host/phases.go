@@ -30,21 +30,17 @@ func (b *Backend) bound(ctx context.Context) (context.Context, context.CancelFun
 func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.DispatchInput) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	l, sp := &b.l, p.Send()
-	RW, g := l.RowWords, l.Group(l.Rank)
-	// Counts first, before the previous iteration's combine barrier:
-	// receivers need them before anything else, and the tables they go to
-	// are free already. The previous dispatch barrier (which CombineSend
-	// awaited) saw every rank past its PlanRecv, the last read of its
-	// table, and every transfer out of this rank's table completed.
-	copy(b.words[g*RW:(g+1)*RW], sp.Row)
-	if err := b.wire.Routes(); err != nil {
-		return err
-	}
-	// The previous combine barrier frees every buffer the rows go to.
+	// The previous combine barrier frees every buffer this phase writes.
 	if err := b.w.await(ctx, b.w.txReady, "the previous iteration's barrier", func() error {
 		return b.wire.Barrier(ctx, a2a.TagCombineBarrier)
 	}); err != nil {
+		return err
+	}
+	l, sp := &b.l, p.Send()
+	RW, g := l.RowWords, l.Group(l.Rank)
+	copy(b.words[g*RW:(g+1)*RW], sp.Row)
+	// Counts first: receivers need them before anything else.
+	if err := b.wire.Routes(); err != nil {
 		return err
 	}
 	K, own := l.ExpertsPerToken, b.send[b.me]

@@ -36,12 +36,11 @@ import (
 // count for the next generation. Its failures are forgotten: they belong
 // to the generation given up.
 func (w *Wiring) Quiesce(ctx context.Context) error {
-	if err := w.done.Wait(ctx, w.posted.Load()); err != nil {
+	if err := w.done.Wait(ctx, w.posted); err != nil {
 		return fmt.Errorf("a2a rank %d: quiesce: %d of %d transfers finished (%s): %w: %w", w.l.Rank, w.done.Done(),
-			w.posted.Load(), w.suspects(), a2a.ErrTimeout, err)
+			w.posted, w.suspects(), a2a.ErrTimeout, err)
 	}
-	w.done = new(fabric.TransferCounter)
-	w.posted.Store(0)
+	w.done, w.posted = new(fabric.TransferCounter), 0
 	return nil
 }
 
@@ -50,8 +49,8 @@ func (w *Wiring) Quiesce(ctx context.Context) error {
 // nil, all-gathers descriptors over the members; a wiring built with
 // Options.Join needs one. Call Quiesce first.
 func (w *Wiring) SetActive(ctx context.Context, gen uint32, m *a2a.Members, ex Exchanger) error {
-	if n := w.posted.Load(); n != 0 {
-		return fmt.Errorf("a2a rank %d: set active: %d transfers not quiesced: %w", w.l.Rank, n, a2a.ErrInvalidArgument)
+	if w.posted != 0 {
+		return fmt.Errorf("a2a rank %d: set active: %d transfers not quiesced: %w", w.l.Rank, w.posted, a2a.ErrInvalidArgument)
 	}
 	if ex == nil {
 		for q, a := range m.Active {

@@ -19,7 +19,7 @@ func (w *Wiring) scatter(targets []fabric.ScatterTarget, rows uint64, src *fabri
 	if err := w.eng.SubmitScatter(s, fabric.Count(w.done)); err != nil {
 		return fmt.Errorf("a2a %v scatter: %w", tag, err)
 	}
-	w.posted.Add(1)
+	w.posted++
 	var bytes uint64
 	for _, t := range targets {
 		bytes += t.Length
@@ -85,7 +85,7 @@ func (w *Wiring) Signal(tag a2a.Tag) error {
 	if err := w.eng.SubmitBarrier(fabric.Barrier{Imm: w.imm(tag), Dsts: dsts}, fabric.Count(w.done)); err != nil {
 		return fmt.Errorf("a2a %v signal: %w", tag, err)
 	}
-	w.posted.Add(1)
+	w.posted++
 	return nil
 }
 
@@ -126,9 +126,8 @@ func (w *Wiring) Arm(tag a2a.Tag, n int) error {
 // Drain waits until every transfer posted so far completed, so the
 // buffers they read may be reused, and reports any that failed.
 func (w *Wiring) Drain(ctx context.Context) error {
-	posted := w.posted.Load()
-	if err := w.done.Wait(ctx, posted); err != nil {
-		return fmt.Errorf("a2a rank %d: %d of %d transfers completed (%s): %w: %w", w.l.Rank, w.done.Done(), posted, w.suspects(), a2a.ErrTimeout, err)
+	if err := w.done.Wait(ctx, w.posted); err != nil {
+		return fmt.Errorf("a2a rank %d: %d of %d transfers completed (%s): %w: %w", w.l.Rank, w.done.Done(), w.posted, w.suspects(), a2a.ErrTimeout, err)
 	}
 	if n := w.done.Errors(); n > 0 {
 		first := w.done.Err()

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
@@ -88,10 +87,7 @@ type Wiring struct {
 	held    []*fabric.PeerMemory
 	noLend  bool
 
-	// posted counts the transfers posted this generation. Atomic: the
-	// host backend posts its count row while its worker may still run the
-	// previous barrier.
-	posted atomic.Int64
+	posted int64 // transfers posted this generation
 	done   *fabric.TransferCounter
 	closed bool
 
@@ -298,7 +294,7 @@ func (w *Wiring) Close() error {
 	defer cancel()
 	// A transfer that does not finish in time is abandoned: the caller
 	// is tearing down, and the engine reports it when it closes.
-	_ = w.done.Wait(ctx, w.posted.Load())
+	_ = w.done.Wait(ctx, w.posted)
 	w.unwire()
 	return nil
 }
