@@ -96,7 +96,7 @@ func serve(ctx context.Context, r *job.Rank, c config, kv *job.Buffer, srcPages 
 		return r.Engine.SubmitPaged(fabric.PagedWrite{
 			Src: kv.Region, SrcPages: srcPages, SrcStride: uint64(pb), SrcOffset: uint64(l * layerBytes),
 			Dst: *card.Pool, DstPages: q.Table, DstStride: uint64(pb), DstOffset: uint64(l * card.Blocks * pb),
-			Length: uint64(pb), Imm: imm(q.ID, l), HasImm: true,
+			Length: uint64(pb), Imm: fabric.Immediate(imm(q.ID, l)),
 		}, fabric.OnDone(func(err error) {
 			completed[l] = time.Now()
 			done <- err

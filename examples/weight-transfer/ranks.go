@@ -96,7 +96,7 @@ func push(ctx context.Context, r *job.Rank, ts []tensor, s schedule, buf *job.Bu
 		// One request for every contiguous piece of every tensor, to every
 		// inference rank: the engine posts it in batches, one immediate per
 		// target.
-		err := r.Engine.SubmitScatter(fabric.ScatterWrite{Src: buf.Region, Targets: s.Scatter[k], Imm: updateImm(v), HasImm: true},
+		err := r.Engine.SubmitScatter(fabric.ScatterWrite{Src: buf.Region, Targets: s.Scatter[k], Imm: fabric.Immediate(updateImm(v))},
 			fabric.Count(&sent))
 		if err != nil {
 			return 0, err
@@ -104,7 +104,7 @@ func push(ctx context.Context, r *job.Rank, ts []tensor, s schedule, buf *job.Bu
 		n++
 	}
 	for _, p := range s.Paged[k] {
-		p.Src, p.Imm = buf.Region, updateImm(v)
+		p.Src, p.Imm = buf.Region, fabric.Immediate(updateImm(v))
 		if err := r.Engine.SubmitPaged(p, fabric.Count(&sent)); err != nil {
 			return 0, err
 		}

@@ -56,7 +56,7 @@ func plan(ts []tensor, trainers int, dst []fabric.Descriptor) schedule {
 					s.Paged[k] = append(s.Paged[k], fabric.PagedWrite{
 						SrcPages: rows[:n], SrcStride: uint64(t.rowBytes()), SrcOffset: uint64(src.Offset[x] + c0*elem),
 						Dst: dst[i], DstPages: rows[:n], DstStride: uint64(w), DstOffset: uint64(to.Offset[x] + r0*w),
-						Length: uint64(w), HasImm: true,
+						Length: uint64(w), Imm: fabric.Immediate(0),
 					})
 					s.Expect[i] += n
 					s.Bytes[k][i] += int64(n * w)
