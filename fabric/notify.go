@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"sync"
 )
@@ -75,6 +76,32 @@ func (m *Mailbox) UnmarshalBinary(b []byte) error {
 	}
 	*m = Mailbox{Dst: d, Offset: binary.LittleEndian.Uint64(b[5:]), Imm: binary.LittleEndian.Uint32(b[1:])}
 	return nil
+}
+
+// MarshalText encodes m as the hex of its binary form (JSON carries it as
+// a string); the zero Mailbox is the empty string.
+func (m Mailbox) MarshalText() ([]byte, error) {
+	if m.IsZero() {
+		return []byte{}, nil
+	}
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return hex.AppendEncode(nil, b), nil
+}
+
+// UnmarshalText decodes what MarshalText wrote.
+func (m *Mailbox) UnmarshalText(t []byte) error {
+	if len(t) == 0 {
+		*m = Mailbox{}
+		return nil
+	}
+	b, err := hex.AppendDecode(nil, t)
+	if err != nil {
+		return fmt.Errorf("decode mailbox: %w: %w", ErrBadEncoding, err)
+	}
+	return m.UnmarshalBinary(b)
 }
 
 // Notification is a payload for a lease's mailbox, sent after every write
@@ -227,32 +254,62 @@ func (n *noteChannel) receive(e *Engine, at uintptr, imm, base uint32, out chan 
 	}
 }
 
+// SubmitNotification sends n on its own, in order with the engine's other
+// notifications: for a request made of several writes (or of writes
+// through other engines' calls), submit it once their completions were
+// reported, and the target hands it over after all of them are visible.
+// c reports when the notification was delivered into the mailbox.
+func (e *Engine) SubmitNotification(n Notification, c Completion) error {
+	if e == nil {
+		return errNilEngine
+	}
+	w := e.main()
+	job, err := e.newNoteJob("notification", &n, w, c)
+	if err != nil {
+		return err
+	}
+	if e.life.closed.Load() {
+		c.abort()
+		return ErrClosed
+	}
+	e.queueNote(job)
+	return nil
+}
+
+// newNoteJob checks a notification and begins its completion c.
+func (e *Engine) newNoteJob(op string, nt *Notification, w *worker, c Completion) (*noteJob, error) {
+	if len(nt.Payload) > MaxNotifyPayload {
+		return nil, reqErr(op, ErrNotifyTooLarge, "%d bytes, at most %d", len(nt.Payload), MaxNotifyPayload)
+	}
+	to := nt.To
+	if err := checkDesc(op+" notification", &to.Dst, len(w.doms)); err != nil {
+		return nil, err
+	}
+	if to.Imm < LeaseBase {
+		return nil, reqErr(op, ErrInvalidArgument, "notification value %#x is not a lease's", to.Imm)
+	}
+	if !to.Dst.check(to.Offset, mailboxSize) {
+		return nil, reqErr(op, ErrOutOfBounds, "mailbox [%d, +%d) of %d bytes", to.Offset, mailboxSize, to.Dst.Length)
+	}
+	if err := c.begin(); err != nil {
+		return nil, err
+	}
+	if t := c.t; t != nil {
+		t.abandon.Store(&w.abandon)
+	}
+	return &noteJob{to: to, payload: append([]byte(nil), nt.Payload...), c: c}, nil
+}
+
 // submitNotified enqueues q, a write carrying nt, to w: q's completion is
 // replaced by one that queues the notification once the writes succeeded;
 // the caller's completion c ends with the notification (or the first
 // error).
 func (e *Engine) submitNotified(op string, nt *Notification, w *worker, q *request) error {
-	if len(nt.Payload) > MaxNotifyPayload {
-		return reqErr(op, ErrNotifyTooLarge, "%d bytes, at most %d", len(nt.Payload), MaxNotifyPayload)
-	}
-	to := nt.To
-	if err := checkDesc(op+" notification", &to.Dst, len(w.doms)); err != nil {
-		return err
-	}
-	if to.Imm < LeaseBase {
-		return reqErr(op, ErrInvalidArgument, "notification value %#x is not a lease's", to.Imm)
-	}
-	if !to.Dst.check(to.Offset, mailboxSize) {
-		return reqErr(op, ErrOutOfBounds, "mailbox [%d, +%d) of %d bytes", to.Offset, mailboxSize, to.Dst.Length)
-	}
 	c := q.c
-	if err := c.begin(); err != nil {
+	job, err := e.newNoteJob(op, nt, w, c)
+	if err != nil {
 		return err
 	}
-	if t := c.t; t != nil {
-		t.abandon.Store(&w.abandon)
-	}
-	job := &noteJob{to: to, payload: append([]byte(nil), nt.Payload...), c: c}
 	q.c = Completion{deadline: c.deadline, ctx: c.ctx, fn: func(err error) {
 		if err != nil {
 			job.finish(err)
