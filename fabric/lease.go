@@ -31,7 +31,9 @@ const (
 	// LeaseBase is the first immediate value of the lease range. Values
 	// from LeaseBase up belong to Engine.LeaseImms: counters for them can
 	// be registered only while they are leased, and immediates arriving
-	// for them while they are not are dropped (Stats.ImmsDropped).
+	// for them while they are not are dropped (Stats.ImmsDropped). A
+	// lease value is LeaseBase | gen<<16 | slot: 65536 slots, each with a
+	// 14-bit generation that steps on every lease of it.
 	LeaseBase uint32 = 0xC000_0000
 	// MaxLeaseImms is the most values one lease may hold.
 	MaxLeaseImms = 4096

@@ -105,7 +105,15 @@ func (m *Mailbox) UnmarshalText(t []byte) error {
 }
 
 // Notification is a payload for a lease's mailbox, sent after every write
-// of the request that carries it (SingleWrite.Notify, PagedWrite.Notify).
+// of the request that carries it (SingleWrite.Notify, PagedWrite.Notify)
+// completed at the initiator, as one write with the lease's notification
+// value as immediate into the mailbox; the target hands it over when that
+// immediate arrives. It rests on two guarantees, those split writes rest
+// on: a write completed at the initiator is visible at the target, and an
+// immediate arrives after its write's bytes. An engine sends its
+// notifications one at a time, each after the previous completed, so they
+// reach a target in the order their requests completed. A mailbox takes
+// one notification in flight: the next may overwrite it before it is read.
 // The payload is copied at submit. The request's completion reports the
 // end of the writes and of the notification together.
 type Notification struct {
