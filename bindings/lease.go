@@ -48,7 +48,7 @@ func ferry_lease_imms(h C.ferry_engine_t, n C.uint32_t, out *C.ferry_lease_t, fi
 	}
 	*out = C.ferry_lease_t(lh)
 	if first != nil {
-		*first = C.uint32_t(l.Value(0))
+		*first = C.uint32_t(l.First())
 	}
 	return C.int(codeOK)
 }

@@ -86,7 +86,7 @@ type Lease struct {
 }
 
 // LeaseImms leases n consecutive immediate values (1 to MaxLeaseImms) for
-// one request: Value(i) for i < n. Counters for them are registered as for
+// one request: First() to First()+n-1. Counters for them are registered as for
 // any value (ExpectImm, ImmCounter, FlagCounter); immediates that arrive
 // before a counter are held for it as usual. Retire ends the lease: its
 // counters are removed, what was held for it is dropped, and immediates
@@ -134,7 +134,7 @@ func (e *Engine) LeaseImms(n int) (*Lease, error) {
 		return nil, fmt.Errorf("lease imms: %d values with %d leases live: %w", n, t.live, ErrLeasesExhausted)
 	}
 	// One generation for the whole run, newer than each slot's last, so
-	// Value(i) = Value(0)+i and no value of an earlier lease comes back.
+	// value i is First()+i and no value of an earlier lease comes back.
 	var gen uint32
 	for j := start; j < start+need; j++ {
 		gen = max(gen, s[j].Load()>>1)
@@ -151,17 +151,9 @@ func (e *Engine) LeaseImms(n int) (*Lease, error) {
 // Len returns how many values the lease holds for writes.
 func (l *Lease) Len() int { return l.n }
 
-// Value returns the lease's i-th value (0 <= i < Len); values are
-// consecutive. It panics on an index out of range, as a slice would.
-func (l *Lease) Value(i int) uint32 {
-	if i < 0 || i >= l.n {
-		panic(fmt.Sprintf("fabric: lease value %d of %d", i, l.n))
-	}
-	return leaseValue(l.slot+i, l.gen)
-}
-
-// Imm returns Value(i) as a write's immediate.
-func (l *Lease) Imm(i int) Imm { return Immediate(l.Value(i)) }
+// First returns the lease's first value: its values are First() to
+// First()+Len()-1, consecutive.
+func (l *Lease) First() uint32 { return leaseValue(l.slot, l.gen) }
 
 // notifyValue is the lease's own value, the one notifications carry.
 func (l *Lease) notifyValue() uint32 { return leaseValue(l.slot+l.n, l.gen) }
@@ -256,7 +248,7 @@ func (l *Lease) WaitNotification(ctx context.Context) (Notice, error) {
 	ch := l.notes
 	l.mu.Unlock()
 	if ch == nil {
-		return Notice{}, fmt.Errorf("wait notification: lease %#x has no mailbox: %w", l.Value(0), ErrInvalidArgument)
+		return Notice{}, fmt.Errorf("wait notification: lease %#x has no mailbox: %w", l.First(), ErrInvalidArgument)
 	}
 	select {
 	case n := <-ch:
@@ -267,7 +259,7 @@ func (l *Lease) WaitNotification(ctx context.Context) (Notice, error) {
 	case n := <-ch:
 		return n, nil
 	case <-l.done:
-		return Notice{}, fmt.Errorf("wait notification: lease %#x: %w", l.Value(0), ErrNotLeased)
+		return Notice{}, fmt.Errorf("wait notification: lease %#x: %w", l.First(), ErrNotLeased)
 	case <-l.e.life.closing:
 		return Notice{}, ErrClosed
 	case <-ctx.Done():

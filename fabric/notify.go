@@ -140,7 +140,7 @@ func (l *Lease) Mailbox() (Mailbox, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone {
-		return Mailbox{}, fmt.Errorf("mailbox: lease %#x: %w", l.Value(0), ErrNotLeased)
+		return Mailbox{}, fmt.Errorf("mailbox: lease %#x: %w", l.First(), ErrNotLeased)
 	}
 	e := l.e
 	if l.box == 0 {
@@ -152,7 +152,7 @@ func (l *Lease) Mailbox() (Mailbox, error) {
 			return Mailbox{}, fmt.Errorf("mailbox: %d mailboxes taken: %w", mailboxCount, ErrLeasesExhausted)
 		}
 		notes := make(chan Notice, noticesQueued)
-		imm, base := l.notifyValue(), l.Value(0)
+		imm, base := l.notifyValue(), l.First()
 		at := e.notes.inbox.Addr() + uintptr(box*mailboxSize)
 		_, _, err := e.ExpectImm(imm, 1, func() bool {
 			e.notes.receive(e, at, imm, base, notes)

@@ -86,7 +86,7 @@ func fetch(ctx context.Context, r *job.Rank, c config, prefillAddr fabric.Addres
 	if q.Mailbox, err = lease.Mailbox(); err != nil {
 		return timeline{}, err
 	}
-	q.Imm = lease.Value(0)
+	q.Imm = lease.First()
 	arrived := make([]time.Time, c.Layers) // all of layer l's pages are here
 	pending := atomic.Int32{}
 	pending.Store(int32(c.Layers))
@@ -95,7 +95,7 @@ func fetch(ctx context.Context, r *job.Rank, c config, prefillAddr fabric.Addres
 		// The callback runs on the engine's dispatcher once every page of
 		// layer l has delivered its immediate; returning false drops the
 		// counter.
-		_, _, err := r.Engine.ExpectImm(lease.Value(l), uint32(len(q.Table)), func() bool {
+		_, _, err := r.Engine.ExpectImm(lease.First()+uint32(l), uint32(len(q.Table)), func() bool {
 			arrived[l] = time.Now()
 			if pending.Add(-1) == 0 {
 				close(all)

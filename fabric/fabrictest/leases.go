@@ -54,18 +54,18 @@ func testLeaseRetired(t *testing.T, p Params) {
 	l, err := env.B.LeaseImms(3)
 	require.NoError(t, err)
 	require.Equal(t, 3, l.Len())
-	require.Equal(t, l.Value(0)+2, l.Value(2), "a lease's values are consecutive")
+	require.GreaterOrEqual(t, l.First(), fabric.LeaseBase)
 	for range 3 {
-		require.NoError(t, Wait(t, immTo(env, l.Value(1))))
+		require.NoError(t, Wait(t, immTo(env, l.First()+1)))
 	}
 	Settle()
 	require.EqualValues(t, 3, env.B.Stats().Unclaimed, "held for the live lease")
-	require.Zero(t, imms.Count(l.Value(1)), "a lease value never goes to OnImm")
-	c, err := env.B.ImmCounter(l.Value(1))
+	require.Zero(t, imms.Count(l.First()+1), "a lease value never goes to OnImm")
+	c, err := env.B.ImmCounter(l.First() + 1)
 	require.NoError(t, err)
 	require.NoError(t, c.Wait(Ctx(t), 3), "what arrived before the counter is its")
 	// Held again, then retired: the held ones are dropped.
-	require.NoError(t, Wait(t, immTo(env, l.Value(2))))
+	require.NoError(t, Wait(t, immTo(env, l.First()+2)))
 	waitStat(t, "unclaimed", 1, func() uint64 { return env.B.Stats().Unclaimed })
 	require.NoError(t, l.Retire())
 	require.NoError(t, l.Retire(), "retire twice")
@@ -76,14 +76,14 @@ func testLeaseRetired(t *testing.T, p Params) {
 	require.EqualValues(t, 1, base, "the held immediate was dropped")
 	// Late writes to the retired values.
 	for i := range 3 {
-		require.NoError(t, Wait(t, immTo(env, l.Value(i))))
+		require.NoError(t, Wait(t, immTo(env, l.First()+uint32(i))))
 	}
 	waitStat(t, "dropped", base+3, dropped(env.B))
 	Settle()
 	require.Equal(t, base+3, env.B.Stats().ImmsDropped)
 	require.Zero(t, env.B.Stats().Unclaimed)
 	require.Zero(t, imms.n.Load())
-	_, err = env.B.ImmCounter(l.Value(0))
+	_, err = env.B.ImmCounter(l.First())
 	require.ErrorIs(t, err, fabric.ErrNotLeased)
 	_, _, err = env.B.ExpectImm(fabric.LeaseBase+5, 1, func() bool { return false })
 	require.ErrorIs(t, err, fabric.ErrNotLeased, "a lease-range value picked by hand")
@@ -102,9 +102,9 @@ func testLeaseReuse(t *testing.T, p Params) {
 	env := NewEnv(t, p)
 	first, err := env.B.LeaseImms(1)
 	require.NoError(t, err)
-	c, err := env.B.ImmCounter(first.Value(0))
+	c, err := env.B.ImmCounter(first.First())
 	require.NoError(t, err)
-	require.NoError(t, Wait(t, immTo(env, first.Value(0))))
+	require.NoError(t, Wait(t, immTo(env, first.First())))
 	require.NoError(t, c.Wait(Ctx(t), 1))
 	// Take every other slot.
 	var rest []*fabric.Lease
@@ -130,15 +130,15 @@ func testLeaseReuse(t *testing.T, p Params) {
 	require.NoError(t, err)
 	defer func() { _ = again.Retire() }()
 	const slotMask = 1<<16 - 1
-	require.Equal(t, first.Value(0)&slotMask, again.Value(0)&slotMask, "the retired lease's slot is the only one free")
-	require.NotEqual(t, first.Value(0), again.Value(0), "a re-leased slot has another value")
-	c2, err := env.B.ImmCounter(again.Value(0))
+	require.Equal(t, first.First()&slotMask, again.First()&slotMask, "the retired lease's slot is the only one free")
+	require.NotEqual(t, first.First(), again.First(), "a re-leased slot has another value")
+	c2, err := env.B.ImmCounter(again.First())
 	require.NoError(t, err)
 	base := env.B.Stats().ImmsDropped
 	for range 5 {
-		require.NoError(t, Wait(t, immTo(env, first.Value(0))))
+		require.NoError(t, Wait(t, immTo(env, first.First())))
 	}
-	require.NoError(t, Wait(t, immTo(env, again.Value(0))))
+	require.NoError(t, Wait(t, immTo(env, again.First())))
 	require.NoError(t, c2.Wait(Ctx(t), 1))
 	waitStat(t, "dropped", base+5, dropped(env.B))
 	Settle()
@@ -180,7 +180,7 @@ func testNotifyAfterWrites(t *testing.T, p Params) {
 		}, 0},
 		{"single with immediates", func(n *fabric.Notification, l *fabric.Lease, c fabric.Completion) error {
 			return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: 100, Length: 1 << 20, Dst: env.Desc,
-				DstOffset: 200, Imm: l.Imm(0), Route: fabric.Sharded(0), Notify: n}, c)
+				DstOffset: 200, Imm: fabric.Immediate(l.First()), Route: fabric.Sharded(0), Notify: n}, c)
 		}, func() bool { return bytes.Equal(src[100:100+1<<20], dst[200:200+1<<20]) },
 			fabric.ExpectedImms(fabric.SingleShape(fabric.Sharded(0)), p.NICs, p.targetNICs())},
 	}
@@ -202,10 +202,10 @@ func testNotifyAfterWrites(t *testing.T, p Params) {
 		require.NoError(t, err, r.name)
 		require.True(t, r.check(), "%s: bytes not all in place when the notification arrived", r.name)
 		require.Equal(t, payload, n.Payload, r.name)
-		require.Equal(t, l.Value(0), n.Lease)
+		require.Equal(t, l.First(), n.Lease)
 		require.NoError(t, tr.Wait(Ctx(t)), r.name)
 		if r.imms > 0 {
-			c, err := env.B.ImmCounter(l.Value(0))
+			c, err := env.B.ImmCounter(l.First())
 			require.NoError(t, err)
 			require.NoError(t, c.Wait(Ctx(t), int64(r.imms)), "%s: the request's immediates", r.name)
 		}
