@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
 )
 
 // Notifications. A request (SingleWrite or PagedWrite) may carry a
@@ -12,17 +14,21 @@ import (
 // mailbox at the target, handed over there (Lease.WaitNotification) only
 // after every write of the request is visible.
 //
-// How, over every provider: the engine sends the notification only once
-// all the request's writes have completed at the initiator, as one write
-// with an immediate (header and payload into the mailbox, the lease's
-// notification value as the immediate), and the target reads the mailbox
-// when that immediate arrives. Two guarantees carry it, the same the
-// engine's split writes rest on: a write completed at the initiator is
-// visible at the target (verbs RC and EFA SRD acknowledge placed data;
-// libfabric tcp, shm and the ipc and mem providers complete a write once
-// it was carried out), and a write's immediate is delivered after its
+// How, over every provider: the request's writes are posted asking for
+// delivery completion (rdma.WriteDelivered: libfabric's
+// FI_DELIVERY_COMPLETE; verbs RC completes on the responder's
+// acknowledgement, ipc and mem once the bytes are copied), the engine
+// sends the notification only once all of them completed at the
+// initiator, as one write with an immediate (header and payload into the
+// mailbox, the lease's notification value as the immediate), and the
+// target reads the mailbox when that immediate arrives, after the write's
 // bytes. The request's own immediates, if it has any, still arrive as
-// usual.
+// usual. SubmitNotification, sent on its own, covers the writes that
+// completed before it only where a completion means delivery: verbs, ipc,
+// mem, and libfabric writes on the same NIC as the notification (NIC 0,
+// one ordered connection); tcp;ofi_rxm completes a plain write when it was
+// sent, so there a multi-NIC request should carry its notification on a
+// write (Notify) or be counted by its immediates.
 //
 // Order: an engine sends its notifications one at a time, each after the
 // previous one completed, in the order their requests completed (the
@@ -108,9 +114,9 @@ func (m *Mailbox) UnmarshalText(t []byte) error {
 // of the request that carries it (SingleWrite.Notify, PagedWrite.Notify)
 // completed at the initiator, as one write with the lease's notification
 // value as immediate into the mailbox; the target hands it over when that
-// immediate arrives. It rests on two guarantees, those split writes rest
-// on: a write completed at the initiator is visible at the target, and an
-// immediate arrives after its write's bytes. An engine sends its
+// immediate arrives. The request's writes are posted asking for delivery
+// completion, so completed means visible at the target on every
+// transport, and an immediate arrives after its write's bytes. An engine sends its
 // notifications one at a time, each after the previous completed, so they
 // reach a target in the order their requests completed. A mailbox takes
 // one notification in flight: the next may overwrite it before it is read.
@@ -263,10 +269,12 @@ func (n *noteChannel) receive(e *Engine, at uintptr, imm, base uint32, out chan 
 }
 
 // SubmitNotification sends n on its own, in order with the engine's other
-// notifications: for a request made of several writes (or of writes
-// through other engines' calls), submit it once their completions were
-// reported, and the target hands it over after all of them are visible.
-// c reports when the notification was delivered into the mailbox.
+// notifications: for a request made of several writes, submit it once
+// their completions were reported, and the target hands it over after them
+// (where a completion means delivery: verbs, ipc, mem, and libfabric
+// writes through NIC 0; a tcp;ofi_rxm write through another NIC completes
+// when sent, see Notification). c reports when the notification was
+// delivered into the mailbox.
 func (e *Engine) SubmitNotification(n Notification, c Completion) error {
 	if e == nil {
 		return errNilEngine
@@ -318,6 +326,11 @@ func (e *Engine) submitNotified(op string, nt *Notification, w *worker, q *reque
 	if err != nil {
 		return err
 	}
+	// Every write of the request completes only once delivered
+	// (libfabric's FI_DELIVERY_COMPLETE; RC, ipc and mem complete so
+	// anyway): tcp;ofi_rxm completes a plain write when it was sent, and a
+	// notification on another NIC's connection could overtake it.
+	q.flags |= rdma.WriteDelivered
 	q.c = Completion{deadline: c.deadline, ctx: c.ctx, fn: func(err error) {
 		if err != nil {
 			job.finish(err)
@@ -380,13 +393,19 @@ func (e *Engine) sendNextNote() {
 			binary.LittleEndian.PutUint32(b[8:], uint32(len(j.payload)))
 			binary.LittleEndian.PutUint32(b[12:], 0)
 			copy(b[notifyHeader:], j.payload)
-			w := SingleWrite{Src: n.stageR, Length: uint64(notifyHeader + len(j.payload)), Dst: j.to.Dst,
-				DstOffset: j.to.Offset, Imm: Immediate(j.to.Imm), Route: Pinned(0)}
-			c := Completion{deadline: j.c.deadline, ctx: j.c.ctx, fn: func(err error) {
-				j.finish(err)
-				e.sendNextNote()
-			}}
-			if err = e.SubmitSingle(w, c); err == nil {
+			// The mailbox was checked at submit; the write is asked to
+			// complete only once delivered, so that the next notification
+			// is sent after this one arrived, on any transport.
+			q := request{kind: reqSingle, imm: j.to.Imm, hasImm: true, flags: rdma.WriteDelivered,
+				route: Pinned(0), src: n.stageR, length: uint64(notifyHeader + len(j.payload)),
+				dst: j.to.Dst, dstOff: j.to.Offset,
+				c: Completion{deadline: j.c.deadline, ctx: j.c.ctx, fn: func(err error) {
+					j.finish(err)
+					e.sendNextNote()
+				}}}
+			if !n.stageR.validFor(e) {
+				err = e.srcErr("notification")
+			} else if err = e.enqueue(n.stageR.w, &q); err == nil {
 				return
 			}
 			err = fmt.Errorf("send notification: %w", err)
