@@ -58,6 +58,9 @@ func testLeaseRetired(t *testing.T, p Params) {
 	for range 3 {
 		require.NoError(t, Wait(t, immTo(env, l.First()+1)))
 	}
+	// Held for the live lease (the writes' completions can come before
+	// the target counted their immediates).
+	waitStat(t, "unclaimed", 3, func() uint64 { return env.B.Stats().Unclaimed })
 	Settle()
 	require.EqualValues(t, 3, env.B.Stats().Unclaimed, "held for the live lease")
 	require.Zero(t, imms.Count(l.First()+1), "a lease value never goes to OnImm")
