@@ -32,6 +32,22 @@
 // with an ImmCounter or an expected-count callback. ExpectedImms gives that
 // count for a request's Shape and the two ends' NIC counts.
 //
+// A request's immediate is an Imm: Immediate(v) carries v, the zero value
+// none.
+//
+// # Leases and notifications
+//
+// Values from LeaseBase up belong to leases (Engine.LeaseImms): a run of
+// values held for one request and retired with Lease.Retire, after which
+// the immediates that arrive for them are dropped and counted
+// (Stats.ImmsDropped), never credited to a later lease, whose values differ
+// even when it reuses the same slots. A lease's mailbox (Lease.Mailbox)
+// takes a notification of up to MaxNotifyPayload bytes that a writer
+// attaches to a SingleWrite or PagedWrite (Notify) or sends on its own
+// (SubmitNotification); the target's Lease.WaitNotification returns it
+// once every write of the request is visible there (Notification says
+// what that rests on, and in which order notifications arrive).
+//
 // # Unequal NIC groups
 //
 // A writer's group and the target's descriptor may have different NIC

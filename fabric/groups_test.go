@@ -113,7 +113,7 @@ func TestSubmitAllocations(t *testing.T) {
 	desc, _ := src.Descriptor()
 	tc := new(fabric.TransferCounter)
 	idx := []uint32{0, 1, 2, 3, 4, 5, 6, 7}
-	paged := fabric.PagedWrite{Src: src, SrcPages: idx, SrcStride: 64, Dst: desc, DstPages: idx, DstStride: 64, Length: 64, Imm: 3, HasImm: true}
+	paged := fabric.PagedWrite{Src: src, SrcPages: idx, SrcStride: 64, Dst: desc, DstPages: idx, DstStride: 64, Length: 64, Imm: fabric.Immediate(3)}
 	var n int64
 	ctx := context.Background()
 	run := func() {

@@ -111,10 +111,10 @@ func runServer() error {
 				idx[i] = uint32(len(idx) - 1 - i)
 			}
 			err = e.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, SrcStride: 10000, Dst: desc, DstPages: idx,
-				DstStride: 10000, Length: 10000, Imm: uint32(seq), HasImm: true}, fabric.Notify(done))
+				DstStride: 10000, Length: 10000, Imm: fabric.Immediate(uint32(seq))}, fabric.Notify(done))
 		case reqSingle:
 			err = e.SubmitSingle(fabric.SingleWrite{Src: sr, SrcOffset: 4096, Length: 3<<20 + 5, Dst: desc, DstOffset: 4096,
-				Imm: uint32(seq), HasImm: true}, fabric.Notify(done))
+				Imm: fabric.Immediate(uint32(seq))}, fabric.Notify(done))
 		case reqFlood:
 			idx := make([]uint32, 2000)
 			for i := range idx {
@@ -123,7 +123,7 @@ func runServer() error {
 			tc := new(fabric.TransferCounter)
 			for k := 0; k < 50 && err == nil; k++ {
 				err = e.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, SrcStride: 4096, Dst: desc, DstPages: idx,
-					DstStride: 4096, Length: 4096, Imm: uint32(seq), HasImm: true}, fabric.Count(tc))
+					DstStride: 4096, Length: 4096, Imm: fabric.Immediate(uint32(seq))}, fabric.Count(tc))
 			}
 			// The client closes under these: each must end, with or
 			// without an error, and nothing may hang or crash.

@@ -15,7 +15,7 @@ func (w *Wiring) scatter(targets []fabric.ScatterTarget, rows uint64, src *fabri
 	if len(targets) == 0 {
 		return nil
 	}
-	s := fabric.ScatterWrite{Src: src, Targets: targets, Imm: w.imm(tag), HasImm: true, Route: route, Group: g}
+	s := fabric.ScatterWrite{Src: src, Targets: targets, Imm: fabric.Immediate(w.imm(tag)), Route: route, Group: g}
 	if err := w.eng.SubmitScatter(s, fabric.Count(w.done)); err != nil {
 		return fmt.Errorf("a2a %v scatter: %w", tag, err)
 	}
