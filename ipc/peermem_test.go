@@ -58,7 +58,7 @@ func TestMapPeer(t *testing.T) {
 	write := func(n uint64) {
 		t.Helper()
 		done := fabric.NewTransfer()
-		if err := writer.SubmitSingle(fabric.SingleWrite{Src: srcReg, Length: n, Dst: desc, Imm: 7, HasImm: true}, fabric.Notify(done)); err != nil {
+		if err := writer.SubmitSingle(fabric.SingleWrite{Src: srcReg, Length: n, Dst: desc, Imm: fabric.Immediate(7)}, fabric.Notify(done)); err != nil {
 			t.Fatal(err)
 		}
 		if err := done.Wait(ctx); err != nil {
