@@ -270,7 +270,12 @@ func TestEngineLosesPeerOnLeave(t *testing.T) {
 	testutil.LeakCheck(t)
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, time.Minute)
-	a, b, write := memPair(t)
+	// A lost peer lets one op through per liveness interval (at least
+	// 100 ms, also when the checks are off), and b is alive: the write
+	// after the loss must come within that interval to be refused, which a
+	// loaded machine's stall can outlast. An interval longer than the
+	// test keeps the retry (and a's own check of b) from happening in it.
+	a, b, write := memPair(t, 10*time.Minute)
 	da, db := open(t, s), open(t, s)
 	stop, err := directory.LoseOnLeave(ctx, da, a)
 	require.NoError(t, err)
@@ -307,7 +312,7 @@ func TestEtcdRestart(t *testing.T) {
 	testutil.LeakCheck(t)
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	a, b, write := memPair(t)
+	a, b, write := memPair(t, -1)
 	da, db := open(t, s), open(t, s)
 	stop, err := directory.LoseOnLeave(ctx, da, a)
 	require.NoError(t, err)
