@@ -109,6 +109,7 @@ const (
 type MemoryRegion struct {
 	eng    *Engine
 	w      *worker
+	reg    *registration // the provider registration, maybe shared (Register)
 	span   MemorySpan
 	access Access
 	keys   [MaxNICs]rdma.MemoryKeys

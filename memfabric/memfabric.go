@@ -214,6 +214,12 @@ func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKe
 	return rdma.MemoryKeys{Handle: uintptr(k), Local: k, Remote: k, Mode: rdma.AddrVirtual}, nil
 }
 
+// RegistrationMode: registration touches only the region table, under
+// d.mu, so the engine may register beside the worker.
+func (d *Domain) RegistrationMode() rdma.RegistrationMode { return rdma.RegisterBeside }
+
+var _ rdma.Registrar = (*Domain)(nil)
+
 func (d *Domain) UnregisterMemory(k rdma.MemoryKeys) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
