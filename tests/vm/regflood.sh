@@ -1,0 +1,13 @@
+#!/bin/sh
+# Runs inside the VM for make bench-regflood (FERRY_VM_REGFLOOD): a verbs
+# flood's throughput while 1 GiB of fresh memory is registered beside it on
+# the same group, against quiet windows around it, with registration kept
+# beside the worker (what verbs allows) and on it (the engine before);
+# then registration alone on 1, 2 and 4 NICs. The guest's load and memory
+# come first: the figures are only as good as the machine was quiet.
+set -e
+fd=/ferry/bin/fabric-debug
+echo "== guest: $(nproc) cpus, load $(cat /proc/loadavg)"
+free -m
+$fd flood-while-register --transport verbs --register 1G --rounds 5 --reg-nics 1,2,4 --timeout 1100s
+echo "== guest load after: $(cat /proc/loadavg)"
