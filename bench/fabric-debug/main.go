@@ -484,6 +484,8 @@ func usage(fs *flag.FlagSet) {
   fabric-debug info [--json]               this machine's transports, devices and capabilities
   fabric-debug transports                  every transport name and the provider serving it
                                            (or --list-transports)
+  fabric-debug flood-while-register [flags]
+                                           a flood's throughput while a large region registers on its group
   fabric-debug [GPUS NICS_PER_GPU [SERVER_ADDRESS]]
                                            the reference's form: serve, or run a client (GPUS: host)
 
