@@ -31,7 +31,9 @@ func floodWhileRegister(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&size, "size", "64K", "size of each flood write")
 	fs.IntVar(&s.Depth, "depth", 64, "flood writes in flight")
 	fs.StringVar(&regSize, "register", "1G", "size of the region registered beside the flood")
-	fs.IntVar(&s.Rounds, "rounds", 5, "registrations per mode (the figures are medians)")
+	fs.IntVar(&s.Rounds, "rounds", 5, "registrations per mode beside the flood (the figures are medians)")
+	fs.IntVar(&s.RegRounds, "reg-rounds", 0, "registrations per NIC count timed alone (default --rounds)")
+	fs.DurationVar(&s.StuckTimeout, "stuck-timeout", 10*time.Minute, "the engines' StuckTimeout: long, so registering on the worker is measured, not abandoned")
 	fs.StringVar(&regNICs, "reg-nics", "1,2,4", "NIC counts to time registration alone on (empty: none)")
 	fs.BoolVar(&huge, "huge-pages", false, "back the registered region with huge pages where the system has them (default: base pages, the costly case)")
 	fs.DurationVar(&s.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
@@ -64,6 +66,7 @@ func floodWhileRegister(ctx context.Context, args []string, stdout, stderr io.Wr
 	if s.Node == "" && strings.Contains(s.Transport, "tcp") {
 		s.Node = "127.0.0.1"
 	}
+	s.Progress = stdout
 	rep, err := fabricbench.RegFlood(ctx, s)
 	if rep != nil {
 		rep.Print(stdout)
