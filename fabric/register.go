@@ -165,24 +165,30 @@ func (w *worker) unregisterAll(reg *registration) error {
 }
 
 // eachDomain runs f for every domain of w: one after another on the
-// worker when its providers want that, else each on a goroutine of its
-// own (the first on the caller's), returning when all have.
+// worker when its providers want that; else each on a goroutine of its
+// own, returning when all have. Beside the worker, each of those runs on
+// a thread of lower priority (besidePriority): pinning a large region is
+// CPU work (the kernel faults, zeroes and pins every page), and where
+// cores are scarce it must take what the data path leaves, not half of
+// it.
 func (w *worker) eachDomain(f func(i int, ds *domState)) {
-	if w.regMode == RegisterOnWorker || len(w.doms) == 1 {
+	if w.regMode == RegisterOnWorker || (len(w.doms) == 1 && w.regMode != RegisterBeside) {
 		for i, ds := range w.doms {
 			f(i, ds)
 		}
 		return
 	}
 	var wg sync.WaitGroup
-	for i := 1; i < len(w.doms); i++ {
+	for i, ds := range w.doms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f(i, w.doms[i])
+			if w.regMode == RegisterBeside {
+				lowerThreadPriority()
+			}
+			f(i, ds)
 		}()
 	}
-	f(0, w.doms[0])
 	wg.Wait()
 }
 

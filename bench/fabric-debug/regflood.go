@@ -24,6 +24,7 @@ func floodWhileRegister(ctx context.Context, args []string, stdout, stderr io.Wr
 	var s fabricbench.RegFloodSpec
 	var size, regSize, regNICs string
 	var huge bool
+	var modes string
 	fs.StringVar(&s.Transport, "transport", fabric.TransportAuto, `transport: auto, efa, verbs, shm, ipc, "tcp;ofi_rxm", mem`)
 	cliflag.Alias(fs, "provider", "transport")
 	fs.StringVar(&s.Node, "node", "", "address the provider binds to (default 127.0.0.1 for tcp)")
@@ -36,6 +37,7 @@ func floodWhileRegister(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.DurationVar(&s.StuckTimeout, "stuck-timeout", 10*time.Minute, "the engines' StuckTimeout: long, so registering on the worker is measured, not abandoned")
 	fs.StringVar(&regNICs, "reg-nics", "1,2,4", "NIC counts to time registration alone on (empty: none)")
 	fs.BoolVar(&huge, "huge-pages", false, "back the registered region with huge pages where the system has them (default: base pages, the costly case)")
+	fs.StringVar(&modes, "modes", "beside,on-worker", "registration modes to run: beside (as the provider allows), on-worker (Config.RegisterOnWorker)")
 	fs.DurationVar(&s.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -56,6 +58,17 @@ func floodWhileRegister(ctx context.Context, args []string, stdout, stderr io.Wr
 	if regNICs != "" {
 		if s.RegNICs, err = fabricbench.ParseInts(regNICs); err != nil {
 			fmt.Fprintln(stderr, "fabric-debug flood-while-register: --reg-nics:", err)
+			return exitUsage
+		}
+	}
+	for _, m := range strings.Split(modes, ",") {
+		switch strings.TrimSpace(m) {
+		case "beside":
+			s.OnWorker = append(s.OnWorker, false)
+		case "on-worker":
+			s.OnWorker = append(s.OnWorker, true)
+		default:
+			fmt.Fprintf(stderr, "fabric-debug flood-while-register: --modes: %q is not beside or on-worker\n", m)
 			return exitUsage
 		}
 	}

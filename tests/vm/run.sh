@@ -69,7 +69,7 @@ if [ -z "$stage" ]; then
 	if [ -n "${FERRY_VM_REGFLOOD:-}" ]; then
 		go build -o "$stage/bin/fabric-debug" ./bench/fabric-debug
 		cp "$here/regflood.sh" "$stage/run/"
-		printf '%s\n' 'export FERRY_VM_RUN_TIMEOUT=1200' >"$stage/env"
+		printf 'export FERRY_VM_RUN_TIMEOUT=1200 FERRY_REGFLOOD_MODES=%s\n' "${FERRY_REGFLOOD_MODES:-beside,on-worker}" >"$stage/env"
 	elif [ -n "${FERRY_VM_LARGE:-}" ]; then
 		CGO_ENABLED=1 go test -c -o "$stage/tests/large.test" ./tests
 		printf '%s\n' 'export FERRY_TEST_LARGE=1 FERRY_TEST_LARGE_TRANSPORTS=verbs FERRY_VM_TEST_TIMEOUT=1700' >"$stage/env"

@@ -52,6 +52,9 @@ type RegFloodSpec struct {
 	StuckTimeout time.Duration
 	// Progress, when set, gets a line per round as the run goes.
 	Progress io.Writer
+	// OnWorker lists the modes to run: false is registration beside the
+	// worker (as the provider allows), true kept on it (default both).
+	OnWorker []bool
 }
 
 func (s RegFloodSpec) withDefaults() RegFloodSpec {
@@ -84,6 +87,9 @@ func (s RegFloodSpec) withDefaults() RegFloodSpec {
 	}
 	if s.Progress == nil {
 		s.Progress = io.Discard
+	}
+	if len(s.OnWorker) == 0 {
+		s.OnWorker = []bool{false, true}
 	}
 	return s
 }
@@ -121,14 +127,14 @@ func RegFlood(ctx context.Context, s RegFloodSpec) (*RegFloodReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	rep := &RegFloodReport{Spec: s}
-	for _, onWorker := range []bool{false, true} {
+	for _, onWorker := range s.OnWorker {
 		row, err := regFloodMode(ctx, s, onWorker)
 		if err != nil {
 			return rep, err
 		}
 		rep.Flood = append(rep.Flood, row)
 	}
-	for _, onWorker := range []bool{false, true} {
+	for _, onWorker := range s.OnWorker {
 		for _, n := range s.RegNICs {
 			rep.Reg = append(rep.Reg, regTime(ctx, s, n, onWorker))
 		}
@@ -235,9 +241,11 @@ func regFloodMode(ctx context.Context, s RegFloodSpec, onWorker bool) (RegFloodR
 		}
 		c1, t2 := f.tc.Done(), time.Now()
 		win := t2.Sub(t0)
-		// Quiet after, as long as the registering window.
+		// Quiet after, as long as the registering window (at most
+		// maxQuiet: a registration of a minute on a slow machine need not
+		// be matched by minutes of flooding).
 		a0, at0 := f.tc.Done(), time.Now()
-		time.Sleep(win)
+		time.Sleep(min(win, maxQuiet))
 		a1, at1 := f.tc.Done(), time.Now()
 		u0 := time.Now()
 		if err := a.Unregister(reg); err != nil {
@@ -256,7 +264,7 @@ func regFloodMode(ctx context.Context, s RegFloodSpec, onWorker bool) (RegFloodR
 			ratios = append(ratios, dr/qr)
 		}
 		regs = append(regs, t1.Sub(t0))
-		prevWin = win
+		prevWin = min(win, maxQuiet)
 		fmt.Fprintf(s.Progress, "round %d %s: register %v, flood %.3f GB/s during (%v window), %.3f GB/s quiet, ratio %.2f\n",
 			r+1, row.Mode, t1.Sub(t0).Round(time.Millisecond), dr/1e9, win.Round(time.Millisecond), qr/1e9, dr/max(qr, 1))
 	}
@@ -265,8 +273,12 @@ func regFloodMode(ctx context.Context, s RegFloodSpec, onWorker bool) (RegFloodR
 	return row, nil
 }
 
-// minWindow is the shortest registering window a rate is taken over.
-const minWindow = 200 * time.Millisecond
+// minWindow is the shortest registering window a rate is taken over;
+// maxQuiet the longest quiet window compared with it.
+const (
+	minWindow = 200 * time.Millisecond
+	maxQuiet  = 15 * time.Second
+)
 
 // flood keeps depth writes of bytes in flight from src to dst until its
 // context ends; tc counts the completed writes.
