@@ -67,6 +67,19 @@
 // work as for writes; a region without the read bit fails the read with
 // ErrNotReadable where the provider checks access at the target.
 //
+// # Registration
+//
+// Register pins memory with every NIC of a group. Where the provider
+// allows (rdma.Registrar: verbs, ipc, mem) it runs beside the group's
+// worker, the NICs at once, so transfers keep moving while a large region
+// registers; libfabric domains serialize their calls, so there the worker
+// waits while its NICs register in parallel (RegistrationStats().Modes).
+// Registrations are range-cached per group: a span inside a live
+// registration with the same remote access (or a local-only span inside
+// any) gets a handle sharing it, and the memory is released with the last
+// handle (or at Close). AllocHost backs large buffers with huge pages
+// where the system has them (HostBuffer.PageSize).
+//
 // # Deadlines and lost peers
 //
 // Every transfer has a deadline: its Completion's (WithDeadline,
