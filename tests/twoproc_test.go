@@ -63,18 +63,21 @@ func runServer() error {
 	if err != nil {
 		return err
 	}
+	src, err := fabric.AllocHost(bufSize)
+	if err != nil {
+		_ = e.Close(context.Background())
+		return err
+	}
+	// The source is freed only after Close: writes of the flood may still
+	// be reading it until then.
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := e.Close(ctx); err != nil && !isTimeout(err) {
 			fmt.Fprintln(os.Stderr, "server close:", err)
 		}
+		_ = src.Free()
 	}()
-	src, err := fabric.AllocHost(bufSize)
-	if err != nil {
-		return err
-	}
-	defer src.Free()
 	sr, err := e.RegisterHost(src, fabric.AccessLocal)
 	if err != nil {
 		return err
