@@ -73,10 +73,13 @@ func runServer() error {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := e.Close(ctx); err != nil && !isTimeout(err) {
+		err := e.Close(ctx)
+		if err != nil && !isTimeout(err) {
 			fmt.Fprintln(os.Stderr, "server close:", err)
 		}
-		_ = src.Free()
+		if err == nil { // else a worker may still hold it; the process ends
+			_ = src.Free()
+		}
 	}()
 	sr, err := e.RegisterHost(src, fabric.AccessLocal)
 	if err != nil {
