@@ -80,7 +80,8 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 
 func open(t *testing.T, s *etcdtest.Server) *etcd.Directory {
 	t.Helper()
-	d, err := etcd.Open(ctxFor(t, 20*time.Second), etcd.Config{Endpoints: []string{s.Client}, Prefix: etcdtest.Prefix(t), TTL: ttl})
+	// A dial may wait on a loaded machine: the 5 s default is for users.
+	d, err := etcd.Open(ctxFor(t, 20*time.Second), etcd.Config{Endpoints: []string{s.Client}, Prefix: etcdtest.Prefix(t), TTL: ttl, DialTimeout: 15 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
