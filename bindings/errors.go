@@ -42,7 +42,9 @@ const (
 	codeExists         = -26
 	codeUnavailable    = -27
 	codeStale          = -28
-	codeInternal       = -99
+	// Reads (1.5).
+	codeNotReadable = -32
+	codeInternal    = -99
 )
 
 // Errors the bindings themselves raise, beside fabric's sentinels.
@@ -78,6 +80,9 @@ var codes = []struct {
 	{fabric.ErrOutOfBounds, codeOutOfBounds},
 	{fabric.ErrNotSupported, codeNotSupported},
 	{fabric.ErrAbandoned, codeAbandoned},
+	// Reads (1.5): a refusal the target reports through the provider, so
+	// before ErrProvider.
+	{fabric.ErrNotReadable, codeNotReadable},
 	// Before ErrPeerLost, which every stale-descriptor error also wraps.
 	{fabric.ErrStaleDescriptor, codeStale},
 	{fabric.ErrPeerLost, codePeerLost},
