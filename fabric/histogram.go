@@ -3,15 +3,20 @@ package fabric
 import (
 	"math/bits"
 	"sync/atomic"
+	"time"
 )
 
 // Transfer histograms. Each worker counts the transfers it completed, by
 // kind, into fixed power-of-two buckets of latency and size, when it
 // reports them: from data the worker already holds (the transfer's start
-// and the loop's clock), with a few atomic adds on memory only it writes,
-// so the per-operation path gains no allocation, no lock and no shared
-// cache line. Readers (TransferHistograms, a Prometheus scrape) add the
-// workers' buckets up.
+// and the loop's clock), in plain counters only it touches, so the
+// per-operation path gains no allocation, no lock, no atomic and no shared
+// cache line. Once per pass (flush) the worker adds what it counted to
+// the buckets readers load, a few atomic adds for the buckets the pass
+// touched. Readers (TransferHistograms, a Prometheus scrape) first ask
+// each worker to hand over its current pass (syncCounts), then add the
+// workers' buckets up: a transfer whose completion was delivered before
+// the call is counted.
 
 const (
 	// latBuckets are the finite latency buckets: upper bounds of
@@ -29,9 +34,13 @@ const (
 // them.
 var histOps = [histKinds]string{"imm", "barrier", "single", "paged", "scatter", "send"}
 
-// xferHist is one worker's buckets. The worker is the only writer.
+// xferHist is one worker's buckets: kinds is what readers load, pass what
+// the worker counted since its last publish. The worker is the only
+// writer of both.
 type xferHist struct {
 	kinds [histKinds]kindHist
+	pass  [histKinds]kindPass
+	dirty uint32 // bit k: pass[k] holds counts
 }
 
 type kindHist struct {
@@ -41,19 +50,109 @@ type kindHist struct {
 	sizeSum atomic.Uint64 // bytes
 }
 
+// kindPass is one kind's counts of the current pass, with a bit per
+// bucket touched so that publish visits only those.
+type kindPass struct {
+	lat      [latBuckets + 1]uint64
+	size     [sizeBuckets + 1]uint64
+	latSum   uint64
+	sizeSum  uint64
+	latSeen  uint32 // bit i: lat[i] > 0
+	sizeSeen uint64 // bit i: size[i] > 0
+}
+
 // observe counts one transfer of kind that took ns and moved bytes.
 func (h *xferHist) observe(kind reqKind, ns int64, bytes uint64) {
 	k := int(kind) - 1
 	if k < 0 || k >= histKinds {
 		return
 	}
-	kh := &h.kinds[k]
-	kh.lat[latBucket(ns)].Add(1)
-	kh.size[sizeBucket(bytes)].Add(1)
+	p := &h.pass[k]
+	lb, sb := latBucket(ns), sizeBucket(bytes)
+	p.lat[lb]++
+	p.size[sb]++
+	p.latSeen |= 1 << lb
+	p.sizeSeen |= 1 << sb
 	if ns > 0 {
-		kh.latSum.Add(uint64(ns))
+		p.latSum += uint64(ns)
 	}
-	kh.sizeSum.Add(bytes)
+	p.sizeSum += bytes
+	h.dirty |= 1 << k
+}
+
+// publish adds the pass's counts to the buckets readers load. Latencies
+// go first: TransferHistograms loads sizes first, so every transfer it
+// sees in a size bucket is in a latency bucket too.
+func (h *xferHist) publish() {
+	for h.dirty != 0 {
+		k := bits.TrailingZeros32(h.dirty)
+		h.dirty &^= 1 << k
+		p, kh := &h.pass[k], &h.kinds[k]
+		for m := p.latSeen; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros32(m)
+			kh.lat[i].Add(p.lat[i])
+			p.lat[i] = 0
+		}
+		if p.latSum > 0 {
+			kh.latSum.Add(p.latSum)
+		}
+		for m := p.sizeSeen; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros64(m)
+			kh.size[i].Add(p.size[i])
+			p.size[i] = 0
+		}
+		if p.sizeSum > 0 {
+			kh.sizeSum.Add(p.sizeSum)
+		}
+		p.latSeen, p.sizeSeen, p.latSum, p.sizeSum = 0, 0, 0, 0
+	}
+}
+
+// publishCounts hands over the counts the worker keeps per pass: the
+// histograms and Stats.Completed. It runs on the worker's goroutine, once
+// per pass (flush) and when a reader asks (syncCounts).
+func (w *worker) publishCounts() {
+	if w.hist.dirty != 0 {
+		w.hist.publish()
+	}
+	if w.completed != 0 {
+		w.e.completed.Add(w.completed)
+		w.completed = 0
+	}
+}
+
+// syncWait bounds how long syncCounts waits for one worker: one stuck in
+// a provider call is read as it last published.
+const syncWait = 100 * time.Millisecond
+
+// syncCounts has each running worker publish its current pass, so that a
+// reader sees every transfer whose completion was delivered before it
+// asked. A closing engine's workers publish as they exit.
+func (e *Engine) syncCounts() {
+	for _, w := range e.workers {
+		if !e.enter() {
+			return
+		}
+		done := make(chan struct{})
+		select {
+		case w.queue.ctl <- func(w *worker) { w.publishCounts(); close(done) }:
+			w.kick()
+		default:
+			// A full control queue: its functions run first and the pass
+			// after them publishes; not waited for.
+			e.leave()
+			continue
+		}
+		e.leave()
+		t := time.NewTimer(syncWait)
+		select {
+		case <-done:
+		case <-w.exited:
+		case <-w.abandon:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 }
 
 // latBucket is the first bucket whose bound is at least ns.
@@ -116,11 +215,15 @@ type HistogramBucket struct {
 }
 
 // TransferHistograms adds up the workers' histograms, one per kind of
-// transfer. Safe to call at any time; it allocates, the workers do not.
+// transfer: every transfer whose completion was delivered before the call
+// is counted (a worker stuck in a provider call for over 100 ms is read as
+// it last published). Safe to call at any time; it allocates, the workers
+// do not.
 func (e *Engine) TransferHistograms() []TransferHistogram {
 	if e == nil {
 		return nil
 	}
+	e.syncCounts()
 	out := make([]TransferHistogram, histKinds)
 	for k := range out {
 		var lat [latBuckets + 1]uint64

@@ -93,11 +93,14 @@ type DomainSnapshot struct {
 	Peers int64
 }
 
-// Stats returns the current counters. Safe to call at any time.
+// Stats returns the current counters: Completed counts every transfer
+// whose completion was delivered before the call (as TransferHistograms
+// does). Safe to call at any time.
 func (e *Engine) Stats() Stats {
 	if e == nil {
 		return Stats{}
 	}
+	e.syncCounts()
 	s := Stats{Completed: e.completed.Load(), Failed: e.failures.Load(), Expired: e.expired.Load(), Late: e.late.Load(),
 		Unmatched: e.unmatchedErrs.Load(), PeersLost: e.peersLost.Load(), Unclaimed: e.unclaimed.Load()}
 	for _, w := range e.workers {

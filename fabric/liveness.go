@@ -58,7 +58,14 @@ const recentPeer = int64(10 * time.Second)
 // resolve returns the worker's state for addr on domain ds, asking the
 // provider for its handle the first time.
 func (ds *domState) resolve(addr Address) (*peerState, error) {
+	// Ops come in runs to one peer: the last one resolved is compared
+	// first (the raw names usually share their bytes, so the compare is
+	// a length and a pointer), sparing the map its hash of the address.
+	if p := ds.lastPeer; p != nil && p.addr == addr {
+		return p, nil
+	}
 	if p, ok := ds.peers[addr]; ok {
+		ds.lastPeer = p
 		return p, nil
 	}
 	id, err := ds.d.ResolvePeer(addr)
@@ -69,6 +76,7 @@ func (ds *domState) resolve(addr Address) (*peerState, error) {
 	ds.peers[addr] = p
 	ds.peerList = append(ds.peerList, p)
 	ds.byID[id] = p
+	ds.lastPeer = p
 	ds.stats.Peers.Add(1)
 	return p, nil
 }

@@ -21,8 +21,10 @@ func (w *worker) newXfer(kind reqKind, c Completion) uint32 {
 		w.pool.xfers = append(w.pool.xfers, xferSlot{})
 		i = uint32(len(w.pool.xfers) - 1)
 	}
+	// A free slot is all zero (completeXfer clears it, append makes it):
+	// only the fields that are not zero are written, not the whole slot.
 	x := &w.pool.xfers[i]
-	*x = xferSlot{live: true, kind: kind, c: c, sendSlot: -1, start: w.now, deadline: c.deadline}
+	x.live, x.kind, x.c, x.sendSlot, x.start, x.deadline = true, kind, c, -1, w.now, c.deadline
 	w.queue.inflight++
 	w.queue.unreported++
 	w.watchDeadline(x)
@@ -40,7 +42,11 @@ func (p *opPool) newCtx(xi uint32, dom int, kind reqKind) uint32 {
 		i = uint32(len(p.ctxs) - 1)
 	}
 	p.ctxGen++
-	p.ctxs[i] = opCtx{live: true, gen: p.ctxGen & ctxGenMask, xfer: xi, dom: uint8(dom), kind: kind}
+	// As in newXfer: a free context is all zero (maybeRetire clears it),
+	// so only its identity is written; a composite literal would copy the
+	// whole context (over 200 bytes) per op context.
+	c := &p.ctxs[i]
+	c.live, c.gen, c.xfer, c.dom, c.kind = true, p.ctxGen&ctxGenMask, xi, uint8(dom), kind
 	p.xfers[xi].pending++
 	return i
 }

@@ -7,14 +7,14 @@ import (
 )
 
 // Submission and back-pressure: submitters queue requests to a worker's
-// channel; the worker takes at most reqsPerPass of them per pass, and only
-// while fewer than Config.MaxPending of its transfers are unreported, so a
-// worker whose peers stop taking writes stops its submitters (enqueueFull)
-// instead of growing its queues.
+// ring (reqRing); the worker takes at most reqsPerPass of them per pass,
+// and only while fewer than Config.MaxPending of its transfers are
+// unreported, so a worker whose peers stop taking writes stops its
+// submitters (enqueueFull) instead of growing its queues.
 
 // workQueue is a worker's side of submission and back-pressure.
 type workQueue struct {
-	reqs chan request
+	reqs reqRing
 	ctl  chan func(*worker)
 	// inflight counts transfers accepted and not finished.
 	inflight int
@@ -26,16 +26,136 @@ type workQueue struct {
 	unreported int
 }
 
-// acceptQueued accepts every request already in the queue.
-func (w *worker) acceptQueued() {
+// reqRing is the worker's request queue: many submitters, one taker (the
+// worker, or the watchdog once it has taken the worker's state). A
+// submitter copies its request into a slot and the worker accepts it
+// where it lies: one copy per request, and two locked instructions (the
+// claim and the publish) where a channel took a lock to send, another to
+// receive, and copied the request in and out.
+//
+// Each slot's seq says what it holds: pos when it is free for the request
+// at position pos, pos+1 once that request is in it; taking the request
+// sets it to pos+len(slots), freeing it for the next lap.
+type reqRing struct {
+	tail  atomic.Uint64 // the next position submitters claim
+	_     [56]byte      // tail's cache line is the submitters'
+	head  uint64        // the next position the taker takes
+	mask  uint64
+	slots []reqSlot
+	// waiters counts submitters waiting for room (enqueueFull): the
+	// worker then leaves a token in room after taking requests.
+	waiters atomic.Int32
+	room    chan struct{}
+}
+
+type reqSlot struct {
+	seq atomic.Uint64
+	r   request
+}
+
+// init sizes the ring to n (a power of two).
+func (q *reqRing) init(n int) {
+	q.slots = make([]reqSlot, n)
+	q.mask = uint64(n - 1)
+	for i := range q.slots {
+		q.slots[i].seq.Store(uint64(i))
+	}
+	q.room = make(chan struct{}, 1)
+}
+
+// push queues a copy of r; false when the ring is full.
+func (q *reqRing) push(r *request) bool {
 	for {
+		pos := q.tail.Load()
+		s := &q.slots[pos&q.mask]
+		switch seq := s.seq.Load(); {
+		case seq == pos:
+			if q.tail.CompareAndSwap(pos, pos+1) {
+				s.r = *r
+				s.seq.Store(pos + 1)
+				return true
+			}
+		case seq < pos:
+			return false // the slot still holds the request of the lap before
+		}
+		// Another submitter claimed pos first: try the next one.
+	}
+}
+
+// peek returns the next request, in its slot, or nil if there is none;
+// the taker calls pop when done with it.
+func (q *reqRing) peek() *request {
+	s := &q.slots[q.head&q.mask]
+	if s.seq.Load() != q.head+1 {
+		return nil
+	}
+	return &s.r
+}
+
+// pop frees the slot of the request peek returned.
+func (q *reqRing) pop() {
+	s := &q.slots[q.head&q.mask]
+	s.r = request{} // drop its references
+	s.seq.Store(q.head + uint64(len(q.slots)))
+	q.head++
+}
+
+// empty reports whether no request is ready to take.
+func (q *reqRing) empty() bool { return q.slots[q.head&q.mask].seq.Load() != q.head+1 }
+
+// signalRoom wakes one submitter waiting for room, if any.
+func (q *reqRing) signalRoom() {
+	if q.waiters.Load() > 0 {
 		select {
-		case r := <-w.queue.reqs:
-			w.accept(&r)
-		default:
-			return
+		case q.room <- struct{}{}:
+		default: // a token is already waiting
 		}
 	}
+}
+
+// acceptQueued accepts every request already in the queue.
+func (w *worker) acceptQueued() {
+	q := &w.queue.reqs
+	n := 0
+	for r := q.peek(); r != nil; r = q.peek() {
+		w.accept(r)
+		q.pop()
+		n++
+	}
+	if n > 0 {
+		q.signalRoom()
+	}
+}
+
+// acceptPass accepts up to reqsPerPass requests, while fewer than
+// Config.MaxPending transfers are unreported, and reports whether it took
+// any.
+func (w *worker) acceptPass() bool {
+	q := &w.queue.reqs
+	n := 0
+	for ; n < reqsPerPass && w.queue.unreported < w.e.cfg.MaxPending; n++ {
+		r := q.peek()
+		if r == nil {
+			break
+		}
+		w.accept(r)
+		q.pop()
+	}
+	if n == 0 {
+		return false
+	}
+	q.signalRoom()
+	return true
+}
+
+// takeQueued calls f on every request left in the queue and takes it.
+func (w *worker) takeQueued(f func(r *request)) {
+	q := &w.queue.reqs
+	for r := q.peek(); r != nil; r = q.peek() {
+		f(r)
+		q.pop()
+	}
+	q.signalRoom()
 }
 
 // kick wakes the worker if it sleeps.
@@ -51,6 +171,9 @@ func (w *worker) kick() {
 // Config.MaxPending unfinished transfers, so a peer that stops taking
 // writes stops their submitters here instead of growing the queues.
 func (e *Engine) enqueueFull(w *worker, r *request) error {
+	q := &w.queue.reqs
+	q.waiters.Add(1)
+	defer q.waiters.Add(-1)
 	var timeout <-chan time.Time
 	wait := time.Duration(-1)
 	switch d := r.c.deadline; {
@@ -68,19 +191,28 @@ func (e *Engine) enqueueFull(w *worker, r *request) error {
 	if r.c.ctx != nil {
 		done = r.c.ctx.Done()
 	}
-	select {
-	case w.queue.reqs <- *r:
-		return nil
-	case <-w.exited:
-		return ErrClosed
-	case <-e.life.closing:
-		return ErrClosed
-	case <-w.abandon:
-		return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
-	case <-timeout:
-		return reqErr(r.kind.String(), ErrQueueFull, "the worker's queue stayed full until the request's deadline")
-	case <-done:
-		return reqErr(r.kind.String(), ctxErr(r.c.ctx), "context ended while the worker's queue was full")
+	for {
+		// Counted among the waiters before this try: a worker taking
+		// requests after it leaves a token.
+		if q.push(r) {
+			if q.waiters.Load() > 1 {
+				q.signalRoom() // the next waiter tries too
+			}
+			return nil
+		}
+		select {
+		case <-q.room:
+		case <-w.exited:
+			return ErrClosed
+		case <-e.life.closing:
+			return ErrClosed
+		case <-w.abandon:
+			return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
+		case <-timeout:
+			return reqErr(r.kind.String(), ErrQueueFull, "the worker's queue stayed full until the request's deadline")
+		case <-done:
+			return reqErr(r.kind.String(), ctxErr(r.c.ctx), "context ended while the worker's queue was full")
+		}
 	}
 }
 
@@ -105,9 +237,7 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 		// exchange) is paid when it changes, not per submit.
 		t.abandon.Store(&w.abandon)
 	}
-	select {
-	case w.queue.reqs <- *r:
-	default:
+	if !w.queue.reqs.push(r) {
 		if err := e.enqueueFull(w, r); err != nil {
 			e.leave()
 			r.c.abort()

@@ -44,7 +44,7 @@ func (w *worker) idle(n int) {
 		d = time.Duration(min(n-idleSleepFrom+1, 100)) * 10 * time.Microsecond
 	}
 	w.sleep.sleeping.Store(true)
-	if len(w.queue.reqs) == 0 && len(w.queue.ctl) == 0 && w.prepareSleep() {
+	if w.queue.reqs.empty() && len(w.queue.ctl) == 0 && w.prepareSleep() {
 		w.sleep.wake.sleep(d, len(w.sleep.sleepers) > 0)
 		for _, s := range w.sleep.sleepers {
 			s.Awake()

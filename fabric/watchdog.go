@@ -215,19 +215,13 @@ func (w *worker) failHeld(err error) {
 
 // failQueued fails the requests waiting in a claimed worker's queue.
 func (w *worker) failQueued() {
-	for {
-		select {
-		case r := <-w.queue.reqs:
-			if r.kind == reqSend {
-				w.e.releaseSendSlot(r.slot)
-			}
-			if r.kind != reqRecv {
-				w.deliver(r.c, w.watchdog.stuckErr)
-			}
-			continue
-		default:
+	w.takeQueued(func(r *request) {
+		if r.kind == reqSend {
+			w.e.releaseSendSlot(r.slot)
 		}
-		break
-	}
+		if r.kind != reqRecv {
+			w.deliver(r.c, w.watchdog.stuckErr)
+		}
+	})
 	w.flush()
 }

@@ -42,6 +42,9 @@ type worker struct {
 	watchdog   watchdogState // stuck provider calls (watchdog.go)
 	sleep      sleepState    // polling policy and sleep (sleep.go)
 	hist       xferHist      // transfer latency and size (histogram.go)
+	// completed counts the transfers of this pass that succeeded, added
+	// to the engine's count once per pass (publishCounts).
+	completed uint64
 
 	initDone chan error
 	exited   chan struct{}
@@ -83,6 +86,7 @@ type domState struct {
 	peers    map[Address]*peerState
 	peerList []*peerState
 	byID     map[rdma.PeerID]*peerState
+	lastPeer *peerState // the peer resolve returned last (peers are never removed)
 	probe    [1]rdma.WriteOp
 	fifo     ring
 	batch    []rdma.WriteOp
@@ -116,9 +120,9 @@ const (
 )
 
 func newWorker(e *Engine, g GroupSpec, infos []DomainInfo) *worker {
-	return &worker{
+	w := &worker{
 		e: e, dev: g.Device, spec: g, infos: infos, now: nanotime(),
-		queue:     workQueue{reqs: make(chan request, queueLen), ctl: make(chan func(*worker), 16)},
+		queue:     workQueue{ctl: make(chan func(*worker), 16)},
 		deadlines: deadlineScan{nextScan: noDeadline},
 		initDone:  make(chan error, 1),
 		exited:    make(chan struct{}),
@@ -126,6 +130,8 @@ func newWorker(e *Engine, g GroupSpec, infos []DomainInfo) *worker {
 		groups:    make(map[uint32]*peerGroupState),
 		regions:   make(map[*MemoryRegion]struct{}),
 	}
+	w.queue.reqs.init(queueLen)
+	return w
 }
 
 func (w *worker) run(opts DomainOptions) {
@@ -253,15 +259,8 @@ func (w *worker) loop() {
 			continue
 		default:
 		}
-		for i := 0; i < reqsPerPass && w.queue.unreported < w.e.cfg.MaxPending; i++ {
-			select {
-			case r := <-w.queue.reqs:
-				w.accept(&r)
-				did = true
-				continue
-			default:
-			}
-			break
+		if w.acceptPass() {
+			did = true
 		}
 		if w.progress() {
 			did = true
@@ -308,15 +307,7 @@ const clockEvery = 64
 // ops until they complete or the deadline passes.
 func (w *worker) drain() {
 	// Requests already queued: every submitter has left (Close waited).
-	for {
-		select {
-		case r := <-w.queue.reqs:
-			w.refuse(&r, ErrClosed)
-			continue
-		default:
-		}
-		break
-	}
+	w.takeQueued(func(r *request) { w.refuse(r, ErrClosed) })
 	for _, ds := range w.doms {
 		for !ds.fifo.empty() {
 			ci := ds.fifo.pop()
@@ -376,8 +367,10 @@ func (w *worker) workInFlight() int {
 	return n
 }
 
-// flush hands this pass's completions to the dispatcher.
+// flush hands this pass's completions to the dispatcher, and its counts
+// to readers (publishCounts).
 func (w *worker) flush() {
+	w.publishCounts()
 	if len(w.missed) > 0 {
 		w.settleMissed()
 	}

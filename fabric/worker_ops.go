@@ -523,7 +523,7 @@ func (w *worker) deliver(c Completion, err error) {
 	if err != nil {
 		w.e.failures.Add(1)
 	} else {
-		w.e.completed.Add(1)
+		w.completed++ // added to Stats.Completed once per pass (publishCounts)
 	}
 	c.finishDirect(err)
 	if c.needsDispatch() {

@@ -40,6 +40,7 @@ func (w *worker) postWrites(ds *domState) bool {
 			return did
 		}
 		nb := 0
+		var bytes uint64 // of the nb ops filled
 		ds.segs = ds.segs[:0]
 		for qi := 0; qi < ds.fifo.size && nb < room; qi++ {
 			ci := ds.fifo.at(qi)
@@ -61,8 +62,19 @@ func (w *worker) postWrites(ds *domState) bool {
 			// refused batch is filled again on the next pass, so this
 			// loop runs several times per op on a busy provider.
 			tag := c.writeTag(ci, 0)
-			for j := 0; j < k; j++ {
-				ds.batch[nb+j].Context = tag | uint64(min(i0+j, ctxOpMask))<<ctxOpShift
+			ops := ds.batch[nb : nb+k]
+			if i0+k <= ctxOpMask {
+				t := tag | uint64(i0)<<ctxOpShift
+				for j := range ops {
+					ops[j].Context = t
+					t += 1 << ctxOpShift
+					bytes += ops[j].Length
+				}
+			} else {
+				for j := range ops {
+					ops[j].Context = tag | uint64(min(i0+j, ctxOpMask))<<ctxOpShift
+					bytes += ops[j].Length
+				}
 			}
 			if k > 0 {
 				ds.segs = append(ds.segs, batchSeg{ctx: ci, n: k})
@@ -83,9 +95,12 @@ func (w *worker) postWrites(ds *domState) bool {
 			ds.posted += n
 			ds.stats.Posted.Add(uint64(n))
 			ds.stats.InFlight.Add(int64(n))
-			var bytes uint64
-			for j := 0; j < n; j++ {
-				bytes += ds.batch[j].Length
+			if n < nb {
+				// Part of the batch was taken: count only that part.
+				bytes = 0
+				for j := 0; j < n; j++ {
+					bytes += ds.batch[j].Length
+				}
 			}
 			ds.stats.Bytes.Add(bytes)
 		}
@@ -236,11 +251,11 @@ func tagKind(ctx uint64) rdma.EventKind {
 
 func (w *worker) writeDone(ds *domState, ev *rdma.Event) {
 	ci := uint32(ev.Context & ctxIndexMask)
-	if ev.Context&ctxTagMask == ctxTagProbe {
-		w.probeDone(ds, ev)
-		return
-	}
 	if ev.Context&ctxTagMask != ctxTagWrite || int(ci) >= len(w.pool.ctxs) {
+		if ev.Context&ctxTagMask == ctxTagProbe {
+			w.probeDone(ds, ev)
+			return
+		}
 		w.unmatched(ds, ev)
 		return
 	}
@@ -287,13 +302,17 @@ func (w *worker) writeDone(ds *domState, ev *rdma.Event) {
 		}
 		return
 	}
-	if c.ps != nil {
-		c.ps.answered = w.now
+	if ps := c.ps; ps != nil {
+		ps.answered = w.now
+		if answeredSince(ps, c.psLosses) {
+			w.peerBack(ds, ps)
+		}
 	}
-	if answeredSince(c.ps, c.psLosses) {
-		w.peerBack(ds, c.ps)
+	// Most completions of a paged or scatter context leave it waiting
+	// for more: maybeRetire's first test, inline.
+	if !c.inQueue && c.finished >= c.next {
+		w.maybeRetire(ci)
 	}
-	w.maybeRetire(ci)
 }
 
 // immArrived counts one incoming immediate. The counter map is read for

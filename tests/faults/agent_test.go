@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,7 @@ type event struct {
 	CloseErr       string `json:"close_err,omitempty"`
 	GoroutinesLeft int    `json:"goroutines_left,omitempty"`
 	FDsLeft        int    `json:"fds_left,omitempty"`
+	FDsLeftNames   string `json:"fds_left_names,omitempty"` // what the leaked descriptors point at
 	Regions        int    `json:"regions,omitempty"`
 }
 
@@ -129,7 +131,7 @@ func withEngine(cfg agentConfig, f func(*fabric.Engine) error) error {
 		return err
 	}
 	_ = warm.Close(context.Background())
-	g0, fd0 := runtime.NumGoroutine(), countFDs()
+	g0, fds0 := runtime.NumGoroutine(), openFDs()
 	e, err := fabric.Open(context.Background(), cfg.engineConfig())
 	if err != nil {
 		return err
@@ -147,14 +149,48 @@ func withEngine(cfg agentConfig, f func(*fabric.Engine) error) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	closed.GoroutinesLeft = runtime.NumGoroutine() - g0
-	closed.FDsLeft = countFDs() - fd0
+	// Descriptors are closed synchronously by Close; the wait only
+	// absorbs a provider thread finishing its own teardown.
+	var left []string
+	for {
+		left = newFDs(fds0, openFDs())
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	closed.FDsLeft = len(left)
+	closed.FDsLeftNames = strings.Join(left, " ")
 	emit(closed)
 	return ferr
 }
 
-func countFDs() int {
+// openFDs maps each open descriptor number to what it points at.
+func openFDs() map[string]string {
 	ents, _ := os.ReadDir("/proc/self/fd")
-	return len(ents)
+	fds := make(map[string]string, len(ents))
+	self := fmt.Sprintf("/proc/%d/fd", os.Getpid())
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		if target == self {
+			continue // the listing's own descriptor
+		}
+		fds[e.Name()] = target
+	}
+	return fds
+}
+
+// newFDs lists the descriptors of now that before did not have (or had
+// pointing elsewhere), as "number->target".
+func newFDs(before, now map[string]string) []string {
+	var left []string
+	for fd, target := range now {
+		if before[fd] != target {
+			left = append(left, fd+"->"+target)
+		}
+	}
+	sort.Strings(left)
+	return left
 }
 
 // commands reads the test's commands from stdin.

@@ -281,7 +281,7 @@ func checkClosed(t *testing.T, a *agent, ev event, allowed string) {
 	// endpoint's descriptors with it, and Close says so (ErrAbandoned).
 	stuck := strings.Contains(ev.CloseErr, "worker abandoned")
 	if (ev.GoroutinesLeft > 0 && !stuck) || (ev.FDsLeft > 0 && !leftOpen && !stuck) || ev.Regions != 0 {
-		t.Errorf("%s leaked %d goroutines, %d descriptors, %d registrations", a.role, ev.GoroutinesLeft, ev.FDsLeft, ev.Regions)
+		t.Errorf("%s leaked %d goroutines, %d descriptors (%s), %d registrations", a.role, ev.GoroutinesLeft, ev.FDsLeft, ev.FDsLeftNames, ev.Regions)
 	}
 	if leftOpen || stuck {
 		t.Logf("%s: endpoint left open or worker stuck: %d goroutines, %d descriptors with it", a.role, ev.GoroutinesLeft, ev.FDsLeft)

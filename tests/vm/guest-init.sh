@@ -68,7 +68,7 @@ ulimit -l unlimited
 ARGS=$(cat /ferry/testargs 2>/dev/null)
 # Extra environment (FERRY_VM_LARGE: the large writes and their time).
 [ -r /ferry/env ] && . /ferry/env
-TT=${FERRY_VM_TEST_TIMEOUT:-400}
+TT=${FERRY_VM_TEST_TIMEOUT:-600}
 for t in /ferry/tests/*.test; do
 	[ -x "$t" ] || continue
 	name=${t##*/}

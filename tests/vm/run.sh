@@ -107,7 +107,7 @@ rm -f "$results"
 echo "test-verbs: booting ($accel); console in $console"
 set +e
 mem=${VM_MEM:-2048}
-vmtimeout=${VM_TIMEOUT:-900}
+vmtimeout=${VM_TIMEOUT:-1200}
 if [ -n "${FERRY_VM_LARGE:-}" ]; then
 	mem=${VM_MEM:-4096}
 	vmtimeout=${VM_TIMEOUT:-1800}
