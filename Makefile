@@ -135,6 +135,22 @@ test-large: deps
 	@if [ -n "$$FERRY_SKIP_VM" ]; then echo "test-large: verbs SKIPPED (FERRY_SKIP_VM set): 1 GiB + 1 B not tested over verbs"; \
 	else FERRY_VM_LARGE=1 tests/vm/run.sh; fi
 
+# bench-regflood: what registering a large region costs the transfers of
+# its group (fabric-debug flood-while-register): a flood's throughput while
+# 1 GiB is registered beside it, against quiet windows, with registration
+# beside the worker and on it, and registration time on 1, 2 and 4 NICs;
+# tcp;ofi_rxm and shm here, then verbs in the Soft-RoCE VM (FERRY_VM_REGFLOOD,
+# 3 GiB VM; FERRY_SKIP_VM=1 skips it, loudly). A few minutes.
+.PHONY: bench-regflood
+bench-regflood: deps
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./bench/fabric-debug
+	@echo "host load: $$(cat /proc/loadavg)"
+	$(BIN)/fabric-debug flood-while-register --transport 'tcp;ofi_rxm' --register 1G
+	$(BIN)/fabric-debug flood-while-register --transport shm --register 1G
+	@if [ -n "$$FERRY_SKIP_VM" ]; then echo "bench-regflood: verbs SKIPPED (FERRY_SKIP_VM set)"; \
+	else FERRY_VM_REGFLOOD=1 tests/vm/run.sh && cat .vm/results/regflood.sh.txt; fi
+
 test-faults: deps
 	FERRY_FAULTS_FULL=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 40m -v -run '^TestFaults$$' ./tests/faults
 

@@ -13,6 +13,10 @@ import (
 // with the full count table, moves rows along the planned paths and waits
 // for the planned immediate counts.
 //
+// A backend may keep reading DispatchSend's input until DispatchRecv
+// returns, and CombineSend's until CombineRecv returns (the host backend
+// copies rows that stay on their rank straight from there).
+//
 // Every wait must end when ctx ends, returning an error that wraps
 // ErrTimeout. Any error leaves the protocol in an unknown state: the
 // Context then refuses further calls, and only Close is made. Close must
@@ -136,7 +140,9 @@ func (c *Context) end(err error, next state) error {
 	return nil
 }
 
-// DispatchSend plans this rank's copies and starts sending them.
+// DispatchSend plans this rank's copies and starts sending them. The
+// backend may read in until DispatchRecv returns: leave its arrays
+// unchanged until then.
 func (c *Context) DispatchSend(ctx context.Context, in *DispatchInput) error {
 	if err := c.begin("DispatchSend", stIdle); err != nil {
 		return err
@@ -185,7 +191,9 @@ func (c *Context) reportDropped(out *DispatchOutput) {
 	}
 }
 
-// CombineSend sends the expert outputs back to their tokens' ranks.
+// CombineSend sends the expert outputs back to their tokens' ranks. The
+// backend may read in until CombineRecv returns: leave its rows unchanged
+// until then.
 func (c *Context) CombineSend(ctx context.Context, in *CombineInput) error {
 	if err := c.begin("CombineSend", stDispatched); err != nil {
 		return err

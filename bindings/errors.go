@@ -42,6 +42,9 @@ const (
 	codeExists         = -26
 	codeUnavailable    = -27
 	codeStale          = -28
+	codeNotLeased      = -29
+	codeNotifyTooLarge = -30
+	codeLeasesOut      = -31
 	// Reads (1.5).
 	codeNotReadable = -32
 	codeInternal    = -99
@@ -96,6 +99,9 @@ var codes = []struct {
 	{fabric.ErrNoTransport, codeNoTransport},
 	{fabric.ErrUnknownProvider, codeUnknownProv},
 	{fabric.ErrBusy, codeBusy},
+	{fabric.ErrNotifyTooLarge, codeNotifyTooLarge},
+	{fabric.ErrNotLeased, codeNotLeased},
+	{fabric.ErrLeasesExhausted, codeLeasesOut},
 	{fabric.ErrTooLarge, codeTooLarge},
 	{fabric.ErrRemoved, codeRemoved},
 	{errBadHandle, codeBadHandle},

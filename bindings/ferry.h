@@ -1107,6 +1107,84 @@ int ferry_connect(ferry_engine_t e, const uint8_t *const *addrs,
                   const size_t *addr_lens, size_t count, int64_t timeout_ms);
 #endif
 
+/* ------------------------------------------ leases and notifications (1.5) */
+
+/* Immediate values from FERRY_LEASE_BASE up belong to leases: a lease is a
+ * run of consecutive values the engine hands out for one request, plus a
+ * mailbox for the request's notification. Once the lease is retired, its
+ * values' immediates are dropped at arrival (counted: see
+ * ferry_engine_drops), never credited to a later lease, whose values
+ * differ even when it reuses the same slots. Immediates that arrive for a
+ * live lease before a counter is registered are held for it; they never
+ * go to ferry_on_imm callbacks. Counters for values of this range that are
+ * not leased now are refused with FERRY_E_NOT_LEASED: pick values by hand
+ * below FERRY_LEASE_BASE only. */
+#define FERRY_LEASE_BASE 3221225472u /* 0xC0000000 */
+#define FERRY_MAX_LEASE_IMMS 4096
+/* The largest notification payload. */
+#define FERRY_MAX_NOTIFY_PAYLOAD 4096
+
+#define FERRY_E_NOT_LEASED (-29)       /* a lease-range value not leased now (retired, or picked by hand) */
+#define FERRY_E_NOTIFY_TOO_LARGE (-30) /* a notification payload over FERRY_MAX_NOTIFY_PAYLOAD */
+#define FERRY_E_LEASES_EXHAUSTED (-31) /* no free run of lease values, or no free mailbox */
+
+typedef uint64_t ferry_lease_t;
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Leases n (1 to FERRY_MAX_LEASE_IMMS) consecutive immediate values on e:
+ * *first gets the first; writes carry first + i, and counters for them are
+ * made as for any value (ferry_imm_counter_new, ferry_expect_imm).
+ * FERRY_E_LEASES_EXHAUSTED when no run of n + 1 free slots is left (65536
+ * slots in all). The handle belongs to e: its close releases it. */
+int ferry_lease_imms(ferry_engine_t e, uint32_t n, ferry_lease_t *out,
+                     uint32_t *first);
+
+/* Retires the lease and releases its handle: its counters are removed
+ * (their waits end with FERRY_E_REMOVED), immediates held for it are
+ * dropped, immediates and notifications that arrive for it later are
+ * dropped and counted, and its mailbox is given back. */
+int ferry_lease_retire(ferry_lease_t l);
+
+/* The lease's mailbox in binary form, for the initiator of the request:
+ * the first call allocates it (256 per engine: FERRY_E_LEASES_EXHAUSTED
+ * when all are taken), later calls return the same bytes. Size rules as
+ * ferry_engine_address (FERRY_E_BUFFER_TOO_SMALL reports the size; 256
+ * bytes always suffice). */
+int ferry_lease_mailbox(ferry_lease_t l, uint8_t *buf, size_t cap,
+                        size_t *len);
+
+/* Sends payload (len bytes, at most FERRY_MAX_NOTIFY_PAYLOAD, else
+ * FERRY_E_NOTIFY_TOO_LARGE before anything is sent) to a lease's mailbox
+ * (mailbox_len bytes from ferry_lease_mailbox of the target engine). The
+ * payload is copied before the call returns. The target hands it over
+ * (ferry_lease_wait_notification) only after every write that e reported
+ * complete before this call is visible there: submit a request's writes,
+ * wait for their completions, then notify. e sends its notifications one
+ * at a time, in the order of these calls, so they arrive in that order.
+ * c reports when the notification was written into the mailbox. */
+int ferry_notify(ferry_engine_t e, const uint8_t *mailbox, size_t mailbox_len,
+                 const void *payload, size_t len, ferry_completion_t c);
+
+/* Waits up to timeout_ms for the next notification to the lease's mailbox
+ * (one the engine already received is returned at once) and copies its
+ * payload to buf; *len gets its length and *seq (may be NULL) its arrival
+ * number at this engine (from 1, over all leases). A payload larger than
+ * cap fails with FERRY_E_BUFFER_TOO_SMALL and is lost: pass
+ * FERRY_MAX_NOTIFY_PAYLOAD bytes. FERRY_E_TIMEOUT when none came,
+ * FERRY_E_INVALID for a lease without a mailbox. */
+int ferry_lease_wait_notification(ferry_lease_t l, int64_t timeout_ms,
+                                  void *buf, size_t cap, size_t *len,
+                                  uint64_t *seq);
+
+/* The engine's drop counters: immediates dropped because their value was
+ * a lease's that is not live (a retired request's late writes), and
+ * notifications received that could not be delivered (queue of 16 per
+ * lease full, or a mailbox overwritten by a retired lease's late
+ * notification). Either pointer may be NULL. */
+int ferry_engine_drops(ferry_engine_t e, uint64_t *imms_dropped,
+                       uint64_t *notifications_dropped);
+#endif
+
 /* ------------------------------------------------------------ reads (1.5) */
 
 /* RDMA READ: the initiator pulls bytes from a peer's region into one of

@@ -100,7 +100,7 @@ func ferry_submit_single(h C.ferry_engine_t, w *C.ferry_single_write, c C.ferry_
 		return fail(errInvalid(op, "nil request"))
 	}
 	req := fabric.SingleWrite{SrcOffset: uint64(w.src_offset), Length: uint64(w.length),
-		DstOffset: uint64(w.dst_offset), Imm: uint32(w.imm), HasImm: w.has_imm != 0}
+		DstOffset: uint64(w.dst_offset), Imm: cImm(w.has_imm, w.imm)}
 	if req.Src, err = srcRegion(op, o, w.src); err != nil {
 		return fail(err)
 	}
@@ -130,7 +130,7 @@ func ferry_submit_paged(h C.ferry_engine_t, w *C.ferry_paged_write, c C.ferry_co
 	}
 	req := fabric.PagedWrite{SrcStride: uint64(w.src_stride), SrcOffset: uint64(w.src_offset),
 		DstStride: uint64(w.dst_stride), DstOffset: uint64(w.dst_offset), Length: uint64(w.length),
-		Imm: uint32(w.imm), HasImm: w.has_imm != 0}
+		Imm: cImm(w.has_imm, w.imm)}
 	if req.Src, err = srcRegion(op, o, w.src); err != nil {
 		return fail(err)
 	}
@@ -164,7 +164,7 @@ func ferry_submit_scatter(h C.ferry_engine_t, w *C.ferry_scatter_write, c C.ferr
 	if w.count > maxArray || (w.count > 0 && w.targets == nil) {
 		return fail(errInvalid(op, "%d targets at %p", uint64(w.count), w.targets))
 	}
-	req := fabric.ScatterWrite{Imm: uint32(w.imm), HasImm: w.has_imm != 0}
+	req := fabric.ScatterWrite{Imm: cImm(w.has_imm, w.imm)}
 	if req.Src, err = srcRegion(op, o, w.src); err != nil {
 		return fail(err)
 	}
@@ -241,4 +241,13 @@ func ferry_submit_barrier(h C.ferry_engine_t, imm C.uint32_t, dsts *C.ferry_desc
 		return fail(err)
 	}
 	return result(o.e.SubmitBarrier(req, comp))
+}
+
+// cImm turns the C ABI's (has_imm, imm) pair into the Go request's Imm:
+// has_imm zero means no immediate, whatever imm holds.
+func cImm(has C.int32_t, v C.uint32_t) fabric.Imm {
+	if has == 0 {
+		return fabric.Imm{}
+	}
+	return fabric.Immediate(uint32(v))
 }

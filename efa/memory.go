@@ -79,6 +79,17 @@ func (d *Domain) RegisterMemory(span rdma.MemorySpan, access rdma.Access) (rdma.
 // back into a pointer.
 func mrHandle(mr *ofi.MR) uintptr { return uintptr(unsafe.Pointer(mr)) }
 
+// RegistrationMode: libfabric domains are opened with FI_THREAD_DOMAIN,
+// under which the application serializes every call on a domain, data
+// path and registration alike, so registration cannot run beside the
+// worker's posts and polls on the same domain. Each domain of a group is a
+// libfabric domain of its own, though: they register at once, each on its
+// own goroutine, while the worker waits for the slowest instead of the
+// sum.
+func (d *Domain) RegistrationMode() rdma.RegistrationMode { return rdma.RegisterNICsInParallel }
+
+var _ rdma.Registrar = (*Domain)(nil)
+
 // UnregisterMemory releases a registration made by this domain. Keys it did
 // not make give an error wrapping rdma.ErrUnknownRegion.
 func (d *Domain) UnregisterMemory(keys rdma.MemoryKeys) error {

@@ -124,6 +124,7 @@ func (e *Engine) close(ctx context.Context) error {
 		if e.immBuf != nil {
 			_ = e.immBuf.Free()
 		}
+		e.notes.freeBuffers()
 	}
 	err := errors.Join(errs...)
 	if err != nil {

@@ -130,6 +130,11 @@ type Config struct {
 	// (every pending operation then fails with ErrClosed). By default the
 	// panic is logged and the dispatcher goes on.
 	CloseOnCallbackPanic bool
+	// RegisterOnWorker keeps registration and deregistration on each
+	// group's worker, one NIC after another, even where the provider
+	// allows them beside it (see Engine.Register and RegistrationMode):
+	// what registering cost the data path before, for comparison.
+	RegisterOnWorker bool
 }
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.

@@ -32,6 +32,22 @@
 // with an ImmCounter or an expected-count callback. ExpectedImms gives that
 // count for a request's Shape and the two ends' NIC counts.
 //
+// A request's immediate is an Imm: Immediate(v) carries v, the zero value
+// none.
+//
+// # Leases and notifications
+//
+// Values from LeaseBase up belong to leases (Engine.LeaseImms): a run of
+// values held for one request and retired with Lease.Retire, after which
+// the immediates that arrive for them are dropped and counted
+// (Stats.ImmsDropped), never credited to a later lease, whose values differ
+// even when it reuses the same slots. A lease's mailbox (Lease.Mailbox)
+// takes a notification of up to MaxNotifyPayload bytes that a writer
+// attaches to a SingleWrite or PagedWrite (Notify) or sends on its own
+// (SubmitNotification); the target's Lease.WaitNotification returns it
+// once every write of the request is visible there (Notification says
+// what that rests on, and in which order notifications arrive).
+//
 // # Unequal NIC groups
 //
 // A writer's group and the target's descriptor may have different NIC
@@ -52,6 +68,19 @@
 // are in its region. Deadlines, back-pressure, splitting and lost peers
 // work as for writes; a region without the read bit fails the read with
 // ErrNotReadable where the provider checks access at the target.
+//
+// # Registration
+//
+// Register pins memory with every NIC of a group. Where the provider
+// allows (rdma.Registrar: verbs, ipc, mem) it runs beside the group's
+// worker, the NICs at once, so transfers keep moving while a large region
+// registers; libfabric domains serialize their calls, so there the worker
+// waits while its NICs register in parallel (RegistrationStats().Modes).
+// Registrations are range-cached per group: a span inside a live
+// registration with the same remote access (or a local-only span inside
+// any) gets a handle sharing it, and the memory is released with the last
+// handle (or at Close). AllocHost backs large buffers with huge pages
+// where the system has them (HostBuffer.PageSize).
 //
 // # Deadlines and lost peers
 //

@@ -32,6 +32,8 @@ type Engine struct {
 	groups groupTable   // peer groups (peergroup.go)
 	send   sendChannel  // the two-sided side channel's buffers (sendrecv.go)
 	peers  peerRegistry // lost and watched peers (peerwatch.go)
+	leases leaseTable   // immediate leases (lease.go)
+	notes  noteChannel  // notifications: inbox and send queue (notify.go)
 
 	disp *dispatcher
 

@@ -44,7 +44,7 @@ func TestMemSmoke(t *testing.T) {
 		ctr, err := b.ImmCounter(7)
 		require.NoError(t, err)
 		tr := fabric.NewTransfer()
-		require.NoError(t, a.SubmitSingle(fabric.SingleWrite{Src: sr, SrcOffset: 100, Length: 50000, Dst: desc, DstOffset: 200, Imm: 7, HasImm: true}, fabric.Notify(tr)))
+		require.NoError(t, a.SubmitSingle(fabric.SingleWrite{Src: sr, SrcOffset: 100, Length: 50000, Dst: desc, DstOffset: 200, Imm: fabric.Immediate(7)}, fabric.Notify(tr)))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		require.NoError(t, tr.Wait(ctx))

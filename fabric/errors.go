@@ -66,6 +66,16 @@ var (
 	// that is gone or was replaced (its incarnation is not the live one at
 	// its endpoint). Errors wrapping it also wrap ErrPeerLost.
 	ErrStaleDescriptor = rdma.ErrStaleDescriptor
+	// ErrNotLeased means an immediate value of the lease range (LeaseBase
+	// up) is not leased now: its lease was retired, or it was picked by
+	// hand.
+	ErrNotLeased = errors.New("immediate not leased")
+	// ErrNotifyTooLarge refuses a notification payload over
+	// MaxNotifyPayload bytes.
+	ErrNotifyTooLarge = errors.New("notification payload too large")
+	// ErrLeasesExhausted means no run of free lease slots, or no free
+	// mailbox, is left for a new lease.
+	ErrLeasesExhausted = errors.New("immediate leases exhausted")
 )
 
 // PeerError is an operation or a wait that failed because a peer was

@@ -35,7 +35,7 @@ func Example() {
 
 	arrived, _ := target.ImmCounter(42)
 	done := fabric.NewTransfer()
-	err := writer.SubmitSingle(fabric.SingleWrite{Src: srcReg, Length: 1 << 20, Dst: remote, Imm: 42, HasImm: true}, fabric.Notify(done))
+	err := writer.SubmitSingle(fabric.SingleWrite{Src: srcReg, Length: 1 << 20, Dst: remote, Imm: fabric.Immediate(42)}, fabric.Notify(done))
 	if err != nil {
 		fmt.Println(err)
 		return

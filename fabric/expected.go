@@ -31,25 +31,25 @@ func ImmShape() Shape { return Shape{kind: reqImm, count: 1} }
 // BarrierShape is a barrier of which dsts destinations name the receiver.
 func BarrierShape(dsts int) Shape { return Shape{kind: reqBarrier, count: dsts} }
 
-// Shape returns r's shape (none of its immediates without HasImm).
+// Shape returns r's shape (none of its immediates without an Imm).
 func (r *SingleWrite) Shape() Shape {
 	s := SingleShape(r.Route)
-	s.noImm = !r.HasImm
+	s.noImm = !r.Imm.set
 	return s
 }
 
-// Shape returns r's shape (none of its immediates without HasImm).
+// Shape returns r's shape (none of its immediates without an Imm).
 func (r *PagedWrite) Shape() Shape {
 	s := PagedShape(len(r.SrcPages))
-	s.noImm = !r.HasImm
+	s.noImm = !r.Imm.set
 	return s
 }
 
 // Shape returns the shape of r as seen by a receiver that targets of its
-// targets name (without HasImm, none).
+// targets name (without an Imm, none).
 func (r *ScatterWrite) Shape(targets int) Shape {
 	s := ScatterShape(r.Route, targets)
-	s.noImm = !r.HasImm
+	s.noImm = !r.Imm.set
 	return s
 }
 
@@ -72,7 +72,7 @@ func (r *ScatterWrite) Shape(targets int) Shape {
 //     being split into one slice per writer NIC.
 //
 // Group sizes outside 1..MaxNICs, and a request that would be refused,
-// give 0; so does a shape taken from a request without HasImm.
+// give 0; so does a shape taken from a request without an Imm.
 func ExpectedImms(s Shape, writerNICs, targetNICs int) int {
 	if writerNICs < 1 || writerNICs > MaxNICs || targetNICs < 1 || targetNICs > MaxNICs || s.noImm {
 		return 0

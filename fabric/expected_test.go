@@ -33,7 +33,7 @@ func TestExpectedImms(t *testing.T) {
 		require.Equal(t, c.want, fabric.ExpectedImms(c.s, c.n, c.m), "%+v %d to %d", c.s, c.n, c.m)
 	}
 	w := fabric.SingleWrite{Route: fabric.Sharded(0)}
-	require.Zero(t, fabric.ExpectedImms(w.Shape(), 2, 4), "no immediate without HasImm")
-	w.HasImm = true
+	require.Zero(t, fabric.ExpectedImms(w.Shape(), 2, 4), "no immediate without an Imm")
+	w.Imm = fabric.Immediate(0)
 	require.Equal(t, 4, fabric.ExpectedImms(w.Shape(), 2, 4))
 }

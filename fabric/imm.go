@@ -78,6 +78,16 @@ func (e *Engine) creditLocked(ent *immEntry, n int64) bool {
 // misses of its pass (immMissedLocked), in one hold of the lock. It is
 // never dropped.
 func (e *Engine) immMissedFast(imm uint32) (ent *immEntry, reached, toCallbacks, settled bool) {
+	if imm >= LeaseBase {
+		// A lease-range value never goes to the callbacks: dropped when
+		// not leased (a value comes back leased only 2^14 generations
+		// later, so no lock is needed to tell), else held under the lock.
+		if !e.leases.leased(imm) {
+			e.immsDropped.Add(1)
+			return nil, false, false, true
+		}
+		return nil, false, false, false
+	}
 	if len(*e.imms.fns.Load()) == 0 {
 		return nil, false, false, false
 	}
@@ -102,7 +112,11 @@ func (e *Engine) immMissedLocked(imm uint32, n int64) (ent *immEntry, reached, t
 			return ent, r, false
 		}
 	}
-	if len(*e.imms.fns.Load()) > 0 {
+	if imm >= LeaseBase && !e.leases.leased(imm) {
+		e.immsDropped.Add(uint64(n)) // retired under this lock meanwhile
+		return nil, false, false
+	}
+	if imm < LeaseBase && len(*e.imms.fns.Load()) > 0 {
 		return nil, false, true // callbacks were installed meanwhile
 	}
 	e.imms.held[imm] += n
@@ -131,6 +145,9 @@ func (e *Engine) ExpectImm(imm uint32, expected uint32, fn func() bool) (PrevCou
 	if e.life.closed.Load() {
 		return PrevCount{}, false, ErrClosed
 	}
+	if err := e.checkLeased("expect imm", imm); err != nil {
+		return PrevCount{}, false, err
+	}
 	prev, had := e.setEntry(imm, e.newEntry(imm, immExpected, int64(expected), fn, nil))
 	return prev, had, nil
 }
@@ -152,6 +169,9 @@ func (e *Engine) ImmCounter(imm uint32) (*ImmCounter, error) {
 	if e.life.closed.Load() {
 		return nil, ErrClosed
 	}
+	if err := e.checkLeased("imm counter", imm); err != nil {
+		return nil, err
+	}
 	ent := e.newEntry(imm, immCredit, 0, nil, nil)
 	e.setEntry(imm, ent)
 	return &ImmCounter{e: ent}, nil
@@ -169,6 +189,9 @@ func (e *Engine) FlagCounter(imm uint32, flag Flag) (*FlagCounter, error) {
 	}
 	if e.life.closed.Load() {
 		return nil, ErrClosed
+	}
+	if err := e.checkLeased("flag counter", imm); err != nil {
+		return nil, err
 	}
 	ent := e.newEntry(imm, immFlag, 0, nil, flag)
 	e.setEntry(imm, ent)
@@ -189,8 +212,13 @@ func (e *Engine) replayImm(imm uint32, n int64) {
 		e.imms.mu.Unlock()
 		return
 	}
+	if imm >= LeaseBase && !e.leases.leased(imm) {
+		e.immsDropped.Add(uint64(n))
+		e.imms.mu.Unlock()
+		return
+	}
 	fns := *e.imms.fns.Load()
-	if len(fns) == 0 {
+	if len(fns) == 0 || imm >= LeaseBase {
 		e.imms.held[imm] += n
 		e.unclaimed.Add(uint64(n))
 		e.imms.mu.Unlock()

@@ -74,7 +74,15 @@ type Stats struct {
 	// counter and no OnImm callback, and the next counter registered for
 	// their value takes them. Nothing is dropped.
 	Unclaimed uint64
-	Domains   []DomainSnapshot
+	// ImmsDropped counts immediates that arrived for a lease-range value
+	// not leased at the time (a retired lease's late writes): dropped,
+	// never credited to a later lease.
+	ImmsDropped uint64
+	// NotificationsDropped counts notifications that arrived but could
+	// not be delivered: their lease's queue was full, or a retired lease's
+	// late notification had overwritten the mailbox.
+	NotificationsDropped uint64
+	Domains              []DomainSnapshot
 }
 
 // DomainSnapshot is one domain's counters.
@@ -102,7 +110,8 @@ func (e *Engine) Stats() Stats {
 	}
 	e.syncCounts()
 	s := Stats{Completed: e.completed.Load(), Failed: e.failures.Load(), Expired: e.expired.Load(), Late: e.late.Load(),
-		Unmatched: e.unmatchedErrs.Load(), PeersLost: e.peersLost.Load(), Unclaimed: e.unclaimed.Load()}
+		Unmatched: e.unmatchedErrs.Load(), PeersLost: e.peersLost.Load(), Unclaimed: e.unclaimed.Load(),
+		ImmsDropped: e.immsDropped.Load(), NotificationsDropped: e.notesDropped.Load()}
 	for _, w := range e.workers {
 		for i, ds := range w.doms {
 			st := &ds.stats
@@ -124,4 +133,6 @@ type engineCounters struct {
 	unmatchedErrs atomic.Uint64
 	peersLost     atomic.Uint64
 	unclaimed     atomic.Uint64
+	immsDropped   atomic.Uint64
+	notesDropped  atomic.Uint64
 }

@@ -584,13 +584,13 @@ func isLocalEndpoint(a Address) bool {
 	return ok
 }
 
-func addLocalRegion(r *MemoryRegion) {
+func addLocalRegion(r *registration) {
 	for _, k := range r.desc.NICs {
 		local.regions.Store(localKey{k.Addr, k.Key}, localSpan{uint64(r.span.Addr), r.span.Len})
 	}
 }
 
-func removeLocalRegion(r *MemoryRegion) {
+func removeLocalRegion(r *registration) {
 	for _, k := range r.desc.NICs {
 		local.regions.Delete(localKey{k.Addr, k.Key})
 	}

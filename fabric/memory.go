@@ -19,9 +19,10 @@ import (
 // memfd_create (see HostMemoryFile), so same-host providers can map it
 // into their peers' address spaces; elsewhere it is anonymous and private.
 type HostBuffer struct {
-	b     []byte
-	file  int // the memfd backing b, or -1
-	freed atomic.Bool
+	b        []byte
+	file     int // the memfd backing b, or -1
+	hugePage int // the huge page size backing b, or 0 for base pages
+	freed    atomic.Bool
 }
 
 // AllocHost maps n bytes (rounded up to the page size) of zeroed host
@@ -29,8 +30,12 @@ type HostBuffer struct {
 // is refused, anonymous private memory (then Shareable reports false).
 // Being a shared mapping, the memory is shared with, not copied into, a
 // child the process forks. Each buffer holds one file descriptor until
-// Free.
-func AllocHost(n int) (*HostBuffer, error) {
+// Free. Where the system has huge pages free, a buffer large enough is
+// backed by them (see HugePagesAuto and PageSize).
+func AllocHost(n int) (*HostBuffer, error) { return AllocHostWith(n, HostOptions{}) }
+
+// AllocHostWith is AllocHost with options.
+func AllocHostWith(n int, o HostOptions) (*HostBuffer, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("alloc host memory of %d bytes: %w", n, ErrInvalidArgument)
 	}
@@ -39,9 +44,14 @@ func AllocHost(n int) (*HostBuffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("alloc host memory of %d bytes: %w", n, ErrInvalidArgument)
 	}
-	h, err := allocHostFile(size)
+	h, err := allocHuge(n, o.HugePages)
 	if err != nil {
 		return nil, err
+	}
+	if h == nil {
+		if h, err = allocHostFile(size); err != nil {
+			return nil, err
+		}
 	}
 	if h == nil {
 		b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
@@ -52,7 +62,7 @@ func AllocHost(n int) (*HostBuffer, error) {
 	}
 	h.b = h.b[:n:n]
 	if h.file >= 0 {
-		hostfiles.Add(h.Addr(), uint64(cap(h.b)), h.file)
+		hostfiles.AddPaged(h.Addr(), uint64(cap(h.b)), h.file, uint64(h.hugePage))
 	}
 	return h, nil
 }
@@ -84,7 +94,7 @@ func (h *HostBuffer) Free() error {
 	if h.file >= 0 {
 		hostfiles.Remove(h.Addr(), h.file)
 	}
-	ps := unix.Getpagesize()
+	ps := h.PageSize()
 	full := unsafe.Slice(unsafe.SliceData(h.b), (cap(h.b)+ps-1)/ps*ps)
 	err := unix.Munmap(full)
 	if h.file >= 0 {
@@ -109,6 +119,7 @@ const (
 type MemoryRegion struct {
 	eng    *Engine
 	w      *worker
+	reg    *registration // the provider registration, maybe shared (Register)
 	span   MemorySpan
 	access Access
 	keys   [MaxNICs]rdma.MemoryKeys

@@ -1,5 +1,7 @@
 package fabric
 
+import "strconv"
+
 // Routing says how a Single, Imm or Barrier request uses the group's NICs.
 // The zero value shards over every NIC of the group.
 type Routing struct {
@@ -54,27 +56,56 @@ type Barrier struct {
 	Route Routing
 }
 
+// Imm is the optional immediate of a write. Its zero value carries no
+// immediate; Immediate(v) carries v, 0 included, so "no immediate" and
+// "immediate 0" cannot be confused. Values at or above LeaseBase belong to
+// leases (see Engine.LeaseImms): take them from a Lease, not by hand.
+type Imm struct {
+	v   uint32
+	set bool
+}
+
+// Immediate returns the immediate v.
+func Immediate(v uint32) Imm { return Imm{v: v, set: true} }
+
+// Value returns the immediate and whether there is one.
+func (i Imm) Value() (v uint32, ok bool) { return i.v, i.set }
+
+// IsSet reports whether i carries an immediate.
+func (i Imm) IsSet() bool { return i.set }
+
+// String prints the value in hex, or "none".
+func (i Imm) String() string {
+	if !i.set {
+		return "none"
+	}
+	return "0x" + strconv.FormatUint(uint64(i.v), 16)
+}
+
 // SingleWrite is one contiguous write of Length bytes from Src at
 // SrcOffset to Dst at DstOffset. Sharded over n NICs it always posts
 // exactly n writes (empty shards are zero-byte writes at offset 0), and with
-// HasImm the receiver sees n immediates; pinned, it posts one.
+// an Imm set the receiver sees n immediates; pinned, it posts one. Notify,
+// when set, is delivered to the target after all the writes (see
+// Notification).
 type SingleWrite struct {
 	Src       *MemoryRegion
 	SrcOffset uint64
 	Length    uint64
 	Dst       Descriptor
 	DstOffset uint64
-	Imm       uint32
-	HasImm    bool
+	Imm       Imm
 	Route     Routing
+	Notify    *Notification
 }
 
 // PagedWrite is len(SrcPages) independent writes of Length bytes: page i
 // goes from Src at SrcOffset+SrcStride*SrcPages[i] to Dst at
 // DstOffset+DstStride*DstPages[i]. The page arrays are shared, not copied:
 // do not modify them until the transfer completes. The pages are split into
-// contiguous ranges, one per NIC; with HasImm the receiver sees one
-// immediate per page.
+// contiguous ranges, one per NIC; with an Imm set the receiver sees one
+// immediate per page. Notify, when set, is delivered to the target after
+// all the pages (see Notification).
 type PagedWrite struct {
 	Src       *MemoryRegion
 	SrcPages  []uint32
@@ -85,8 +116,8 @@ type PagedWrite struct {
 	DstStride uint64
 	DstOffset uint64
 	Length    uint64
-	Imm       uint32
-	HasImm    bool
+	Imm       Imm
+	Notify    *Notification
 }
 
 // ScatterTarget is one destination range of a Scatter.
@@ -105,8 +136,7 @@ type ScatterTarget struct {
 type ScatterWrite struct {
 	Src     *MemoryRegion
 	Targets []ScatterTarget
-	Imm     uint32
-	HasImm  bool
+	Imm     Imm
 	Route   ScatterRouting
 	Group   PeerGroup
 }

@@ -72,18 +72,18 @@ func TestSplitWrites(t *testing.T) {
 			before := posted()
 			run("single", 1, func(d fabric.Descriptor, imm uint32, c fabric.Completion) error {
 				return a.SubmitSingle(fabric.SingleWrite{Src: src, SrcOffset: 3, Length: uint64(n), Dst: d, DstOffset: 5,
-					Imm: imm, HasImm: true, Route: fabric.Pinned(1)}, c)
+					Imm: fabric.Immediate(imm), Route: fabric.Pinned(1)}, c)
 			}, func(dst []byte) { same(dst, 5, 3, n); require.Zero(t, dst[5+n]) })
 			require.EqualValues(t, 11, posted()-before, "writes posted for the single")
 			// Sharded over both NICs: one immediate per shard.
 			run("sharded single", 2, func(d fabric.Descriptor, imm uint32, c fabric.Completion) error {
-				return a.SubmitSingle(fabric.SingleWrite{Src: src, Length: uint64(n), Dst: d, Imm: imm, HasImm: true}, c)
+				return a.SubmitSingle(fabric.SingleWrite{Src: src, Length: uint64(n), Dst: d, Imm: fabric.Immediate(imm)}, c)
 			}, func(dst []byte) { same(dst, 0, 0, n) })
 			// Paged: three pages of 2.5 pieces, out of order.
 			pl := 2*piece + piece/2
 			run("paged", 3, func(d fabric.Descriptor, imm uint32, c fabric.Completion) error {
 				return a.SubmitPaged(fabric.PagedWrite{Src: src, SrcPages: []uint32{0, 1, 2}, SrcStride: uint64(pl),
-					Dst: d, DstPages: []uint32{2, 0, 1}, DstStride: uint64(pl), Length: uint64(pl), Imm: imm, HasImm: true}, c)
+					Dst: d, DstPages: []uint32{2, 0, 1}, DstStride: uint64(pl), Length: uint64(pl), Imm: fabric.Immediate(imm)}, c)
 			}, func(dst []byte) {
 				same(dst, 2*pl, 0, pl)
 				same(dst, 0, pl, pl)
@@ -104,7 +104,7 @@ func TestSplitWrites(t *testing.T) {
 						ts = append(ts, fabric.ScatterTarget{Dst: d, Length: uint64(l), SrcOffset: uint64(off + i), DstOffset: uint64(2*off + 1)})
 						off += l
 					}
-					return a.SubmitScatter(fabric.ScatterWrite{Src: src, Targets: ts, Imm: imm, HasImm: true, Route: route}, c)
+					return a.SubmitScatter(fabric.ScatterWrite{Src: src, Targets: ts, Imm: fabric.Immediate(imm), Route: route}, c)
 				}, func(dst []byte) {
 					off := 0
 					for i, l := range lens {

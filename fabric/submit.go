@@ -67,8 +67,11 @@ func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
 	if !r.Dst.check(r.DstOffset, r.Length) {
 		return reqErr(op, ErrOutOfBounds, "destination [%d, +%d) of %d bytes", r.DstOffset, r.Length, r.Dst.Length)
 	}
-	q := request{kind: reqSingle, c: c, imm: r.Imm, hasImm: r.HasImm, route: r.Route, src: r.Src,
+	q := request{kind: reqSingle, c: c, imm: r.Imm.v, hasImm: r.Imm.set, route: r.Route, src: r.Src,
 		srcOff: r.SrcOffset, dstOff: r.DstOffset, length: r.Length, dst: r.Dst}
+	if r.Notify != nil {
+		return e.submitNotified(op, r.Notify, w, &q)
+	}
 	return e.enqueue(w, &q)
 }
 
@@ -103,9 +106,12 @@ func (e *Engine) SubmitPaged(r PagedWrite, c Completion) error {
 				i, r.DstPages[i], r.DstStride, r.DstOffset, r.Length, dlen)
 		}
 	}
-	q := request{kind: reqPaged, c: c, imm: r.Imm, hasImm: r.HasImm, src: r.Src,
+	q := request{kind: reqPaged, c: c, imm: r.Imm.v, hasImm: r.Imm.set, src: r.Src,
 		srcPages: r.SrcPages, dstPages: r.DstPages, srcStride: r.SrcStride, dstStride: r.DstStride,
 		srcOff: r.SrcOffset, dstOff: r.DstOffset, length: r.Length, dst: r.Dst}
+	if r.Notify != nil {
+		return e.submitNotified(op, r.Notify, w, &q)
+	}
 	return e.enqueue(w, &q)
 }
 
@@ -138,7 +144,7 @@ func (e *Engine) SubmitScatter(r ScatterWrite, c Completion) error {
 			return reqErr(op, ErrOutOfBounds, "target %d destination [%d, +%d) of %d bytes", i, t.DstOffset, t.Length, t.Dst.Length)
 		}
 	}
-	q := request{kind: reqScatter, c: c, imm: r.Imm, hasImm: r.HasImm, src: r.Src,
+	q := request{kind: reqScatter, c: c, imm: r.Imm.v, hasImm: r.Imm.set, src: r.Src,
 		targets: r.Targets, sroute: r.Route, group: r.Group}
 	return e.enqueue(w, &q)
 }

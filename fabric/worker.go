@@ -74,7 +74,10 @@ type worker struct {
 	outMu   sync.Mutex
 	out     []dispEvent
 
-	regions map[*MemoryRegion]struct{}
+	// regs is the group's registrations (regcache.go); regMode where
+	// they run, set once the domains are open.
+	regs    regCache
+	regMode RegistrationMode
 	immSrc  *MemoryRegion // local side of immediate-only writes (main worker)
 }
 
@@ -128,7 +131,6 @@ func newWorker(e *Engine, g GroupSpec, infos []DomainInfo) *worker {
 		exited:    make(chan struct{}),
 		abandon:   make(chan struct{}),
 		groups:    make(map[uint32]*peerGroupState),
-		regions:   make(map[*MemoryRegion]struct{}),
 	}
 	w.queue.reqs.init(queueLen)
 	return w
@@ -201,14 +203,13 @@ func (w *worker) open(opts DomainOptions) error {
 		w.doms = append(w.doms, ds)
 		addLocalEndpoint(ds.addr)
 	}
+	w.regMode = registrationMode(w.doms, w.e.cfg.RegisterOnWorker)
 	return nil
 }
 
 func (w *worker) closeDomains() error {
 	var errs []error
-	for r := range w.regions {
-		w.unregisterNow(r)
-	}
+	w.releaseAll()
 	abandoned := false
 	for _, ds := range w.doms {
 		removeLocalEndpoint(ds.addr)

@@ -269,8 +269,10 @@ func (d *Domain) serveMap(c *inConn, m ctlMsg) bool {
 	if r == nil {
 		return c.c.send(ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, status: errnoNoKey}) == nil
 	}
-	start := pageDown(r.file.Offset)
-	end := pageUp(r.file.Offset + r.length)
+	// A file of huge pages maps only at multiples of its page size.
+	align := max(pageSize, r.file.PageSize)
+	start := r.file.Offset &^ (align - 1)
+	end := (r.file.Offset + r.length + align - 1) &^ (align - 1)
 	ack := ctlMsg{kind: ctlMapAck, seq: m.seq, key: m.key, a: start, b: end - start, c: r.file.Offset - start, d: r.length}
 	if r.readable {
 		ack.status = ackReadable

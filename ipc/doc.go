@@ -19,6 +19,10 @@
 // Two-sided sends go through a second ring on the same page. A target's
 // worker with nothing to do may sleep: the first initiator that publishes
 // into its rings wakes it through an eventfd (see rdma.Sleeper).
+// The initiator lends its mapping of a target's region to callers that
+// store into it themselves and post a zero-byte write for the immediate
+// (rdma.PeerMapper, fabric.Engine.MapPeer; the host all-to-all does):
+// they hold it as the worker's copies do, so a revocation waits for them.
 //
 // # Names, trust and leaks
 //

@@ -40,18 +40,22 @@ type Domain struct {
 	closed  atomic.Bool
 
 	// Worker-owned.
-	peers     []*outPeer
-	peerOf    map[string]rdma.PeerID
-	conns     []*inConn // incoming connections the worker polls
-	held      []*outPeer
-	dirty     []*outPeer // producers with unpublished immediates
-	done      evQueue
-	recvs     []rdma.RecvOp
-	recvHead  int
-	job       copyJob
-	cur       *mapping // the mapping held during this batch
+	peers    []*outPeer
+	peerOf   map[string]rdma.PeerID
+	conns    []*inConn // incoming connections the worker polls
+	held     []*outPeer
+	dirty    []*outPeer // producers with unpublished immediates
+	done     evQueue
+	recvs    []rdma.RecvOp
+	recvHead int
+	job      copyJob
+	cur      *mapping // the mapping held during this batch
+	rr       int
+
+	// Registration runs beside the worker (RegistrationMode): localRegs
+	// is guarded by mu, revokeSeq by revokeMu.
+	revokeMu  sync.Mutex
 	revokeSeq uint64
-	rr        int
 	localRegs int
 }
 
@@ -112,7 +116,9 @@ func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKe
 		return rdma.MemoryKeys{}, fmt.Errorf("ipc: register %s memory: host memory only: %w", s.Device, rdma.ErrNotSupported)
 	}
 	if a&(rdma.AccessRemoteWrite|rdma.AccessRemoteRead) == 0 {
+		d.mu.Lock()
 		d.localRegs++
+		d.mu.Unlock()
 		liveRegs.Add(1)
 		return rdma.MemoryKeys{Mode: rdma.AddrOffset}, nil
 	}
@@ -145,6 +151,15 @@ func (d *Domain) Progress() uint64 { return d.job.moved.Load() }
 
 var _ rdma.ProgressReporter = (*Domain)(nil)
 
+// RegistrationMode: registration touches the region table under mu and
+// talks to initiators over their control connections, never through the
+// worker's data path, so the engine runs it beside the worker. That
+// matters most for unregistering a shared region, which waits for every
+// initiator that mapped it to acknowledge the revocation.
+func (d *Domain) RegistrationMode() rdma.RegistrationMode { return rdma.RegisterBeside }
+
+var _ rdma.Registrar = (*Domain)(nil)
+
 // UnregisterMemory releases a registration. For a shared region it
 // revokes every initiator's mapping and waits (up to ctlTimeout per
 // unresponsive peer) until each acknowledged that no copy into it runs
@@ -152,6 +167,8 @@ var _ rdma.ProgressReporter = (*Domain)(nil)
 // memory, as with an RDMA deregistration.
 func (d *Domain) UnregisterMemory(k rdma.MemoryKeys) error {
 	if k.Remote == 0 {
+		d.mu.Lock()
+		defer d.mu.Unlock()
 		if d.localRegs == 0 {
 			return fmt.Errorf("ipc: unregister: no local registration left: %w", rdma.ErrUnknownRegion)
 		}
@@ -177,6 +194,10 @@ func (d *Domain) UnregisterMemory(k rdma.MemoryKeys) error {
 	if len(conns) == 0 {
 		return nil
 	}
+	// Numbered and sent under one lock: each connection then sees the
+	// revocations in the order of their numbers, so an acknowledgement
+	// of a later one (acked) covers the earlier ones.
+	d.revokeMu.Lock()
 	d.revokeSeq++
 	seq := d.revokeSeq
 	for _, c := range conns {
@@ -186,6 +207,7 @@ func (d *Domain) UnregisterMemory(k rdma.MemoryKeys) error {
 			}
 		}
 	}
+	d.revokeMu.Unlock()
 	var slow []int
 	deadline := time.Now().Add(ctlTimeout())
 	for _, c := range conns {
@@ -307,8 +329,10 @@ func (d *Domain) Close() error {
 		_ = unix.Close(r.file.FD)
 		liveRegs.Add(-1)
 	}
+	d.mu.Lock()
 	liveRegs.Add(-int64(d.localRegs))
 	d.localRegs = 0
+	d.mu.Unlock()
 	_ = unix.Close(d.evfd) // peers signal their own copies; no goroutine of ours is left
 	releaseHelpers()
 	return nil

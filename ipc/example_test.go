@@ -46,7 +46,7 @@ func Example() {
 
 	arrived, _ := target.ImmCounter(7)
 	done := fabric.NewTransfer()
-	err = writer.SubmitSingle(fabric.SingleWrite{Src: srcReg, Length: 1 << 20, Dst: remote, Imm: 7, HasImm: true}, fabric.Notify(done))
+	err = writer.SubmitSingle(fabric.SingleWrite{Src: srcReg, Length: 1 << 20, Dst: remote, Imm: fabric.Immediate(7)}, fabric.Notify(done))
 	if err != nil {
 		fmt.Println(err)
 		return

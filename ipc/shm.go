@@ -67,7 +67,4 @@ func LiveMappings() int64 { return liveMaps.Load() }
 
 var pageSize = uint64(unix.Getpagesize())
 
-func pageDown(x uint64) uint64 { return x &^ (pageSize - 1) }
-func pageUp(x uint64) uint64   { return (x + pageSize - 1) &^ (pageSize - 1) }
-
 func unsafeAddr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }

@@ -182,6 +182,10 @@ type Faults struct {
 	// polling goroutine (the worker), with no lock held: tests use it to
 	// act at an exact point of a worker's pass.
 	BeforePoll func()
+	// BlockRegister, when set, makes RegisterMemory and UnregisterMemory
+	// wait until it is closed, with no lock held: a registration that
+	// pins for a long time, as a large one does on a real NIC.
+	BlockRegister chan struct{}
 }
 
 // Inject sets the faults of the domain with address a. It is meant for
@@ -206,6 +210,7 @@ func (d *Domain) Address() rdma.Address { return d.addr }
 // tested without a GPU, spans labelled with a CUDA device as long as their
 // address is host memory the test mapped.
 func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKeys, error) {
+	d.waitRegister()
 	live.Add(1)
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -214,7 +219,24 @@ func (d *Domain) RegisterMemory(s rdma.MemorySpan, a rdma.Access) (rdma.MemoryKe
 	return rdma.MemoryKeys{Handle: uintptr(k), Local: k, Remote: k, Mode: rdma.AddrVirtual}, nil
 }
 
+// waitRegister waits out Faults.BlockRegister.
+func (d *Domain) waitRegister() {
+	d.mu.Lock()
+	block := d.faults.BlockRegister
+	d.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+}
+
+// RegistrationMode: registration touches only the region table, under
+// d.mu, so the engine may register beside the worker.
+func (d *Domain) RegistrationMode() rdma.RegistrationMode { return rdma.RegisterBeside }
+
+var _ rdma.Registrar = (*Domain)(nil)
+
 func (d *Domain) UnregisterMemory(k rdma.MemoryKeys) error {
+	d.waitRegister()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.regions[uint64(k.Handle)]; !ok {

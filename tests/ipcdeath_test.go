@@ -73,7 +73,7 @@ func TestIPCTargetKilled(t *testing.T) {
 	defer cancel()
 
 	first := fabric.NewTransfer()
-	require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: sr, Length: 8 << 20, Dst: desc, Imm: 1, HasImm: true}, fabric.Notify(first)))
+	require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: sr, Length: 8 << 20, Dst: desc, Imm: fabric.Immediate(1)}, fabric.Notify(first)))
 	require.NoError(t, first.Wait(ctx), "the target is alive")
 	require.Equal(t, int64(3), ipc.LiveMappings(), "two connection pages and the region, mapped once for both NICs")
 
@@ -88,7 +88,7 @@ func TestIPCTargetKilled(t *testing.T) {
 			cmd.Kill()
 		}
 		require.NoError(t, e.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, SrcStride: 4096, Dst: desc,
-			DstPages: idx, DstStride: 4096, Length: 4096, Imm: 2, HasImm: true}, fabric.Count(tc)))
+			DstPages: idx, DstStride: 4096, Length: 4096, Imm: fabric.Immediate(2)}, fabric.Count(tc)))
 	}
 	require.NoError(t, tc.Wait(ctx, floods), "every transfer ends")
 	t.Logf("%d of %d floods failed after the kill", tc.Errors(), floods)

@@ -142,12 +142,12 @@ func largeWrites(t *testing.T, transport string, size uint64, kinds []string) {
 			case "single":
 				imms = 1
 				require.NoError(t, a.SubmitSingle(fabric.SingleWrite{Src: sr, Length: size, Dst: desc,
-					Imm: imm, HasImm: true}, fabric.Notify(tr)))
+					Imm: fabric.Immediate(imm)}, fabric.Notify(tr)))
 				dstOf = func(s uint64) (uint64, bool) { return s, s < size }
 			case "paged":
 				imms = 2
 				require.NoError(t, a.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: []uint32{0, 1}, SrcStride: half,
-					Dst: desc, DstPages: []uint32{1, 0}, DstStride: half, Length: half, Imm: imm, HasImm: true}, fabric.Notify(tr)))
+					Dst: desc, DstPages: []uint32{1, 0}, DstStride: half, Length: half, Imm: fabric.Immediate(imm)}, fabric.Notify(tr)))
 				dstOf = func(s uint64) (uint64, bool) {
 					if s < half {
 						return s + half, true
@@ -162,7 +162,7 @@ func largeWrites(t *testing.T, transport string, size uint64, kinds []string) {
 					{Dst: desc, Length: half, SrcOffset: 0, DstOffset: half},
 					{Dst: desc, Length: size - half, SrcOffset: half, DstOffset: 0},
 				}
-				require.NoError(t, a.SubmitScatter(fabric.ScatterWrite{Src: sr, Targets: targets, Imm: imm, HasImm: true},
+				require.NoError(t, a.SubmitScatter(fabric.ScatterWrite{Src: sr, Targets: targets, Imm: fabric.Immediate(imm)},
 					fabric.Notify(tr)))
 				dstOf = func(s uint64) (uint64, bool) {
 					if s < half {

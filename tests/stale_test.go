@@ -84,7 +84,7 @@ func writeUntilStale(t *testing.T, e *fabric.Engine, src *fabric.MemoryRegion, d
 	for time.Since(start) < 30*time.Second {
 		tr := fabric.NewTransfer()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		err := e.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: desc, Imm: 7, HasImm: true}, fabric.Notify(tr))
+		err := e.SubmitSingle(fabric.SingleWrite{Src: src, Length: 4096, Dst: desc, Imm: fabric.Immediate(7)}, fabric.Notify(tr))
 		if err == nil {
 			err = tr.Wait(ctx)
 		}

@@ -63,18 +63,24 @@ func runServer() error {
 	if err != nil {
 		return err
 	}
+	src, err := fabric.AllocHost(bufSize)
+	if err != nil {
+		_ = e.Close(context.Background())
+		return err
+	}
+	// The source is freed only after Close: writes of the flood may still
+	// be reading it until then.
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := e.Close(ctx); err != nil && !isTimeout(err) {
+		err := e.Close(ctx)
+		if err != nil && !isTimeout(err) {
 			fmt.Fprintln(os.Stderr, "server close:", err)
 		}
+		if err == nil { // else a worker may still hold it; the process ends
+			_ = src.Free()
+		}
 	}()
-	src, err := fabric.AllocHost(bufSize)
-	if err != nil {
-		return err
-	}
-	defer src.Free()
 	sr, err := e.RegisterHost(src, fabric.AccessLocal)
 	if err != nil {
 		return err
@@ -111,10 +117,10 @@ func runServer() error {
 				idx[i] = uint32(len(idx) - 1 - i)
 			}
 			err = e.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, SrcStride: 10000, Dst: desc, DstPages: idx,
-				DstStride: 10000, Length: 10000, Imm: uint32(seq), HasImm: true}, fabric.Notify(done))
+				DstStride: 10000, Length: 10000, Imm: fabric.Immediate(uint32(seq))}, fabric.Notify(done))
 		case reqSingle:
 			err = e.SubmitSingle(fabric.SingleWrite{Src: sr, SrcOffset: 4096, Length: 3<<20 + 5, Dst: desc, DstOffset: 4096,
-				Imm: uint32(seq), HasImm: true}, fabric.Notify(done))
+				Imm: fabric.Immediate(uint32(seq))}, fabric.Notify(done))
 		case reqFlood:
 			idx := make([]uint32, 2000)
 			for i := range idx {
@@ -123,7 +129,7 @@ func runServer() error {
 			tc := new(fabric.TransferCounter)
 			for k := 0; k < 50 && err == nil; k++ {
 				err = e.SubmitPaged(fabric.PagedWrite{Src: sr, SrcPages: idx, SrcStride: 4096, Dst: desc, DstPages: idx,
-					DstStride: 4096, Length: 4096, Imm: uint32(seq), HasImm: true}, fabric.Count(tc))
+					DstStride: 4096, Length: 4096, Imm: fabric.Immediate(uint32(seq))}, fabric.Count(tc))
 			}
 			// The client closes under these: each must end, with or
 			// without an error, and nothing may hang or crash.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferryrdma/ferry/fabric/rdma"
@@ -41,6 +43,7 @@ type Domain struct {
 	peers   []*peer
 	byAddr  map[string]rdma.PeerID
 	backlog []rdma.PeerID // connected peers that still hold ops
+	mrMu    sync.Mutex    // guards mrs: registration runs beside the worker
 	mrs     map[uintptr]ibv.MR
 	retired []ibv.QP
 	pending []rdma.Event // completions made in Go (handshake failures)
@@ -55,7 +58,7 @@ type Domain struct {
 	ud                [16]ibv.UDMsg
 	msgBuf            []byte
 	udSendErrors      uint64
-	dmabufFallbacks   uint64
+	dmabufFallbacks   atomic.Uint64 // counted beside the worker
 	sqFull, slotsFull uint64
 }
 
@@ -219,7 +222,7 @@ type Stats struct {
 // Stats returns the domain's counters.
 func (d *Domain) Stats() Stats {
 	return Stats{Peers: len(d.peers), Retransmits: d.hs.retransmits, Reconnects: d.hs.restarts, StaleHandshakes: d.hs.staleDiscarded,
-		UDSendErrors: d.udSendErrors, DmabufFallbacks: d.dmabufFallbacks,
+		UDSendErrors: d.udSendErrors, DmabufFallbacks: d.dmabufFallbacks.Load(),
 		SendQueueFull: d.sqFull, SlotsFull: d.slotsFull}
 }
 
@@ -250,13 +253,15 @@ func (d *Domain) RegisterMemory(span rdma.MemorySpan, access rdma.Access) (rdma.
 	if err != nil && fd >= 0 && errors.Is(wrapErr("", err), rdma.ErrNotSupported) {
 		// No dma-buf support in this kernel or device: peer memory
 		// (nvidia-peermem) may still register it. Counted in Stats.
-		d.dmabufFallbacks++
+		d.dmabufFallbacks.Add(1)
 		mr, err = d.dom.RegMR(span.Addr, span.Len, flags, -1, 0)
 	}
 	if err != nil {
 		return rdma.MemoryKeys{}, wrapErr("register memory", err)
 	}
+	d.mrMu.Lock()
 	d.mrs[mr.Handle()] = mr
+	d.mrMu.Unlock()
 	lkey, rkey := mr.Keys()
 	return rdma.MemoryKeys{Handle: mr.Handle(), Local: uint64(lkey), Remote: uint64(rkey), Mode: rdma.AddrVirtual}, nil
 }
@@ -266,13 +271,24 @@ func (d *Domain) UnregisterMemory(keys rdma.MemoryKeys) error {
 	if d.closed {
 		return rdma.ErrClosed
 	}
+	d.mrMu.Lock()
 	mr, ok := d.mrs[keys.Handle]
+	delete(d.mrs, keys.Handle)
+	d.mrMu.Unlock()
 	if !ok {
 		return fmt.Errorf("verbs: unregister %#x: %w", keys.Handle, rdma.ErrUnknownRegion)
 	}
-	delete(d.mrs, keys.Handle)
 	return wrapErr("unregister memory", mr.Dereg())
 }
+
+// RegistrationMode: ibv_reg_mr and ibv_dereg_mr are thread-safe and
+// share nothing with posting and polling but the protection domain, and
+// the Go side guards its table of registrations (mrMu), so the engine
+// registers beside the worker: pinning a large region (the kernel walks
+// and pins every page) no longer stops the worker's transfers.
+func (d *Domain) RegistrationMode() rdma.RegistrationMode { return rdma.RegisterBeside }
+
+var _ rdma.Registrar = (*Domain)(nil)
 
 // Close releases everything: queue pairs (connected and retired), address
 // handles, registrations, then the domain. Pending ops are dropped.

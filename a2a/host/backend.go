@@ -88,11 +88,28 @@ type Backend struct {
 	regs       []*fabric.MemoryRegion
 	wire       *wire.Wiring
 
-	reduce  *rows.Reducer
-	w       *worker
-	timeout time.Duration
-	joining bool
-	closed  bool
+	reduce *rows.Reducer
+	// Copies that stay on this rank travel from the caller's input to its
+	// output (phases.go): din and cin are the inputs of the iteration's
+	// send calls until the receive calls return; selfTok and selfPad map
+	// such a copy's row (past the rank's own segment start) to its token
+	// and to its expert-output row; selfLo, selfHi bound those rows
+	// during CombineRecv, whose Reduce reads rows through combineRow.
+	din            *a2a.DispatchInput
+	cin            *a2a.CombineInput
+	selfTok        []int32
+	selfPad        []int32
+	selfLo, selfHi int32
+	combineRow     func(pos int32) []byte
+	// The iteration's writes to peers of other domains, as posted: the
+	// plan's, with zero rows where the rows were stored straight into the
+	// peer's receive buffer (direct, per rank; cdst, per combine write).
+	eagerT, overT, combT []a2a.Transfer
+	direct, cdst         [][]byte
+	w                    *worker
+	timeout              time.Duration
+	joining              bool
+	closed               bool
 }
 
 var _ a2a.MembershipBackend = (*Backend)(nil)
@@ -122,6 +139,13 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 			_ = b.Close()
 		}
 	}()
+	b.selfTok = make([]int32, l.MaxCopiesFrom)
+	b.selfPad = make([]int32, l.MaxCopiesFrom)
+	b.combineRow = b.resultRow
+	b.direct, b.cdst = make([][]byte, l.WorldSize), make([][]byte, l.WorldSize)
+	b.eagerT = make([]a2a.Transfer, 0, l.WorldSize)
+	b.overT = make([]a2a.Transfer, 0, l.WorldSize)
+	b.combT = make([]a2a.Transfer, 0, l.WorldSize)
 	b.reduce = rows.NewReducer(&b.l, reduceThreads(opt.ReduceThreads, runtime.NumCPU(), l.NVLinkSize))
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base

@@ -13,7 +13,8 @@
 //
 //	DispatchSend  wait for the previous barrier; own count row -> the table of
 //	              every other group (scatter, route tag); stage the rows for
-//	              other domains; eager scatter into the private parts
+//	              other domains (or store them into a lent mapping of the
+//	              peer's receive buffer); eager scatter into the private parts
 //	              (dispatch tag, sharded by peer); overflow scatter
 //	              (dispatch tag, split by bytes over the NICs); then pack
 //	              the rest (stage in the send buffer, or store into a node
@@ -27,6 +28,22 @@
 //	              receive buffer; node-combine signal
 //	CombineRecv   wait node and combine immediates; reduce
 //	  worker      barrier, as above; the next DispatchSend waits for it
+//
+// Rows move as few times as the protocol allows. A copy that stays on
+// its rank is never staged: DispatchRecv copies it from the caller's
+// DispatchInput straight into the output, and CombineRecv's reduction
+// reads the rank's own results from the CombineInput (a2a.Backend lets a
+// backend read a send call's input until the matching receive call
+// returns). A node peer's rows are stored straight into its receive
+// buffer (push) or read from the sender's (pull). And where the fabric's
+// transport lends its mapping of a peer's receive buffer (ipc:
+// fabric.Engine.MapPeer, once a first write mapped it), DispatchSend packs
+// that peer's eager and overflow rows, and CombineSend its results,
+// straight into the rows the writes would fill, and posts the same
+// writes with zero rows to carry the immediates: every row is then
+// written once by its sender and read once by its receiver. The mapping
+// is held only for the phase's copies, so a peer that unregisters or is
+// lost is never kept waiting.
 //
 // Rows sit in the transport buffers at their phase's stride
 // (a2a.Layout.PhaseStride), so the fabric carries each row's bytes and no

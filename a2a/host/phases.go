@@ -44,22 +44,52 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		return err
 	}
 	K, own := l.ExpertsPerToken, b.send[b.me]
+	// Copies that stay on this rank are not staged: DispatchRecv copies
+	// them straight from in (the caller leaves it unchanged until then),
+	// so they are copied once. selfTok maps their layout row (past this
+	// rank's own segment start) to their token.
+	b.din = in
+	selfBase := int32(sp.Segments[l.Rank])
 	// Rows for other domains first: their writes go out while this rank
 	// stages the rest, so the fabric's copy overlaps this rank's own.
-	for i := range sp.Tokens * K {
-		if c := sp.Copy(i); c.Path == a2a.PathEager || c.Path == a2a.PathOverflow {
-			rows.Pack(l, b.drow(own, c.Pos), in, i/K)
+	// A peer whose receive buffer the transport lends (ipc) gets its rows
+	// stored there at once, at the rows its writes would fill (the group's
+	// window: row h*W + j), and writes of zero rows for the immediates.
+	defer b.wire.ReleaseDirect()
+	b.eagerT = append(b.eagerT[:0], sp.Eager...)
+	b.overT = append(b.overT[:0], sp.Overflow...)
+	clear(b.direct)
+	for i := range b.eagerT {
+		if b.direct[b.eagerT[i].Peer] = b.wire.Direct(b.eagerT[i].Peer); b.direct[b.eagerT[i].Peer] != nil {
+			b.eagerT[i].Rows = 0
 		}
 	}
-	if err := b.wire.Eager(sp.Eager); err != nil {
+	for i := range b.overT {
+		if b.direct[b.overT[i].Peer] != nil {
+			b.overT[i].Rows = 0
+		}
+	}
+	window := int32(l.Group(l.Rank) * l.MaxCopiesFrom)
+	for i := range sp.Tokens * K {
+		if c := sp.Copy(i); c.Path == a2a.PathEager || c.Path == a2a.PathOverflow {
+			if dst := b.direct[c.Dest]; dst != nil {
+				rows.Pack(l, b.drow(dst, window+c.Pos-int32(sp.Segments[c.Dest])), in, i/K)
+			} else {
+				rows.Pack(l, b.drow(own, c.Pos), in, i/K)
+			}
+		}
+	}
+	if err := b.wire.Eager(b.eagerT); err != nil {
 		return err
 	}
-	if err := b.wire.Overflow(sp.Overflow); err != nil {
+	if err := b.wire.Overflow(b.overT); err != nil {
 		return err
 	}
 	for i := range sp.Tokens * K {
 		switch c := sp.Copy(i); c.Path {
-		case a2a.PathSelf, a2a.PathNodePull:
+		case a2a.PathSelf:
+			b.selfTok[c.Pos-selfBase] = int32(i / K)
+		case a2a.PathNodePull:
 			rows.Pack(l, b.drow(own, c.Pos), in, i/K)
 		case a2a.PathNodePush:
 			rows.Pack(l, b.drow(b.recv[b.peer(c.Dest)], c.PushRow), in, i/K)
@@ -81,13 +111,19 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 		return err
 	}
 	rp := p.Recv()
+	in, selfBase := b.din, int32(p.Send().Segments[l.Rank])
+	b.din = nil
 	copyRuns := func(runs []a2a.Run) {
 		for i := range runs {
 			run := &runs[i]
 			buf := b.recv[b.me]
 			switch run.Kind {
 			case a2a.SourceOwnSend:
-				buf = b.send[b.me]
+				// SrcRow is the copy's row in this rank's own layout.
+				for c := int32(0); c < run.Count; c++ {
+					rows.Direct(l, out, int(run.Padded+c), in, int(b.selfTok[run.SrcRow+c-selfBase]))
+				}
+				continue
 			case a2a.SourcePeerSend:
 				buf = b.send[b.peer(run.Source)]
 			}
@@ -125,18 +161,53 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 	}
 	l, rp := &b.l, p.Recv()
 	own := b.send[b.me]
-	for _, run := range rp.Runs[:rp.RemoteRuns] {
-		for c := int32(0); c < run.Count; c++ {
-			rows.Copy(b.crow(own, run.CombineRow+c), rows.ExpertRow(l, in, run.Padded+c))
+	// Results for a replica whose receive buffer the transport lends (ipc)
+	// are stored there at once, at the rows its write would fill, and its
+	// write carries zero rows; the others' are staged once per run.
+	defer b.wire.ReleaseDirect()
+	b.combT = append(b.combT[:0], rp.Combine...)
+	for i := range b.combT {
+		if b.cdst[i] = b.wire.Direct(b.combT[i].Peer); b.cdst[i] != nil {
+			b.combT[i].Rows = 0
 		}
 	}
-	if err := b.wire.Combine(rp.Combine); err != nil {
+	for _, run := range rp.Runs[:rp.RemoteRuns] {
+		staged := false
+		for i := range rp.Combine {
+			t := &rp.Combine[i]
+			if int32(l.Group(int(t.Peer))) != run.Group {
+				continue
+			}
+			dst, at := b.cdst[i], t.DstRow+run.CombineRow-t.SrcRow
+			if dst == nil {
+				if staged {
+					continue
+				}
+				staged, dst, at = true, own, run.CombineRow
+			}
+			for c := int32(0); c < run.Count; c++ {
+				rows.Copy(b.crow(dst, at+c), rows.ExpertRow(l, in, run.Padded+c))
+			}
+		}
+	}
+	if err := b.wire.Combine(b.combT); err != nil {
 		return err
 	}
-	D := int32(l.ReplicaSize)
+	// This rank's own tokens' results are not copied: CombineRecv reads
+	// them from in (left unchanged until it returns), through selfPad:
+	// their row in this rank's layout (past its own segment start) to the
+	// expert-output row holding them.
+	b.cin = in
+	D, g := int32(l.ReplicaSize), int32(l.Group(l.Rank))
+	selfBase := int32(p.Send().Segments[l.Rank])
 	for _, run := range rp.Runs[rp.RemoteRuns:] {
+		if run.Group == g {
+			for c := int32(0); c < run.Count; c++ {
+				b.selfPad[run.CombineRow+c-selfBase] = run.Padded + c
+			}
+		}
 		for q := run.Group * D; q < run.Group*D+D; q++ {
-			if !p.Active(int(q)) {
+			if !p.Active(int(q)) || int(q) == l.Rank {
 				continue
 			}
 			dst := b.recv[b.peer(q)]
@@ -157,8 +228,22 @@ func (b *Backend) CombineRecv(ctx context.Context, p *a2a.Planner, out *a2a.Comb
 	if err := b.wire.Wait(ctx, a2a.TagCombine, p.Recv().Imm[a2a.TagCombine].Expected); err != nil {
 		return err
 	}
-	own := b.recv[b.me]
-	b.reduce.Reduce(p.Send(), out, func(pos int32) []byte { return b.crow(own, pos) })
+	sp := p.Send()
+	b.selfLo, b.selfHi = int32(sp.Segments[b.l.Rank]), int32(sp.Segments[b.l.Rank+1])
+	b.reduce.Reduce(sp, out, b.combineRow)
+	b.cin = nil
 	b.w.hand(stepCombineBarrier)
 	return nil
+}
+
+// resultRow returns the combine result of the copy at row pos of this
+// rank's layout: its own expert output for a copy that stayed on this
+// rank (CombineSend's input), else the row peers stored or wrote into
+// the receive buffer. Bound once at New as combineRow, so Reduce gets
+// the same func value every call and nothing is allocated.
+func (b *Backend) resultRow(pos int32) []byte {
+	if pos >= b.selfLo && pos < b.selfHi {
+		return rows.ExpertRow(&b.l, b.cin, b.selfPad[pos-b.selfLo])
+	}
+	return b.crow(b.recv[b.me], pos)
 }

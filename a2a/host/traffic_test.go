@@ -1,10 +1,12 @@
 package host_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/a2a/internal/a2atest"
+	"github.com/ferryrdma/ferry/fabric"
 )
 
 // TestHostWireBytes checks that each phase's fabric writes carry its rows
@@ -44,5 +46,51 @@ func TestHostWireBytes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHostLentMappings: over ipc, which lends its mappings of peers'
+// receive buffers, a rank's first writes with rows map them and every
+// later iteration stores the rows there directly, its writes carrying no
+// rows (only the immediates); the results still match the oracle, self
+// copies (taken from the caller's input) included. Every token goes to
+// every rank (one expert each, top-3), so a rank's first dispatch with
+// tokens writes to all its peers.
+func TestHostLentMappings(t *testing.T) {
+	cfg := a2a.Config{WorldSize: 3, NVLinkSize: 1, MaxTokens: 8, Hidden: 64, Scales: 2,
+		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 3, ExpertsPerToken: 3, PrivateTokens: 2}
+	if _, err := fabric.ChooseTransport("ipc", fabric.DomainOptions{}); err != nil {
+		if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
+			t.Skipf("needs the ipc transport (Linux shared memory): %v", err)
+		}
+		t.Fatal(err)
+	}
+	ctxs, backends := worldBackends(t, cfg, "ipc")
+	mapped := func() bool {
+		for _, b := range backends {
+			if b.Traffic(a2a.TagDispatch).Rows == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for seed := uint64(20); !mapped(); seed++ {
+		if seed == 40 {
+			t.Fatal("20 iterations and some rank never wrote a dispatch row through the engine")
+		}
+		a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, seed, 1)
+	}
+	first := make([][2]a2a.Traffic, len(backends))
+	for r, b := range backends {
+		first[r] = [2]a2a.Traffic{b.Traffic(a2a.TagDispatch), b.Traffic(a2a.TagCombine)}
+	}
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 12, 4)
+	for r, b := range backends {
+		for i, tag := range []a2a.Tag{a2a.TagDispatch, a2a.TagCombine} {
+			if tr := b.Traffic(tag); tr.Rows != first[r][i].Rows || tr.Bytes != first[r][i].Bytes {
+				t.Errorf("rank %d: %v writes carried %d more rows (%d more bytes) once the peers' buffers were lent",
+					r, tag, tr.Rows-first[r][i].Rows, tr.Bytes-first[r][i].Bytes)
+			}
+		}
 	}
 }

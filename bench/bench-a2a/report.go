@@ -114,7 +114,8 @@ func (p *printer) start(r *a2abench.Report) {
 		"before each phase; statistics over every rank's samples; p50..max are both halves back to back; "+
 		"GB/s = nominal bytes per rank (dispatch T*K*(token+scales), combine T*K*row) over the p50; "+
 		"wire = bytes per iteration the rank's fabric writes carried (counted where posted; node-domain copies "+
-		"are not on the wire) and their ratio to the nominal bytes of the rows they carried; "+
+		"are not on the wire, nor, with --backend host over ipc, rows stored into the peer's buffer through the "+
+		"mapping ipc lends) and their ratio to the nominal bytes of the rows they carried; "+
 		"floor_us = p50 of a memcpy of the phase's nominal bytes per rank, every rank at once, from memory (64 MiB cycled); "+
 		"mpi_us = p50 of Open MPI's MPI_Alltoallv moving the case's per-pair bytes (mean rows per iteration) "+
 		"on as many local processes, every process's samples (host backend); x_ = p50 over them",

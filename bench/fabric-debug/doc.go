@@ -14,6 +14,8 @@
 //	fabric-debug ranks --world-size W (--spawn | --rank R --master HOST:PORT) [flags]
 //	fabric-debug info [--json]           transports, devices, capabilities of this machine
 //	fabric-debug transports              every transport name and the provider serving it
+//	fabric-debug flood-while-register    a flood's throughput while a large region
+//	                                     registers on its group (make bench-regflood)
 //	                                     (--list-transports is the same)
 //	fabric-debug [GPUS NICS_PER_GPU [SERVER_ADDRESS]]   the reference's positional form
 //

@@ -153,7 +153,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // commands are the subcommands, in the order usage lists them.
-var commands = []string{"loopback", "serve", "client", "ranks", "info", "transports", "help"}
+var commands = []string{"loopback", "serve", "client", "ranks", "info", "transports", "flood-while-register", "help"}
 
 // gpuList matches the GPUS argument of the reference's positional form:
 // "host" (or cpu, -) or a comma list of ordinals.
@@ -186,6 +186,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return info(args, stdout, stderr)
 	case "transports":
 		return transports(args, stdout, stderr)
+	case "flood-while-register":
+		return floodWhileRegister(ctx, args, stdout, stderr)
 	}
 	// Every subcommand takes the same default transport: auto, which picks
 	// EFA, then verbs, and refuses (saying what to pass) where neither
@@ -482,6 +484,8 @@ func usage(fs *flag.FlagSet) {
   fabric-debug info [--json]               this machine's transports, devices and capabilities
   fabric-debug transports                  every transport name and the provider serving it
                                            (or --list-transports)
+  fabric-debug flood-while-register [flags]
+                                           a flood's throughput while a large region registers on its group
   fabric-debug [GPUS NICS_PER_GPU [SERVER_ADDRESS]]
                                            the reference's form: serve, or run a client (GPUS: host)
 

@@ -156,7 +156,7 @@ func TestCommandLine(t *testing.T) {
 	_, errOut, code := runHere("lopback")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, `unknown command "lopback"`)
-	require.Contains(t, errOut, "loopback, serve, client, ranks, info, transports, help")
+	require.Contains(t, errOut, "loopback, serve, client, ranks, info, transports, flood-while-register, help")
 
 	_, errOut, code = runHere("loopback", "--provider", "mem", "--nics", "9")
 	require.Equal(t, exitUsage, code)

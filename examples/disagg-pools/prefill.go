@@ -139,7 +139,7 @@ func stream(ctx context.Context, o options, eng *fabric.Engine, srcRegion *fabri
 			return ctx.Err()
 		}
 		w := fabric.SingleWrite{Src: srcRegion, SrcOffset: off, Length: uint64(r.ChunkBytes), Dst: dst,
-			DstOffset: (uint64(r.Slot)*uint64(r.Chunks) + uint64(c)) * uint64(r.ChunkBytes), Imm: r.Imm, HasImm: true}
+			DstOffset: (uint64(r.Slot)*uint64(r.Chunks) + uint64(c)) * uint64(r.ChunkBytes), Imm: fabric.Immediate(r.Imm)}
 		if err := eng.SubmitSingle(w, fabric.Notify(t)); err != nil {
 			return err
 		}

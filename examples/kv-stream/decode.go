@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -71,8 +72,21 @@ func decode(ctx context.Context, r *job.Rank, c config) error {
 }
 
 // fetch asks for one prompt and returns its timeline, measured on this
-// process's clock from the immediates' arrivals.
+// process's clock from the immediates' arrivals. The request's immediates
+// are a lease of one value per layer, and its end is the prefill's
+// notification; retiring the lease afterwards (or on a timeout) makes any
+// late page of this request dropped at arrival, never counted for a later
+// request.
 func fetch(ctx context.Context, r *job.Rank, c config, prefillAddr fabric.Address, q request) (timeline, error) {
+	lease, err := r.Engine.LeaseImms(c.Layers)
+	if err != nil {
+		return timeline{}, err
+	}
+	defer func() { _ = lease.Retire() }()
+	if q.Mailbox, err = lease.Mailbox(); err != nil {
+		return timeline{}, err
+	}
+	q.Imm = lease.First()
 	arrived := make([]time.Time, c.Layers) // all of layer l's pages are here
 	pending := atomic.Int32{}
 	pending.Store(int32(c.Layers))
@@ -81,7 +95,7 @@ func fetch(ctx context.Context, r *job.Rank, c config, prefillAddr fabric.Addres
 		// The callback runs on the engine's dispatcher once every page of
 		// layer l has delivered its immediate; returning false drops the
 		// counter.
-		_, _, err := r.Engine.ExpectImm(imm(q.ID, l), uint32(len(q.Table)), func() bool {
+		_, _, err := r.Engine.ExpectImm(lease.First()+uint32(l), uint32(len(q.Table)), func() bool {
 			arrived[l] = time.Now()
 			if pending.Add(-1) == 0 {
 				close(all)
@@ -92,9 +106,13 @@ func fetch(ctx context.Context, r *job.Rank, c config, prefillAddr fabric.Addres
 			return timeline{}, err
 		}
 	}
+	msg, err := q.marshal()
+	if err != nil {
+		return timeline{}, err
+	}
 	start := time.Now()
 	sent := fabric.NewTransfer()
-	if err := r.Engine.Send(ctx, prefillAddr, q.marshal(), fabric.Notify(sent)); err != nil {
+	if err := r.Engine.Send(ctx, prefillAddr, msg, fabric.Notify(sent)); err != nil {
 		return timeline{}, err
 	}
 	if err := sent.Wait(ctx); err != nil {
@@ -103,10 +121,14 @@ func fetch(ctx context.Context, r *job.Rank, c config, prefillAddr fabric.Addres
 	select {
 	case <-all:
 	case <-ctx.Done():
-		for l := range c.Layers {
-			r.Engine.RemoveImmCount(imm(q.ID, l))
-		}
 		return timeline{}, fmt.Errorf("waiting for the KV pages: %w", ctx.Err())
+	}
+	n, err := lease.WaitNotification(ctx)
+	if err != nil {
+		return timeline{}, fmt.Errorf("waiting for the prefill's notification: %w", err)
+	}
+	if len(n.Payload) != 12 || binary.LittleEndian.Uint32(n.Payload) != q.ID {
+		return timeline{}, fmt.Errorf("notification %x is not request %d's", n.Payload, q.ID)
 	}
 	return newTimeline(q, c, start, arrived), nil
 }

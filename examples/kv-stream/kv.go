@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 	"unsafe"
+
+	"github.com/ferryrdma/ferry/fabric"
 )
 
 // The side channel carries two messages from the decode to the prefill:
@@ -15,47 +18,68 @@ const (
 )
 
 // request is what the decode asks of the prefill: prefill prompt number
-// ID and write layer l's page j into the decode's pool page Table[j].
+// ID and write layer l's page j into the decode's pool page Table[j],
+// each page of layer l carrying the immediate Imm+l (the decode leased
+// Imm..Imm+layers-1 for this request, so a late page of a cancelled
+// request is dropped instead of counted for a later one), then notify
+// Mailbox once every layer is written.
 type request struct {
-	ID     uint32
-	Stream bool
-	Table  []uint32
+	ID      uint32
+	Stream  bool
+	Imm     uint32
+	Mailbox fabric.Mailbox
+	Table   []uint32
 }
 
-func (q request) marshal() []byte {
-	b := make([]byte, 0, 12+4*len(q.Table))
+func (q request) marshal() ([]byte, error) {
+	mb, err := q.Mailbox.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 20+len(mb)+4*len(q.Table))
 	b = append(b, msgRequest, 0, 0, 0)
 	if q.Stream {
 		b[1] = 1
 	}
 	b = binary.LittleEndian.AppendUint32(b, q.ID)
+	b = binary.LittleEndian.AppendUint32(b, q.Imm)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(q.Table)))
 	for _, p := range q.Table {
 		b = binary.LittleEndian.AppendUint32(b, p)
 	}
-	return b
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(mb)))
+	return append(b, mb...), nil
 }
 
 func parseRequest(b []byte) (request, error) {
-	if len(b) < 12 || b[0] != msgRequest {
+	if len(b) < 20 || b[0] != msgRequest {
 		return request{}, fmt.Errorf("bad request message (%d bytes)", len(b))
 	}
-	q := request{Stream: b[1] == 1, ID: binary.LittleEndian.Uint32(b[4:])}
-	n := int(binary.LittleEndian.Uint32(b[8:]))
-	if len(b) != 12+4*n {
+	q := request{Stream: b[1] == 1, ID: binary.LittleEndian.Uint32(b[4:]), Imm: binary.LittleEndian.Uint32(b[8:])}
+	n := int(binary.LittleEndian.Uint32(b[12:]))
+	if len(b) < 20+4*n {
 		return request{}, fmt.Errorf("request of %d pages in %d bytes", n, len(b))
 	}
 	q.Table = make([]uint32, n)
 	for i := range q.Table {
-		q.Table[i] = binary.LittleEndian.Uint32(b[12+4*i:])
+		q.Table[i] = binary.LittleEndian.Uint32(b[16+4*i:])
+	}
+	rest := b[16+4*n:]
+	if m := int(binary.LittleEndian.Uint32(rest)); len(rest) != 4+m {
+		return request{}, fmt.Errorf("request mailbox of %d bytes in %d", m, len(rest)-4)
+	}
+	if err := q.Mailbox.UnmarshalBinary(rest[4:]); err != nil {
+		return request{}, err
 	}
 	return q, nil
 }
 
-// Each layer's pages carry their own immediate value (one immediate per
-// page), so the decode can time every layer's arrival.
-func imm(req uint32, layer int) uint32 {
-	return 1<<28 | (req&0xFFF)<<16 | uint32(layer)
+// doneNote is the notification the prefill sends when every layer of request
+// id is written: the id and the prefill's compute time, so the decode can
+// tell which request finished and how long the prefill took.
+func doneNote(id uint32, compute time.Duration) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, id)
+	return binary.LittleEndian.AppendUint64(b, uint64(compute))
 }
 
 // fillPage writes the contents the prefill computes for page j of layer

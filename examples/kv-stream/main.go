@@ -125,7 +125,7 @@ func (c config) check() error {
 		return fmt.Errorf("%w: shapes and counts must be positive (layers at most 4096)", job.ErrUsage)
 	case c.pageBytes()%8 != 0:
 		return fmt.Errorf("%w: a page of %d bytes is not a multiple of 8", job.ErrUsage, c.pageBytes())
-	case 16+4*c.blocks() > maxMessage:
+	case 1024+4*c.blocks() > maxMessage: // the table, the header and the mailbox
 		return fmt.Errorf("%w: a page table of %d pages does not fit one %d-byte side-channel message",
 			job.ErrUsage, c.blocks(), maxMessage)
 	}

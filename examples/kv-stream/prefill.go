@@ -88,15 +88,16 @@ func serve(ctx context.Context, r *job.Rank, c config, kv *job.Buffer, srcPages 
 	completed := make([]time.Time, c.Layers)
 	done := make(chan error, c.Layers)
 	// send writes layer l's pages into the pool pages the table names, one
-	// immediate per page. Its completion (on the engine's dispatcher) means
-	// the pages have left this buffer, not that they are visible at the
-	// decode: the decode learns that from the immediates.
+	// immediate per page (the decode times each layer by them). Its
+	// completion (on the engine's dispatcher) means the pages have left
+	// this buffer; the decode learns that the whole request landed from
+	// the notification sent after the last completion.
 	send := func(l int) error {
 		submitted[l] = time.Now()
 		return r.Engine.SubmitPaged(fabric.PagedWrite{
 			Src: kv.Region, SrcPages: srcPages, SrcStride: uint64(pb), SrcOffset: uint64(l * layerBytes),
 			Dst: *card.Pool, DstPages: q.Table, DstStride: uint64(pb), DstOffset: uint64(l * card.Blocks * pb),
-			Length: uint64(pb), Imm: imm(q.ID, l), HasImm: true,
+			Length: uint64(pb), Imm: fabric.Immediate(q.Imm + uint32(l)),
 		}, fabric.OnDone(func(err error) {
 			completed[l] = time.Now()
 			done <- err
@@ -141,6 +142,16 @@ func serve(ctx context.Context, r *job.Rank, c config, kv *job.Buffer, srcPages 
 		}
 	}
 	t.Transfer = union(submitted, completed)
+	// Every layer's write completed: the notification reaches the decode
+	// after all of them are visible there.
+	sent := fabric.NewTransfer()
+	if err := r.Engine.SubmitNotification(fabric.Notification{To: q.Mailbox, Payload: doneNote(q.ID, t.Compute)},
+		fabric.Notify(sent)); err != nil {
+		return prefillTiming{}, fmt.Errorf("notify: %w", err)
+	}
+	if err := sent.Wait(ctx); err != nil {
+		return prefillTiming{}, fmt.Errorf("notify: %w", err)
+	}
 	return t, nil
 }
 

@@ -122,7 +122,7 @@ func (s *stage) probeFrom(ctx context.Context, ctr map[uint32]*fabric.ImmCounter
 	start := time.Now()
 	for range probeBurst {
 		err := e.SubmitSingle(fabric.SingleWrite{Src: s.work.Region, Length: uint64(n), Dst: dst, DstOffset: uint64(s.lay.probe),
-			Imm: immBurst, HasImm: true}, fabric.Count(&sent))
+			Imm: fabric.Immediate(immBurst)}, fabric.Count(&sent))
 		if err != nil {
 			return res, err
 		}

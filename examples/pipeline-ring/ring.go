@@ -81,12 +81,12 @@ func (o *outbox) send(ctx context.Context, src *fabric.MemoryRegion, off, n int,
 	imm := immOf(o.ring.kind, o.me, slot)
 	if len(o.dsts) == 1 {
 		return o.e.SubmitSingle(fabric.SingleWrite{Src: src, SrcOffset: uint64(off), Length: uint64(n),
-			Dst: o.dsts[0], DstOffset: uint64(o.ring.slotOffset(slot)), Imm: imm, HasImm: true}, c)
+			Dst: o.dsts[0], DstOffset: uint64(o.ring.slotOffset(slot)), Imm: fabric.Immediate(imm)}, c)
 	}
 	for i, d := range o.dsts {
 		o.targets[i] = fabric.ScatterTarget{Dst: d, Length: uint64(n), SrcOffset: uint64(off), DstOffset: uint64(o.ring.slotOffset(slot))}
 	}
-	return o.e.SubmitScatter(fabric.ScatterWrite{Src: src, Targets: o.targets, Imm: imm, HasImm: true}, c)
+	return o.e.SubmitScatter(fabric.ScatterWrite{Src: src, Targets: o.targets, Imm: fabric.Immediate(imm)}, c)
 }
 
 // inbox is the receiving end of a ring in this rank's inbox region.

@@ -64,7 +64,7 @@ func (t *tensorParallel) allReduce(ctx context.Context, x []uint16) error {
 		}
 	}
 	err := t.r.Engine.SubmitScatter(fabric.ScatterWrite{Src: t.work.Region, Targets: t.targets[p],
-		Imm: immOf(kindReduce, 0, p), HasImm: true}, fabric.Notify(t.done))
+		Imm: fabric.Immediate(immOf(kindReduce, 0, p))}, fabric.Notify(t.done))
 	if err != nil {
 		return err
 	}

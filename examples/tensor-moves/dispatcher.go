@@ -174,7 +174,7 @@ func (d *dispatcher) move(ctx context.Context, src int, off, n int, mask uint64,
 		}
 	}
 	done := fabric.NewTransfer()
-	err = d.r.Engine.SubmitScatter(fabric.ScatterWrite{Src: d.staging.Region, Targets: targets, Imm: imm, HasImm: true}, fabric.Notify(done))
+	err = d.r.Engine.SubmitScatter(fabric.ScatterWrite{Src: d.staging.Region, Targets: targets, Imm: fabric.Immediate(imm)}, fabric.Notify(done))
 	if err != nil {
 		return err
 	}

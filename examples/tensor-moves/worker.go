@@ -65,7 +65,7 @@ func workerLoop(ctx context.Context, r *job.Rank, mb *mailbox, snd *sender, t *t
 			if m.Mask&maskDispatcher != 0 {
 				targets = append(targets, fabric.ScatterTarget{Dst: t.staging, Length: m.N, SrcOffset: m.Off[0], DstOffset: m.Off[1]})
 			}
-			err = r.Engine.SubmitScatter(fabric.ScatterWrite{Src: arena.Region, Targets: targets, Imm: m.Imm, HasImm: true}, fabric.Count(&moves))
+			err = r.Engine.SubmitScatter(fabric.ScatterWrite{Src: arena.Region, Targets: targets, Imm: fabric.Immediate(m.Imm)}, fabric.Count(&moves))
 			posted++
 		case cmdAdd:
 			err = workerAdd(m, at, wait, ack)

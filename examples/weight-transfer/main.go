@@ -7,10 +7,13 @@
 // by rows, row-parallel layers by columns, and norms and routers whole. A
 // static schedule, computed once from the two shardings on every rank,
 // turns each update into one scatter write per trainer (every contiguous
-// piece, one immediate each) plus one paged write per strided tensor (one
-// page and one immediate per row). Each inference rank knows from the
-// schedule how many immediates an update brings and counts them; then it
-// checks every weight it holds.
+// piece) plus one paged write per strided tensor (one page per row). For
+// every update each inference rank leases one mailbox per trainer that
+// writes to it and publishes them; a trainer notifies each of its inference
+// ranks once all its writes completed, and the engine hands the
+// notification over only after those writes are visible there. An
+// inference rank that has every trainer's notification checks every weight
+// it holds, then retires the update's leases.
 //
 //	go run ./examples/weight-transfer -provider shm
 //	go run ./examples/weight-transfer -provider tcp -model k2 -shrink 128 -trainers 2 -inference 2

@@ -112,7 +112,7 @@ func checkPlan(t *testing.T, s shape, trainers, infer int) {
 	}
 	for i := range infer {
 		if imms[i] != p.Expect[i] {
-			t.Errorf("%+v T=%d I=%d: rank %d gets %d immediates, schedule expects %d", s, trainers, infer, i, imms[i], p.Expect[i])
+			t.Errorf("%+v T=%d I=%d: rank %d gets %d pieces, schedule expects %d", s, trainers, infer, i, imms[i], p.Expect[i])
 		}
 		lay := inferLayout(ts, i, infer)
 		for x, tn := range ts {

@@ -31,7 +31,7 @@ func describe(r *job.Rank, c config, ts []tensor, s schedule) {
 			pages += len(p.SrcPages)
 		}
 	}
-	fmt.Fprintf(r.Out, "schedule: %d trainers -> %d inference ranks; per update %d scatter targets in %d scatters, %d paged writes of %d pages; immediates per inference rank %v\n",
+	fmt.Fprintf(r.Out, "schedule: %d trainers -> %d inference ranks; per update %d scatter targets in %d scatters, %d paged writes of %d pages; pieces per inference rank %v\n",
 		c.Trainers, c.Inference, targets, c.Trainers, paged, pages, s.Expect)
 }
 
@@ -69,8 +69,8 @@ func report(ctx context.Context, r *job.Rank, c config, s schedule, times []time
 	ts := c.Shape.tensors()
 	res := results{Params: params(ts)}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	// An update is done when its slowest inference rank has counted its
-	// last immediate.
+	// An update is done when its slowest inference rank has its last
+	// trainer's notification.
 	update := make([]time.Duration, c.Updates)
 	for rank, o := range all {
 		rr := rankResult{Rank: rank, Role: "trainer"}
@@ -113,7 +113,7 @@ func report(ctx context.Context, r *job.Rank, c config, s schedule, times []time
 		t.row(fmt.Sprint(rr.Rank), rr.Role, formatSize(rr.Bytes), fmt.Sprintf("%.2f", rr.P50), fmt.Sprintf("%.2f", rr.Best), fmt.Sprintf("%.2f", rr.GBps))
 	}
 	t.flush()
-	fmt.Fprintln(r.Out, "trainer: from the start line until its writes completed locally; inference: until it counted its last immediate")
+	fmt.Fprintln(r.Out, "trainer: from the start line until its writes completed locally; inference: until its last trainer's notification")
 	fmt.Fprintf(r.Out, "update of %s (%d updates): best %.2f ms (%.2f GB/s), p50 %.2f ms (%.2f GB/s); every weight verified on every inference rank\n",
 		formatSize(res.Bytes), c.Updates, res.Best, res.GBps, res.P50, res.GBpsP50)
 	return r.Emit(program, c, res)

@@ -8,16 +8,16 @@ import (
 
 // schedule is every trainer's writes for one update. It is computed once,
 // from the model and the two shardings alone, identically on every rank:
-// trainers know what to write and inference ranks know how many
-// immediates to count, with no negotiation per update.
+// trainers know what to write, and inference ranks what they receive,
+// with no negotiation per update.
 type schedule struct {
 	// Scatter[k] are trainer k's contiguous pieces, all in one scatter.
 	Scatter [][]fabric.ScatterTarget
 	// Paged[k] are trainer k's strided pieces: one paged write per tensor
 	// and inference rank, one page per row.
 	Paged [][]fabric.PagedWrite
-	// Expect[i] is how many immediates one update delivers to inference
-	// rank i: one per scatter target, one per page.
+	// Expect[i] is how many pieces one update writes to inference rank i:
+	// one per scatter target, one per page.
 	Expect []int
 	// Bytes[k][i] is what trainer k writes to inference rank i.
 	Bytes [][]int64
@@ -56,7 +56,7 @@ func plan(ts []tensor, trainers int, dst []fabric.Descriptor) schedule {
 					s.Paged[k] = append(s.Paged[k], fabric.PagedWrite{
 						SrcPages: rows[:n], SrcStride: uint64(t.rowBytes()), SrcOffset: uint64(src.Offset[x] + c0*elem),
 						Dst: dst[i], DstPages: rows[:n], DstStride: uint64(w), DstOffset: uint64(to.Offset[x] + r0*w),
-						Length: uint64(w), HasImm: true,
+						Length: uint64(w),
 					})
 					s.Expect[i] += n
 					s.Bytes[k][i] += int64(n * w)

@@ -38,6 +38,10 @@ var engineMetrics = []engineMetric{
 		prometheus.CounterValue, func(s *fabric.Stats) float64 { return float64(s.PeersLost) }},
 	{"Unclaimed", "immediates_unclaimed", "Immediates held now because no counter or callback claimed them yet.",
 		prometheus.GaugeValue, func(s *fabric.Stats) float64 { return float64(s.Unclaimed) }},
+	{"ImmsDropped", "immediates_dropped_total", "Immediates dropped because their lease-range value was not leased (a retired lease's late writes).",
+		prometheus.CounterValue, func(s *fabric.Stats) float64 { return float64(s.ImmsDropped) }},
+	{"NotificationsDropped", "notifications_dropped_total", "Notifications that arrived but could not be delivered (queue full, mailbox overwritten).",
+		prometheus.CounterValue, func(s *fabric.Stats) float64 { return float64(s.NotificationsDropped) }},
 }
 
 // nicMetric is one per-NIC number of fabric.DomainSnapshot. Adding a

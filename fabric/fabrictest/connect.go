@@ -49,7 +49,7 @@ func testConnect(t *testing.T, p Params) {
 	for i := range 8 {
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: uint64(i) * 4096,
-				Dst: env.Desc, DstOffset: uint64(i) * 4096, Length: 4096, Imm: 0x6c, HasImm: true,
+				Dst: env.Desc, DstOffset: uint64(i) * 4096, Length: 4096, Imm: fabric.Immediate(0x6c),
 				Route: fabric.Pinned(i % len(env.Desc.NICs))}, c)
 		}))
 	}

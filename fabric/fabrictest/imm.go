@@ -18,10 +18,10 @@ func testImm(t *testing.T, p Params) {
 	env := NewEnv(t, p)
 	imms := Collect(env.B)
 	require.NoError(t, Wait(t, func(c fabric.Completion) error {
-		return env.A.SubmitImm(fabric.ImmWrite{Imm: 0xDEADBEEF, Dst: env.Desc}, c)
+		return env.A.SubmitImm(fabric.ImmWrite{Imm: 0xBEADBEEF, Dst: env.Desc}, c)
 	}))
 	imms.WaitTotal(t, 1)
-	require.Equal(t, 1, imms.Count(0xDEADBEEF))
+	require.Equal(t, 1, imms.Count(0xBEADBEEF))
 	for d := 0; d < p.NICs; d++ {
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitImm(fabric.ImmWrite{Imm: uint32(100 + d), Dst: env.Desc, Route: fabric.Pinned(d)}, c)
@@ -71,7 +71,7 @@ func testImmCount(t *testing.T, p Params) {
 	idx := make([]uint32, 17)
 	require.NoError(t, Wait(t, func(c fabric.Completion) error {
 		return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: idx, Dst: env.Desc, DstPages: idx,
-			Length: 0, Imm: 0xABC, HasImm: true}, c)
+			Length: 0, Imm: fabric.Immediate(0xABC)}, c)
 	}))
 	imms.WaitTotal(t, 7)
 	Settle()
@@ -84,7 +84,7 @@ func testImmCount(t *testing.T, p Params) {
 	idx = make([]uint32, 10)
 	require.NoError(t, Wait(t, func(c fabric.Completion) error {
 		return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: idx, Dst: env.Desc, DstPages: idx,
-			Length: 0, Imm: 0xABD, HasImm: true}, c)
+			Length: 0, Imm: fabric.Immediate(0xABD)}, c)
 	}))
 	deadline := time.Now().Add(Timeout)
 	for fired.Load() < 3 && time.Now().Before(deadline) {
@@ -109,7 +109,7 @@ func testCredit(t *testing.T, p Params) {
 		idx := make([]uint32, n)
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: idx, Dst: env.Desc, DstPages: idx,
-				Imm: 0x77, HasImm: true}, c)
+				Imm: fabric.Immediate(0x77)}, c)
 		}))
 	}
 	send(5) // early arrivals
@@ -142,7 +142,7 @@ func testFlag(t *testing.T, p Params) {
 	sendAll := func() {
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: idx, Dst: env.Desc, DstPages: idx,
-				Imm: 0x88, HasImm: true}, c)
+				Imm: fabric.Immediate(0x88)}, c)
 		}))
 	}
 	require.NoError(t, fc.Wait(3))

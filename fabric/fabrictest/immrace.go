@@ -130,7 +130,7 @@ func testImmHeld(t *testing.T, p Params) {
 		idx := make([]uint32, n)
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: idx, Dst: env.Desc, DstPages: idx,
-				Imm: imm, HasImm: true}, c)
+				Imm: fabric.Immediate(imm)}, c)
 		}))
 	}
 	waitHeld := func(n uint64) {

@@ -137,7 +137,7 @@ func testUnregisterAfterSubmit(t *testing.T, p Params) {
 	for i := 0; i < n; i++ {
 		off := uint64(i%64) * 16384
 		require.NoError(t, env.A.SubmitSingle(fabric.SingleWrite{Src: reg, SrcOffset: off, Length: 16384, Dst: env.Desc, DstOffset: off,
-			Imm: 0x4242, HasImm: true},
+			Imm: fabric.Immediate(0x4242)},
 			fabric.OnDone(func(err error) {
 				if err != nil {
 					failed.Add(1)

@@ -80,7 +80,7 @@ func RunPairing(t *testing.T, p Params) {
 			imm++
 			region(dstOff, size)
 			w := fabric.SingleWrite{Src: env.SrcReg, SrcOffset: srcOff, Length: size, Dst: env.Desc,
-				DstOffset: dstOff, Imm: imm, HasImm: true, Route: route}
+				DstOffset: dstOff, Imm: fabric.Immediate(imm), Route: route}
 			require.NoError(t, Wait(t, func(c fabric.Completion) error { return env.A.SubmitSingle(w, c) }))
 			what := fmt.Sprintf("single %+v of %d bytes", route, size)
 			expect(w.Shape(), what)
@@ -114,7 +114,7 @@ func RunPairing(t *testing.T, p Params) {
 			}
 			region(0, uint64(pages)*stride)
 			w := fabric.PagedWrite{Src: env.SrcReg, SrcPages: src, SrcStride: stride, SrcOffset: 5, Dst: env.Desc,
-				DstPages: dst, DstStride: stride, DstOffset: 9, Length: length, Imm: imm, HasImm: true}
+				DstPages: dst, DstStride: stride, DstOffset: 9, Length: length, Imm: fabric.Immediate(imm)}
 			require.NoError(t, Wait(t, func(c fabric.Completion) error { return env.A.SubmitPaged(w, c) }))
 			expect(w.Shape(), fmt.Sprintf("paged of %d pages", pages))
 			for i := range src {
@@ -163,7 +163,7 @@ func RunPairing(t *testing.T, p Params) {
 					SrcOffset: base + uint64(i)*100000, DstOffset: base + uint64(i)*100000 + 11}
 				region(ts[i].DstOffset, ts[i].Length)
 			}
-			w := fabric.ScatterWrite{Src: env.SrcReg, Targets: ts, Imm: imm, HasImm: true, Route: tc.route, Group: tc.group}
+			w := fabric.ScatterWrite{Src: env.SrcReg, Targets: ts, Imm: fabric.Immediate(imm), Route: tc.route, Group: tc.group}
 			require.NoError(t, Wait(t, func(c fabric.Completion) error { return env.A.SubmitScatter(w, c) }), tc.name)
 			expect(w.Shape(targets), tc.name)
 			for i, tg := range ts {

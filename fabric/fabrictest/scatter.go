@@ -53,7 +53,7 @@ func testScatter(t *testing.T, p Params) {
 		ts := mk(uint64(k)*600000, 1001+uint64(k)*33333)
 		imm := uint32(3000 + k)
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
-			return env.A.SubmitScatter(fabric.ScatterWrite{Src: env.SrcReg, Targets: ts, Imm: imm, HasImm: true,
+			return env.A.SubmitScatter(fabric.ScatterWrite{Src: env.SrcReg, Targets: ts, Imm: fabric.Immediate(imm),
 				Route: tc.route, Group: tc.group}, c)
 		}), tc.name)
 		total += int64(targets * tc.per)
@@ -64,7 +64,7 @@ func testScatter(t *testing.T, p Params) {
 	// A tiny target split over every NIC: empty slices still carry immediates.
 	ts := []fabric.ScatterTarget{{Dst: env.Desc, Length: 1, SrcOffset: 5, DstOffset: 9}}
 	require.NoError(t, Wait(t, func(c fabric.Completion) error {
-		return env.A.SubmitScatter(fabric.ScatterWrite{Src: env.SrcReg, Targets: ts, Imm: 3100, HasImm: true, Route: fabric.ShardBytes()}, c)
+		return env.A.SubmitScatter(fabric.ScatterWrite{Src: env.SrcReg, Targets: ts, Imm: fabric.Immediate(3100), Route: fabric.ShardBytes()}, c)
 	}))
 	total += int64(p.NICs)
 	imms.WaitTotal(t, total)

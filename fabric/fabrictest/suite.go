@@ -191,4 +191,5 @@ func Run(t *testing.T, p Params) {
 	t.Run("Close", func(t *testing.T) { testClose(t, p) })
 	t.Run("InfoStats", func(t *testing.T) { testInfo(t, p) })
 	t.Run("Connect", func(t *testing.T) { testConnect(t, p) })
+	runLeases(t, p)
 }

@@ -21,7 +21,7 @@ func testSingle(t *testing.T, p Params) {
 		clear(env.Dst.Bytes()[dstOff : dstOff+n])
 		err := Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: off, Length: n,
-				Dst: env.Desc, DstOffset: dstOff, Imm: imm, HasImm: true, Route: route}, c)
+				Dst: env.Desc, DstOffset: dstOff, Imm: fabric.Immediate(imm), Route: route}, c)
 		})
 		require.NoError(t, err)
 		want += int64(shards)
@@ -58,7 +58,7 @@ func testSingleAtEnd(t *testing.T, p Params) {
 	off := uint64(BufSize - 128)
 	err := Wait(t, func(c fabric.Completion) error {
 		return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: off, Length: 128,
-			Dst: env.Desc, DstOffset: off, Imm: 9, HasImm: true}, c)
+			Dst: env.Desc, DstOffset: off, Imm: fabric.Immediate(9)}, c)
 	})
 	require.NoError(t, err)
 	imms.WaitTotal(t, int64(p.NICs))
@@ -76,13 +76,13 @@ func testRoundRobinMix(t *testing.T, p Params) {
 		pages := []uint32{uint32(i)}
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: pages, SrcStride: 4096,
-				Dst: env.Desc, DstPages: pages, DstStride: 4096, Length: 4096, Imm: 0x55, HasImm: true}, c)
+				Dst: env.Desc, DstPages: pages, DstStride: 4096, Length: 4096, Imm: fabric.Immediate(0x55)}, c)
 		}))
 		off := uint64(1<<20 + i*65536)
 		shards := max(1, p.NICs-1)
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: off, Length: 40000,
-				Dst: env.Desc, DstOffset: off, Imm: 0x55, HasImm: true, Route: fabric.Sharded(shards)}, c)
+				Dst: env.Desc, DstOffset: off, Imm: fabric.Immediate(0x55), Route: fabric.Sharded(shards)}, c)
 		}))
 		// The initiator's completion does not mean the bytes are visible at
 		// the target: the immediates do.
@@ -111,7 +111,7 @@ func testPaged(t *testing.T, p Params) {
 		require.NoError(t, Wait(t, func(c fabric.Completion) error {
 			return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: src, SrcStride: stride, SrcOffset: 1024,
 				Dst: env.Desc, DstPages: dst, DstStride: stride, DstOffset: 1024, Length: uint64(tc.pageLen),
-				Imm: imm, HasImm: true}, c)
+				Imm: fabric.Immediate(imm)}, c)
 		}))
 		imms.WaitTotal(t, before+int64(tc.pages))
 		require.Equal(t, tc.pages, imms.Count(imm))
@@ -137,7 +137,7 @@ func testPagedMany(t *testing.T, p Params) {
 	tc := new(fabric.TransferCounter)
 	for k := 0; k < 4; k++ {
 		require.NoError(t, env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: idx, SrcStride: 64,
-			Dst: env.Desc, DstPages: idx, DstStride: 64, Length: 64, Imm: 77, HasImm: true}, fabric.Count(tc)))
+			Dst: env.Desc, DstPages: idx, DstStride: 64, Length: 64, Imm: fabric.Immediate(77)}, fabric.Count(tc)))
 	}
 	require.NoError(t, tc.Wait(Ctx(t), 4))
 	require.Zero(t, tc.Errors())

@@ -40,7 +40,7 @@ func Example() {
 			done := fabric.NewTransfer()
 			peer := 1 - r.ID
 			if err := r.Engine.SubmitSingle(fabric.SingleWrite{Src: buf.Region, Length: 1, Dst: descs[peer], DstOffset: 1,
-				Imm: 1, HasImm: true}, fabric.Notify(done)); err != nil {
+				Imm: fabric.Immediate(1)}, fabric.Notify(done)); err != nil {
 				return err
 			}
 			if err := done.Wait(ctx); err != nil {

@@ -124,7 +124,7 @@ func TestRunInproc(t *testing.T) {
 		buf.Bytes()[0] = byte(10 + r.ID) // the source byte
 		next := (r.ID + 1) % r.World
 		done := fabric.NewTransfer()
-		if err := r.Engine.SubmitSingle(fabric.SingleWrite{Src: buf.Region, Length: 1, Dst: descs[next], DstOffset: 1, Imm: 7, HasImm: true},
+		if err := r.Engine.SubmitSingle(fabric.SingleWrite{Src: buf.Region, Length: 1, Dst: descs[next], DstOffset: 1, Imm: fabric.Immediate(7)},
 			fabric.Notify(done)); err != nil {
 			return err
 		}

@@ -11,7 +11,8 @@
 // never fail synchronously for a reason found after acceptance: errors
 // come back as completions, described by a ProviderError. Optional
 // interfaces (Sleeper, PeerChecker, PeerProber, ProgressReporter,
-// Abandoner, LibraryReporter) let a provider offer what only it can do.
+// Abandoner, LibraryReporter, PeerMapper, Registrar) let a provider offer
+// what only it can do.
 //
 // The op and event structs are pointer-free and laid out to match the C
 // shims (internal/ofi, internal/ibv), which read slices of them in place.

@@ -8,3 +8,7 @@ func SetProgressEvery(d time.Duration) (restore func()) {
 	progressEvery = d
 	return func() { progressEvery = old }
 }
+
+// LateReportGrace is how long past its deadline a call waits for rank 0's
+// report of the missing ranks.
+var LateReportGrace = lateReportGrace

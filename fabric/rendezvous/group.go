@@ -183,8 +183,13 @@ func (g *Group) connect(ctx context.Context, addr string) error {
 }
 
 // lateReportGrace bounds how long past its deadline a call waits for rank
-// 0's report of the missing ranks.
-const lateReportGrace = 200 * time.Millisecond
+// 0's report of the missing ranks (a variable for tests).
+var lateReportGrace = 200 * time.Millisecond
+
+// delayInterrupt, when set (by tests), runs first in the callback that
+// interrupts a call's read when its context ends: a callback started late,
+// as on a loaded machine.
+var delayInterrupt func()
 
 // serverDeadline is the deadline rank 0 applies on this rank's behalf:
 // slightly before ctx's, so that the report of missing ranks arrives
@@ -199,27 +204,43 @@ func serverDeadline(ctx context.Context) int64 {
 }
 
 // exchange writes frame and reads the answer, both bounded by ctx. An
-// error frame becomes the *Error it describes.
+// error frame becomes the *Error it describes. limit bounds the answer's
+// payload; an error frame may always be as large as one naming every rank.
 func (g *Group) exchange(ctx context.Context, op string, frame []byte, limit int) (kind, []byte, error) {
+	limit = max(limit, errFrameLimit(g.cfg.WorldSize))
 	fail := func(msg string, err error) (kind, []byte, error) {
 		return 0, nil, &Error{Op: op, Rank: g.cfg.Rank, Msg: msg, Err: err}
 	}
 	if err := ctx.Err(); err != nil {
 		return fail("", fmt.Errorf("%v: %w", err, ErrTimeout))
 	}
-	dl, _ := ctx.Deadline()
+	dl, hasDeadline := ctx.Deadline()
 	_ = g.conn.SetDeadline(dl)
-	stop := context.AfterFunc(ctx, func() { _ = g.conn.SetDeadline(time.Unix(1, 0)) })
+	interrupted := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		if delayInterrupt != nil {
+			delayInterrupt()
+		}
+		_ = g.conn.SetDeadline(time.Unix(1, 0))
+		close(interrupted)
+	})
 	defer stop()
 	if _, err := g.conn.Write(frame); err != nil {
 		return fail("send to rank 0", g.ioErr(ctx, err))
 	}
 	k, p, err := readFrame(g.conn, limit)
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if err != nil && hasDeadline && !time.Now().Before(dl) && !errors.Is(ctx.Err(), context.Canceled) {
 		// Rank 0 reports missing ranks just before this deadline; on a
 		// loaded machine the report may be a moment late. Wait briefly
 		// for it: naming the missing ranks is worth a few milliseconds.
-		stop()
+		// The read may end at the connection's deadline before ctx's
+		// timer has marked ctx done, so the deadline itself is looked
+		// at. ctx's callback runs in a goroutine of its own, which a
+		// loaded machine may start only after that: let it set its
+		// deadline first, or it would cut this wait short.
+		if !stop() {
+			<-interrupted
+		}
 		_ = g.conn.SetReadDeadline(time.Now().Add(lateReportGrace))
 		if k2, p2, err2 := readFrame(g.conn, limit); err2 == nil && k2 == kindError {
 			k, p, err = k2, p2, nil

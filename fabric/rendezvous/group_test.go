@@ -84,12 +84,14 @@ func TestWorldOfOne(t *testing.T) {
 func TestJoinNamesMissingRanks(t *testing.T) {
 	leakCheck(t)
 	cfgs := world(t, 5)
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), missDeadline)
 	defer cancel()
 	start := time.Now()
 	gs, errs := joinAll(ctx, cfgs, []int{0, 1, 3})
 	defer closeAll(gs)
-	assert.Less(t, time.Since(start), 3*time.Second)
+	// Join gives up at its deadline, or a moment after it while rank 0's
+	// late report comes in; the rest is slack for a loaded machine.
+	assert.Less(t, time.Since(start), 2*missDeadline+rendezvous.LateReportGrace)
 	for _, r := range []int{0, 1, 3} {
 		require.Error(t, errs[r], "rank %d", r)
 		assert.ErrorIs(t, errs[r], rendezvous.ErrTimeout)
@@ -97,6 +99,24 @@ func TestJoinNamesMissingRanks(t *testing.T) {
 		require.ErrorAs(t, errs[r], &re)
 		assert.Equal(t, []int{2, 4}, re.Missing, "rank %d: %v", r, errs[r])
 		assert.Contains(t, errs[r].Error(), "[2 4]")
+	}
+}
+
+// TestJoinNamesManyMissingRanks: rank 0's report names every rank missing
+// from the join, however many: with three of five missing, its error frame
+// is larger than the welcome the joiners expect, and must still be read.
+func TestJoinNamesManyMissingRanks(t *testing.T) {
+	leakCheck(t)
+	cfgs := world(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), missDeadline)
+	defer cancel()
+	gs, errs := joinAll(ctx, cfgs, []int{0, 1})
+	defer closeAll(gs)
+	for _, r := range []int{0, 1} {
+		require.ErrorIs(t, errs[r], rendezvous.ErrTimeout, "rank %d", r)
+		var re *rendezvous.Error
+		require.ErrorAs(t, errs[r], &re)
+		assert.Equal(t, []int{2, 3, 4}, re.Missing, "rank %d: %v", r, errs[r])
 	}
 }
 
@@ -118,7 +138,7 @@ func TestCollectiveNamesMissingRank(t *testing.T) {
 	gs, errs := joinAll(context.Background(), cfgs, []int{0, 1, 2})
 	defer closeAll(gs)
 	require.NoError(t, errors.Join(errs...))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), missDeadline)
 	defer cancel()
 	var wg sync.WaitGroup
 	got := make([]error, 2)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferryrdma/ferry/internal/testutil"
 
@@ -59,3 +60,11 @@ func closeAll(gs []*rendezvous.Group) {
 		}
 	}
 }
+
+// missDeadline is the deadline of the tests' joins and collectives that
+// are meant to time out waiting for a missing rank. Rank 0 reports the
+// missing ranks min(deadline/5, 500 ms) before it, and a caller waits
+// LateReportGrace past it for that report: from 2.5 s on, the report has
+// the most time there is (700 ms) to reach the callers on a loaded
+// machine, and the ranks that do come have 2 s to connect.
+const missDeadline = 2500 * time.Millisecond

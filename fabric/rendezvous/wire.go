@@ -131,6 +131,11 @@ func (r result) encode() []byte {
 	})
 }
 
+// errFrameLimit is the largest payload of an error frame in a world of
+// the given size: its code, the count and list of missing ranks (at most
+// every rank) and its text.
+func errFrameLimit(world int) int { return 1 + 4 + 4*world + maxErrMsg }
+
 func (e errMsg) encode() []byte {
 	msg := e.msg
 	if len(msg) > maxErrMsg {

@@ -15,14 +15,19 @@ type File struct {
 	FD     int
 	Offset uint64 // where the range starts in the file
 	Size   uint64 // the bytes of the file the mapping covers
+	// PageSize is the file's page size when it is larger than the
+	// system's (huge pages), else 0: a peer maps it at offsets and
+	// lengths that are multiples of it.
+	PageSize uint64
 }
 
 // mapping is one memfd mapped at addr for size bytes; fd is the mapper's
 // own descriptor, duplicated for every lookup.
 type mapping struct {
-	addr uintptr
-	size uint64
-	fd   int
+	addr     uintptr
+	size     uint64
+	fd       int
+	pageSize uint64
 }
 
 var index struct {
@@ -32,13 +37,17 @@ var index struct {
 
 // Add records that [addr, addr+size) maps the memory file fd. The caller
 // keeps fd open until it called Remove.
-func Add(addr uintptr, size uint64, fd int) {
+func Add(addr uintptr, size uint64, fd int) { AddPaged(addr, size, fd, 0) }
+
+// AddPaged is Add for a file of pageSize pages (huge pages; 0 for the
+// system's page size).
+func AddPaged(addr uintptr, size uint64, fd int, pageSize uint64) {
 	index.mu.Lock()
 	defer index.mu.Unlock()
 	i := sort.Search(len(index.maps), func(i int) bool { return index.maps[i].addr >= addr })
 	index.maps = append(index.maps, mapping{})
 	copy(index.maps[i+1:], index.maps[i:])
-	index.maps[i] = mapping{addr: addr, size: size, fd: fd}
+	index.maps[i] = mapping{addr: addr, size: size, fd: fd, pageSize: pageSize}
 }
 
 // Remove forgets the mapping at addr (added with fd).
@@ -75,7 +84,7 @@ func Lookup(addr uintptr, n uint64) (File, error) {
 	if err != nil {
 		return File{}, fmt.Errorf("dup host memory file: %w", err)
 	}
-	return File{FD: fd, Offset: uint64(addr - m.addr), Size: m.size}, nil
+	return File{FD: fd, Offset: uint64(addr - m.addr), Size: m.size, PageSize: m.pageSize}, nil
 }
 
 func errNotHostFile(addr uintptr, n uint64) error {

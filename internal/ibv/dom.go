@@ -183,9 +183,11 @@ type MR struct{ m *C.struct_ibv_mr }
 // RegMR registers [addr, addr+length); dmabufFD >= 0 registers the
 // dma-buf's bytes from dmabufOffset on, with iova = addr.
 func (d *Dom) RegMR(addr uintptr, length uint64, access uint32, dmabufFD int, dmabufOffset uint64) (MR, error) {
+	// A Go local, not out_n: registration runs beside the data path
+	// (and beside other registrations), which use out_n.
+	var e C.int
 	m := C.fy_reg_mr(d.d, C.uint64_t(addr), C.uint64_t(length), C.int(access), C.int(dmabufFD),
-		C.uint64_t(dmabufOffset), &d.d.out_n)
-	e := d.d.out_n
+		C.uint64_t(dmabufOffset), &e)
 	if m == nil {
 		op := "ibv_reg_mr"
 		if dmabufFD >= 0 {

@@ -40,6 +40,40 @@ func Create(name string, size int64) (int, error) {
 	return fd, nil
 }
 
+// CreateHuge is Create for a file of huge pages (memfd_create with
+// MFD_HUGETLB, the system's default huge page size): size is rounded up to
+// whole huge pages, and the page size is returned with the rounded size.
+// It fails where the kernel has no hugetlbfs; a system with no free huge
+// pages fails later, when the file is mapped (mmap reserves them).
+func CreateHuge(name string, size int64) (fd int, pageSize int, rounded int64, err error) {
+	if size <= 0 {
+		return -1, 0, 0, fmt.Errorf("create huge-page file %q of %d bytes: %w", name, size, unix.EINVAL)
+	}
+	fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_HUGETLB)
+	if err != nil {
+		return -1, 0, 0, fmt.Errorf("memfd_create %q with MFD_HUGETLB: %w", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Blksize <= 0 {
+		_ = unix.Close(fd)
+		if err == nil {
+			err = unix.EINVAL
+		}
+		return -1, 0, 0, fmt.Errorf("huge page size of %q: %w", name, err)
+	}
+	ps := int64(st.Blksize)
+	rounded = (size + ps - 1) / ps * ps
+	if err := unix.Ftruncate(fd, rounded); err != nil {
+		_ = unix.Close(fd)
+		return -1, 0, 0, fmt.Errorf("size huge-page file %q to %d bytes: %w", name, rounded, err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, Seals); err != nil {
+		_ = unix.Close(fd)
+		return -1, 0, 0, fmt.Errorf("seal huge-page file %q: %w", name, err)
+	}
+	return fd, int(ps), rounded, nil
+}
+
 // CheckSealed verifies that fd, a file from another process, is sealed
 // against shrinking and holds at least need bytes: only then can a mapping
 // of its first need bytes never fault. Errors wrap ErrNotSealed or

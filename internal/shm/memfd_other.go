@@ -12,6 +12,11 @@ func Create(name string, size int64) (int, error) {
 	return -1, fmt.Errorf("create memory file %q: %w", name, ErrNotSupported)
 }
 
+// CreateHuge fails with ErrNotSupported: memfd_create is Linux only.
+func CreateHuge(name string, size int64) (int, int, int64, error) {
+	return -1, 0, 0, fmt.Errorf("create huge-page file %q: %w", name, ErrNotSupported)
+}
+
 // CheckSealed fails with ErrNotSupported.
 func CheckSealed(fd int, need uint64) error {
 	return fmt.Errorf("memory file %d: %w", fd, ErrNotSupported)

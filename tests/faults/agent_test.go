@@ -430,7 +430,7 @@ func (w *writer) run() {
 		ch := make(chan struct{})
 		pendingWrite[s], written[s], busy[s] = ch, true, k+1
 		err := w.e.SubmitSingle(fabric.SingleWrite{Src: w.src, SrcOffset: uint64(s * cfg.Chunk), Length: uint64(cfg.Chunk),
-			Dst: w.dst, DstOffset: uint64(s * cfg.Chunk), Imm: uint32(k), HasImm: true},
+			Dst: w.dst, DstOffset: uint64(s * cfg.Chunk), Imm: fabric.Immediate(uint32(k))},
 			fabric.OnDone(func(err error) {
 				if err != nil {
 					w.failed.Add(1)

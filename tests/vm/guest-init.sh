@@ -83,7 +83,7 @@ for r in /ferry/run/*.sh; do
 	[ -e "$r" ] || continue
 	name=${r##*/}
 	say "run $name"
-	(cd /tmp && timeout 120 /bin/sh "$r") >"/tmp/results/$name.txt" 2>&1
+	(cd /tmp && timeout "${FERRY_VM_RUN_TIMEOUT:-120}" /bin/sh "$r") >"/tmp/results/$name.txt" 2>&1
 	rc=$?
 	tail -20 "/tmp/results/$name.txt"
 	[ $rc = 0 ] && say "ok $name" || failed "$name (exit $rc)"

@@ -72,3 +72,23 @@ func ExpertRow(l *a2a.Layout, in *a2a.CombineInput, i int32) []byte {
 	ys := orDefault(in.YStride, l.CombineBytes)
 	return in.Y[int(i)*ys : int(i)*ys+l.CombineBytes]
 }
+
+// Direct writes token t of in into output row o of out: a copy that
+// stays on its own rank skips the transport row (Pack then Unpack) and
+// is copied once.
+func Direct(l *a2a.Layout, out *a2a.DispatchOutput, o int, in *a2a.DispatchInput, t int) {
+	xs, os := orDefault(in.XStride, l.TokenBytes), orDefault(out.XStride, l.TokenBytes)
+	Copy(out.X[o*os:o*os+l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
+	if l.Scales == 0 {
+		return
+	}
+	its, ies := orDefault(in.ScaleTokenStride, l.Scales), orDefault(in.ScaleElemStride, 1)
+	ots, oes := orDefault(out.ScaleTokenStride, l.Scales), orDefault(out.ScaleElemStride, 1)
+	if ies == 1 && oes == 1 {
+		copy(out.Scales[o*ots:o*ots+l.Scales], in.Scales[t*its:t*its+l.Scales])
+		return
+	}
+	for s := 0; s < l.Scales; s++ {
+		out.Scales[o*ots+s*oes] = in.Scales[t*its+s*ies]
+	}
+}

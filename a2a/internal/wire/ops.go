@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ferryrdma/ferry/a2a"
@@ -14,7 +15,7 @@ func (w *Wiring) scatter(targets []fabric.ScatterTarget, rows uint64, src *fabri
 	if len(targets) == 0 {
 		return nil
 	}
-	s := fabric.ScatterWrite{Src: src, Targets: targets, Imm: w.imm(tag), HasImm: true, Route: route, Group: g}
+	s := fabric.ScatterWrite{Src: src, Targets: targets, Imm: fabric.Immediate(w.imm(tag)), Route: route, Group: g}
 	if err := w.eng.SubmitScatter(s, fabric.Count(w.done)); err != nil {
 		return fmt.Errorf("a2a %v scatter: %w", tag, err)
 	}
@@ -152,4 +153,46 @@ func (w *Wiring) Barrier(ctx context.Context, tag a2a.Tag) error {
 		return err
 	}
 	return w.Drain(ctx)
+}
+
+// Direct returns rank q's receive buffer as this process maps it, held
+// until ReleaseDirect, when the transport lends its mapping (ipc, once it
+// has written there: see fabric.Engine.MapPeer); nil otherwise. Rows
+// stored there need a write of zero rows of their tag to carry the
+// immediate, posted after the stores, before ReleaseDirect or after.
+// Hold it only for a phase's copies: a peer unregistering or lost waits
+// for the holders.
+func (w *Wiring) Direct(q int32) []byte {
+	if w.noLend {
+		return nil
+	}
+	m := w.peerMem[q]
+	if m == nil {
+		var ok bool
+		var err error
+		m, ok, err = w.eng.MapPeer(w.dev, w.recvDesc[q])
+		if errors.Is(err, fabric.ErrNotSupported) {
+			w.noLend = true
+		}
+		if !ok {
+			return nil
+		}
+		w.peerMem[q] = m
+	}
+	b, ok := m.Acquire()
+	if !ok {
+		w.peerMem[q] = nil // being taken away: through the engine, ask later
+		return nil
+	}
+	w.held = append(w.held, m)
+	return b
+}
+
+// ReleaseDirect lets go of every buffer Direct returned.
+func (w *Wiring) ReleaseDirect() {
+	for _, m := range w.held {
+		m.Release()
+	}
+	clear(w.held)
+	w.held = w.held[:0]
 }

@@ -79,6 +79,14 @@ type Wiring struct {
 
 	traffic [NumTags]tagTraffic // what the writes of each tag moved
 
+	// peerMem: per rank, its receive buffer as this process maps it, lent
+	// by the transport (fabric.Engine.MapPeer; nil: not lent, or not
+	// yet); held: those acquired by Direct until ReleaseDirect; noLend:
+	// the transport lends none, so nobody asks again.
+	peerMem []*fabric.PeerMemory
+	held    []*fabric.PeerMemory
+	noLend  bool
+
 	posted int64 // transfers posted this generation
 	done   *fabric.TransferCounter
 	closed bool
@@ -99,7 +107,7 @@ func New(ctx context.Context, l *a2a.Layout, o Options) (_ *Wiring, err error) {
 	w := &Wiring{l: l, eng: o.Engine, dev: o.Device, sendReg: o.Send, tableReg: o.Table, flagOf: o.Flags,
 		remaps: o.NodeRemaps, done: new(fabric.TransferCounter), rankOf: make(map[fabric.Address]int),
 		descs: make([][]byte, l.WorldSize), recvDesc: make([]fabric.Descriptor, l.WorldSize),
-		tableDesc: make([]fabric.Descriptor, l.WorldSize)}
+		tableDesc: make([]fabric.Descriptor, l.WorldSize), peerMem: make([]*fabric.PeerMemory, l.WorldSize)}
 	defer func() {
 		if err != nil {
 			_ = w.Close()
@@ -147,6 +155,9 @@ func (w *Wiring) wireUp(ctx context.Context, m *a2a.Members, ex Exchanger) error
 		}
 	}
 	w.wired = true
+	// Descriptors may change with the membership (a rank rejoins with new
+	// buffers): mappings are asked for again.
+	clear(w.peerMem)
 	if ex != nil {
 		if err := w.exchange(ctx, m, ex); err != nil {
 			return err
@@ -278,6 +289,7 @@ func (w *Wiring) Close() error {
 		return nil
 	}
 	w.closed = true
+	w.ReleaseDirect()
 	ctx, cancel := context.WithTimeout(context.Background(), closeDrain)
 	defer cancel()
 	// A transfer that does not finish in time is abandoned: the caller

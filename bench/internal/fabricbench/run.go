@@ -303,7 +303,7 @@ func (s *Side) submitter(c Case, l Layout, j Job, done fabric.Completion) (timed
 		r := fabric.SingleWrite{Src: src, SrcOffset: Offset, Length: c.Bytes, Dst: j.Dst, DstOffset: Offset,
 			Route: fabric.Sharded(0)}
 		rc := r
-		rc.Imm, rc.HasImm = j.Imm, true
+		rc.Imm = fabric.Immediate(j.Imm)
 		timed = func() error { return e.SubmitSingle(r, done) }
 		if withImm {
 			check = func() error { return e.SubmitSingle(rc, done) }
@@ -313,7 +313,7 @@ func (s *Side) submitter(c Case, l Layout, j Job, done fabric.Completion) (timed
 		r := fabric.PagedWrite{Src: src, SrcPages: l.Indices, SrcStride: l.Stride, SrcOffset: Offset,
 			Dst: j.Dst, DstPages: l.Indices, DstStride: l.Stride, DstOffset: Offset, Length: c.Bytes}
 		rc := r
-		rc.Imm, rc.HasImm = j.Imm, true
+		rc.Imm = fabric.Immediate(j.Imm)
 		timed = func() error { return e.SubmitPaged(r, done) }
 		if withImm {
 			check = func() error { return e.SubmitPaged(rc, done) }

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from ._memory import HostBuffer, RawMemory
 from .directory import Directory, Entry, Event, Publication, Watch, address_from_hex
-from .engine import (Callback, Completion, Counter, Descriptor, Engine, ImmCounter, Region, Transfer,
+from .engine import (Callback, Completion, Counter, Descriptor, Engine, ImmCounter, Lease, Region, Transfer,
                      abi_version, expected_imms, gpu_dmabuf_supported, library_path, live_handles, transports,
                      version)
 from .errors import (AbandonedError, BadEncodingError, BrokenError, BusyError, CallOrderError, ClosedError,
@@ -46,11 +46,13 @@ from .errors import (AbandonedError, BadEncodingError, BrokenError, BusyError, C
                      FerryTimeoutError, InternalError, InvalidArgumentError, NICMismatchError,
                      NoMemoryError, NotReadableError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
                      QueueFullError, RemovedError, RendezvousError, StaleDescriptorError, TimeoutError_,
-                     TooLargeError, UnknownRegionError, UnknownTransportError)
+                     TooLargeError, UnknownRegionError, UnknownTransportError, NotLeasedError,
+                     NotifyTooLargeError, LeasesExhaustedError)
 from .group import Group, SubGroup, TorchGroup
 
 __all__ = [
-    "Engine", "Region", "Descriptor", "Transfer", "Counter", "Callback", "ImmCounter", "Completion",
+    "Engine", "Region", "Descriptor", "Transfer", "Counter", "Callback", "ImmCounter", "Completion", "Lease",
+    "NotLeasedError", "NotifyTooLargeError", "LeasesExhaustedError",
     "HostBuffer", "RawMemory", "Group", "SubGroup", "TorchGroup",
     "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported", "abi_version",
     "FerryError", "InvalidArgumentError", "OutOfBoundsError", "UnknownTransportError", "BadEncodingError",

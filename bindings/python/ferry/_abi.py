@@ -44,6 +44,13 @@ E_NOT_FOUND = -25
 E_EXISTS = -26
 E_UNAVAILABLE = -27
 E_STALE_DESCRIPTOR = -28
+# Leases and notifications (1.5):
+E_NOT_LEASED = -29
+E_NOTIFY_TOO_LARGE = -30
+E_LEASES_EXHAUSTED = -31
+LEASE_BASE = 0xC0000000
+MAX_LEASE_IMMS = 4096
+MAX_NOTIFY_PAYLOAD = 4096
 E_NOT_READABLE = -32  # 1.5 reads
 E_INTERNAL = -99
 
@@ -414,6 +421,13 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_address_from_hex": (C.c_int, [C.c_char_p, _pu8, C.c_size_t, _psz]),
     # 1.4
     "ferry_connect": (C.c_int, [_u64, C.POINTER(_pu8), _psz, C.c_size_t, C.c_int64]),
+    # 1.5: leases and notifications
+    "ferry_lease_imms": (C.c_int, [_u64, C.c_uint32, _pu64, C.POINTER(C.c_uint32)]),
+    "ferry_lease_retire": (C.c_int, [_u64]),
+    "ferry_lease_mailbox": (C.c_int, [_u64, _pu8, C.c_size_t, _psz]),
+    "ferry_notify": (C.c_int, [_u64, _pu8, C.c_size_t, C.c_void_p, C.c_size_t, _u64]),
+    "ferry_lease_wait_notification": (C.c_int, [_u64, C.c_int64, C.c_void_p, C.c_size_t, _psz, _pu64]),
+    "ferry_engine_drops": (C.c_int, [_u64, _pu64, _pu64]),
     # 1.5 reads
     "ferry_submit_read": (C.c_int, [_u64, C.POINTER(SingleRead), _u64]),
     "ferry_submit_paged_read": (C.c_int, [_u64, C.POINTER(PagedRead), _u64]),

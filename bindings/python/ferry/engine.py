@@ -204,6 +204,43 @@ class ImmCounter(Handle):
         return v.value
 
 
+class Lease(Handle):
+    """A run of immediate values leased for one request (Engine.lease_imms),
+    with a mailbox for its notification. close() (or retire()) retires it:
+    its counters are removed and immediates or notifications that arrive
+    for it later are dropped and counted (Engine.drops), never credited to
+    a later lease."""
+
+    _free_ = "ferry_lease_retire"
+
+    def __init__(self, h: int, first: int, n: int) -> None:
+        super().__init__(h)
+        self.first = first
+        self.n = n
+
+    def value(self, i: int) -> int:
+        """The i-th value (0 <= i < n): writes carry it as their imm."""
+        if not 0 <= i < self.n:
+            raise IndexError("lease value %d of %d" % (i, self.n))
+        return self.first + i
+
+    def retire(self) -> None:
+        self.close()
+
+    def mailbox(self) -> bytes:
+        """The lease's mailbox (allocated at the first call), for the
+        initiator's Engine.notify."""
+        return binary("ferry_lease_mailbox", self.handle)
+
+    def wait_notification(self, timeout: float = 30.0) -> Tuple[bytes, int]:
+        """The next notification's payload and its arrival number at this
+        engine; FerryTimeoutError when none came within timeout."""
+        buf = (C.c_uint8 * _abi.MAX_NOTIFY_PAYLOAD)()
+        n, seq = C.c_size_t(0), C.c_uint64(0)
+        check("ferry_lease_wait_notification", self.handle, ms(timeout), buf, len(buf), C.byref(n), C.byref(seq))
+        return bytes(buf[: n.value]), seq.value
+
+
 _POLL = {"adaptive": _abi.POLL_ADAPTIVE, "spin": _abi.POLL_SPIN}
 _LOG = {"default": _abi.LOG_DEFAULT, "debug": _abi.LOG_DEBUG, "info": _abi.LOG_INFO, "warn": _abi.LOG_WARN,
         "error": _abi.LOG_ERROR, "none": _abi.LOG_NONE}
@@ -568,6 +605,35 @@ class Engine(Handle):
         check("ferry_peer_status", self.handle, a, len(address))
 
     # ------------------------------------------------------ send / recv
+
+    # ------------------------------------------ leases and notifications
+
+    def lease_imms(self, n: int = 1) -> Lease:
+        """Leases n consecutive immediate values (from LEASE_BASE up) for
+        one request; see Lease."""
+        h, first = C.c_uint64(), C.c_uint32()
+        check("ferry_lease_imms", self.handle, n, C.byref(h), C.byref(first))
+        return self._adopt(Lease(h.value, first.value, n))
+
+    def notify(self, mailbox: bytes, payload: Any = b"", *, done: Completion = None) -> None:
+        """Sends payload (at most MAX_NOTIFY_PAYLOAD bytes, else
+        NotifyTooLargeError) to a lease's mailbox at its target, which hands
+        it over only after every write this engine reported complete before
+        the call is visible there."""
+        box = (C.c_uint8 * len(mailbox)).from_buffer_copy(mailbox)
+        mem = as_memory(payload)
+        try:
+            check("ferry_notify", self.handle, box, len(mailbox), C.c_void_p(mem.addr), mem.nbytes,
+                  _completion(done))
+        finally:
+            mem.release()
+
+    def drops(self) -> Dict[str, int]:
+        """Immediates dropped for values not leased (a retired request's
+        late writes) and notifications that could not be delivered."""
+        imms, notes = C.c_uint64(), C.c_uint64()
+        check("ferry_engine_drops", self.handle, C.byref(imms), C.byref(notes))
+        return {"imms_dropped": imms.value, "notifications_dropped": notes.value}
 
     def send(self, address: bytes, data: Any, *, done: Completion = None, timeout: float = 30.0) -> None:
         """Sends a small message (at most the send buffer size) to the

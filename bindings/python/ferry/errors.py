@@ -130,6 +130,19 @@ class ProviderError(FerryError):
     pass
 
 
+class NotLeasedError(FerryError, LookupError):
+    """An immediate value of the lease range that is not leased now: its
+    lease was retired, or it was picked by hand."""
+
+
+class NotifyTooLargeError(TooLargeError):
+    """A notification payload over MAX_NOTIFY_PAYLOAD bytes."""
+
+
+class LeasesExhaustedError(FerryError, RuntimeError):
+    """No free run of lease values, or no free mailbox."""
+
+
 class BusyError(FerryError):
     pass
 
@@ -177,6 +190,9 @@ _BY_CODE: Dict[int, Type[FerryError]] = {
     _abi.E_RENDEZVOUS: RendezvousError,
     _abi.E_PEER_LOST: PeerLostError,
     _abi.E_STALE_DESCRIPTOR: StaleDescriptorError,
+    _abi.E_NOT_LEASED: NotLeasedError,
+    _abi.E_NOTIFY_TOO_LARGE: NotifyTooLargeError,
+    _abi.E_LEASES_EXHAUSTED: LeasesExhaustedError,
     _abi.E_QUEUE_FULL: QueueFullError,
     _abi.E_ABANDONED: AbandonedError,
     _abi.E_NO_MEMORY: NoMemoryError,

@@ -268,6 +268,11 @@ type publication struct {
 	regions map[string][]byte // stored form by name: published again with a new lease
 	closed  bool
 	err     error // why renewal stopped for good
+
+	// unsure is a lease whose create transaction failed without an
+	// answer and whose revoke failed too: the entry may stand under it.
+	// Only create (on the renewal goroutine, or Publish's) touches it.
+	unsure clientv3.LeaseID
 }
 
 func (p *publication) Entry() directory.Entry {
@@ -320,17 +325,39 @@ func (p *publication) create(ctx context.Context) (clientv3.LeaseID, error) {
 		ops = append(ops, clientv3.OpPut(p.d.regionKey(p.name, name), string(p.regions[name]), clientv3.WithLease(g.ID)))
 	}
 	p.mu.Unlock()
-	resp, err := p.d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(ops...).Commit()
+	resp, err := p.d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(ops...).Else(clientv3.OpGet(key)).Commit()
 	if err == nil && !resp.Succeeded {
+		// The key exists: ours after all if it stands under the lease of
+		// an earlier try whose answer was lost (the server restarting
+		// mid-commit): go on with that lease.
+		if prev := p.unsure; prev != 0 && len(resp.Responses) == 1 {
+			if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == prev {
+				p.unsure = 0
+				p.revokeQuietly(ctx, g.ID)
+				return prev, nil
+			}
+		}
 		err = directory.ErrExists
 	}
 	if err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, _ = p.d.cli.Revoke(rctx, g.ID)
-		cancel()
+		if !errors.Is(err, directory.ErrExists) && !p.revokeQuietly(ctx, g.ID) {
+			// Neither the commit's outcome nor the revoke is known.
+			p.unsure = g.ID
+		}
 		return 0, err
 	}
+	p.unsure = 0
 	return g.ID, nil
+}
+
+// revokeQuietly revokes a lease, outliving ctx by up to 5 s, and reports
+// whether the server confirmed it gone.
+func (p *publication) revokeQuietly(ctx context.Context, id clientv3.LeaseID) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := p.d.cli.Revoke(rctx, id)
+	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
 }
 
 // keep renews the lease. When renewal ends without Close (the lease
@@ -484,7 +511,8 @@ func (p *publication) Close(ctx context.Context) error {
 		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(lease))).Commit(); err != nil {
 		return fmt.Errorf("close %s: %w", p.name, err)
 	}
-	if _, err := p.d.cli.Revoke(ctx, lease); err != nil {
+	// A lease the server no longer knows took what stood under it along.
+	if _, err := p.d.cli.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("close %s: revoke lease: %w", p.name, err)
 	}
 	return nil

@@ -270,7 +270,12 @@ func TestEngineLosesPeerOnLeave(t *testing.T) {
 	testutil.LeakCheck(t)
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, time.Minute)
-	a, b, write := memPair(t)
+	// A lost peer lets one op through per liveness interval (at least
+	// 100 ms, also when the checks are off), and b is alive: the write
+	// after the loss must come within that interval to be refused, which a
+	// loaded machine's stall can outlast. An interval longer than the
+	// test keeps the retry (and a's own check of b) from happening in it.
+	a, b, write := memPair(t, 10*time.Minute)
 	da, db := open(t, s), open(t, s)
 	stop, err := directory.LoseOnLeave(ctx, da, a)
 	require.NoError(t, err)
@@ -307,7 +312,7 @@ func TestEtcdRestart(t *testing.T) {
 	testutil.LeakCheck(t)
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	a, b, write := memPair(t)
+	a, b, write := memPair(t, -1)
 	da, db := open(t, s), open(t, s)
 	stop, err := directory.LoseOnLeave(ctx, da, a)
 	require.NoError(t, err)
@@ -496,10 +501,10 @@ func writeUntilFail(write func() error) (took time.Duration, writes int, err err
 	return time.Since(start), writes, err
 }
 
-// ipcWriter opens the writing engine: ipc, its own periodic peer checks
-// off, tied to d by LoseOnLeave.
-func ipcWriter(t *testing.T, ctx context.Context, d *etcd.Directory) *fabric.Engine {
-	a, err := fabric.Open(ctx, fabric.Config{Transport: "ipc", LivenessInterval: -1})
+// ipcWriter opens the writing engine: ipc, checking its peers itself every
+// liveness interval (negative: never), tied to d by LoseOnLeave.
+func ipcWriter(t *testing.T, ctx context.Context, d *etcd.Directory, liveness time.Duration) *fabric.Engine {
+	a, err := fabric.Open(ctx, fabric.Config{Transport: "ipc", LivenessInterval: liveness})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, a.Close(context.Background())) })
 	stop, err := directory.LoseOnLeave(ctx, d, a)
@@ -516,7 +521,7 @@ func TestKilledEngineLost(t *testing.T) {
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, time.Minute)
 	d := open(t, s)
-	a := ipcWriter(t, ctx, d)
+	a := ipcWriter(t, ctx, d, -1)
 	child, write := targetChild(t, ctx, s, d, a)
 	require.NoError(t, write())
 	child.Kill()
@@ -535,7 +540,15 @@ func TestStoppedEngineLost(t *testing.T) {
 	s := etcdtest.Start(t)
 	ctx := ctxFor(t, time.Minute)
 	d := open(t, s)
-	a := ipcWriter(t, ctx, d)
+	// A lost peer refuses writes for a liveness interval (at least
+	// 100 ms, also with the checks off), then lets one through, which
+	// succeeds here (the stopped target's memory takes it) and brings the
+	// peer back: the write after the loss must come within the interval
+	// to fail, which a loaded machine's stall of 100 ms outlasted. 3 s
+	// leaves no such stall, and is still short for the way back below.
+	// a's own checks every 3 s find the stopped process alive; the loss
+	// must still be the directory's (its cause is checked).
+	a := ipcWriter(t, ctx, d, 3*time.Second)
 	events, err := d.Watch(ctx)
 	require.NoError(t, err)
 	child, write := targetChild(t, ctx, s, d, a)

@@ -13,11 +13,12 @@ import (
 )
 
 // memPair opens two mem engines and returns a function writing 64 bytes
-// from a to a region of b.
-func memPair(t *testing.T) (a, b *fabric.Engine, write func() error) {
+// from a to a region of b. The engines check their peers themselves every
+// liveness interval (negative: never).
+func memPair(t *testing.T, liveness time.Duration) (a, b *fabric.Engine, write func() error) {
 	t.Helper()
 	open := func() *fabric.Engine {
-		e, err := fabric.Open(context.Background(), fabric.Config{Transport: "mem", LivenessInterval: -1})
+		e, err := fabric.Open(context.Background(), fabric.Config{Transport: "mem", LivenessInterval: liveness})
 		require.NoError(t, err)
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

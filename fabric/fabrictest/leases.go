@@ -1,0 +1,319 @@
+package fabrictest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferryrdma/ferry/fabric"
+)
+
+// runLeases runs the lease and notification scenarios.
+func runLeases(t *testing.T, p Params) {
+	t.Run("LeaseRetiredDropped", func(t *testing.T) { testLeaseRetired(t, p) })
+	t.Run("LeaseReuseNotFedByLateWrites", func(t *testing.T) { testLeaseReuse(t, p) })
+	t.Run("NotifyAfterWrites", func(t *testing.T) { testNotifyAfterWrites(t, p) })
+	t.Run("NotifyOrder", func(t *testing.T) { testNotifyOrder(t, p) })
+	t.Run("NotifyLimit", func(t *testing.T) { testNotifyLimit(t, p) })
+}
+
+// waitStat polls get until it reaches want, failing after Timeout.
+func waitStat(tb testing.TB, what string, want uint64, get func() uint64) {
+	tb.Helper()
+	deadline := time.Now().Add(Timeout)
+	for get() < want {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited for %s to reach %d, it is %d", what, want, get())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func immTo(env *Env, imm uint32) func(c fabric.Completion) error {
+	return func(c fabric.Completion) error {
+		return env.A.SubmitImm(fabric.ImmWrite{Imm: imm, Dst: env.Desc}, c)
+	}
+}
+
+func dropped(e *fabric.Engine) func() uint64 {
+	return func() uint64 { return e.Stats().ImmsDropped }
+}
+
+// testLeaseRetired: a lease's immediates that arrive before its counter
+// are held for it; once retired, its values are dropped and counted (not
+// held, not handed to OnImm), and no counter can be registered for them.
+func testLeaseRetired(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	imms := Collect(env.B)
+	l, err := env.B.LeaseImms(3)
+	require.NoError(t, err)
+	require.Equal(t, 3, l.Len())
+	require.GreaterOrEqual(t, l.First(), fabric.LeaseBase)
+	for range 3 {
+		require.NoError(t, Wait(t, immTo(env, l.First()+1)))
+	}
+	// Held for the live lease (the writes' completions can come before
+	// the target counted their immediates).
+	waitStat(t, "unclaimed", 3, func() uint64 { return env.B.Stats().Unclaimed })
+	Settle()
+	require.EqualValues(t, 3, env.B.Stats().Unclaimed, "held for the live lease")
+	require.Zero(t, imms.Count(l.First()+1), "a lease value never goes to OnImm")
+	c, err := env.B.ImmCounter(l.First() + 1)
+	require.NoError(t, err)
+	require.NoError(t, c.Wait(Ctx(t), 3), "what arrived before the counter is its")
+	// Held again, then retired: the held ones are dropped.
+	require.NoError(t, Wait(t, immTo(env, l.First()+2)))
+	waitStat(t, "unclaimed", 1, func() uint64 { return env.B.Stats().Unclaimed })
+	require.NoError(t, l.Retire())
+	require.NoError(t, l.Retire(), "retire twice")
+	require.True(t, l.Retired())
+	require.Zero(t, env.B.Stats().Unclaimed)
+	require.ErrorIs(t, c.Wait(Ctx(t), 1), fabric.ErrRemoved, "retire removes the lease's counters")
+	base := env.B.Stats().ImmsDropped
+	require.EqualValues(t, 1, base, "the held immediate was dropped")
+	// Late writes to the retired values.
+	for i := range 3 {
+		require.NoError(t, Wait(t, immTo(env, l.First()+uint32(i))))
+	}
+	waitStat(t, "dropped", base+3, dropped(env.B))
+	Settle()
+	require.Equal(t, base+3, env.B.Stats().ImmsDropped)
+	require.Zero(t, env.B.Stats().Unclaimed)
+	require.Zero(t, imms.n.Load())
+	_, err = env.B.ImmCounter(l.First())
+	require.ErrorIs(t, err, fabric.ErrNotLeased)
+	_, _, err = env.B.ExpectImm(fabric.LeaseBase+5, 1, func() bool { return false })
+	require.ErrorIs(t, err, fabric.ErrNotLeased, "a lease-range value picked by hand")
+	_, err = l.Mailbox()
+	require.ErrorIs(t, err, fabric.ErrNotLeased)
+	_, err = env.B.LeaseImms(0)
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+	_, err = env.B.LeaseImms(fabric.MaxLeaseImms + 1)
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+}
+
+// testLeaseReuse: with every other slot taken, a new lease reuses the
+// slots of a retired one, under another value; the retired lease's late
+// writes are dropped and never counted by the new lease.
+func testLeaseReuse(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	first, err := env.B.LeaseImms(1)
+	require.NoError(t, err)
+	c, err := env.B.ImmCounter(first.First())
+	require.NoError(t, err)
+	require.NoError(t, Wait(t, immTo(env, first.First())))
+	require.NoError(t, c.Wait(Ctx(t), 1))
+	// Take every other slot.
+	var rest []*fabric.Lease
+	defer func() {
+		for _, l := range rest {
+			_ = l.Retire()
+		}
+	}()
+	for size := fabric.MaxLeaseImms; size >= 1; size /= 2 {
+		for {
+			l, err := env.B.LeaseImms(size)
+			if errors.Is(err, fabric.ErrLeasesExhausted) {
+				break
+			}
+			require.NoError(t, err)
+			rest = append(rest, l)
+		}
+	}
+	_, err = env.B.LeaseImms(1)
+	require.ErrorIs(t, err, fabric.ErrLeasesExhausted)
+	require.NoError(t, first.Retire())
+	again, err := env.B.LeaseImms(1)
+	require.NoError(t, err)
+	defer func() { _ = again.Retire() }()
+	const slotMask = 1<<16 - 1
+	require.Equal(t, first.First()&slotMask, again.First()&slotMask, "the retired lease's slot is the only one free")
+	require.NotEqual(t, first.First(), again.First(), "a re-leased slot has another value")
+	c2, err := env.B.ImmCounter(again.First())
+	require.NoError(t, err)
+	base := env.B.Stats().ImmsDropped
+	for range 5 {
+		require.NoError(t, Wait(t, immTo(env, first.First())))
+	}
+	require.NoError(t, Wait(t, immTo(env, again.First())))
+	require.NoError(t, c2.Wait(Ctx(t), 1))
+	waitStat(t, "dropped", base+5, dropped(env.B))
+	Settle()
+	require.Zero(t, c2.Count(), "late writes of the retired lease fed the new one")
+	require.Equal(t, base+5, env.B.Stats().ImmsDropped)
+}
+
+// testNotifyAfterWrites: when the notification is handed over, every byte
+// of its request is in place at the target (checked right then), for a
+// sharded single write, a paged write and a request that also carries
+// immediates; the payload arrives intact.
+func testNotifyAfterWrites(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	src, dst := env.Src.Bytes(), env.Dst.Bytes()
+	type req struct {
+		name   string
+		submit func(n *fabric.Notification, l *fabric.Lease, c fabric.Completion) error
+		check  func() bool
+		imms   int
+	}
+	const size = 3<<20 + 17
+	idx := []uint32{5, 0, 3, 1}
+	reqs := []req{
+		{"single", func(n *fabric.Notification, _ *fabric.Lease, c fabric.Completion) error {
+			return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: 7, Length: size, Dst: env.Desc,
+				DstOffset: 3, Notify: n}, c)
+		}, func() bool { return bytes.Equal(src[7:7+size], dst[3:3+size]) }, 0},
+		{"paged", func(n *fabric.Notification, _ *fabric.Lease, c fabric.Completion) error {
+			return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcPages: idx, SrcStride: 65536, Dst: env.Desc,
+				DstPages: idx, DstStride: 65536, DstOffset: 11, Length: 65536, Notify: n}, c)
+		}, func() bool {
+			for _, i := range idx {
+				o := int(i) * 65536
+				if !bytes.Equal(src[o:o+65536], dst[o+11:o+11+65536]) {
+					return false
+				}
+			}
+			return true
+		}, 0},
+		{"single with immediates", func(n *fabric.Notification, l *fabric.Lease, c fabric.Completion) error {
+			return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: 100, Length: 1 << 20, Dst: env.Desc,
+				DstOffset: 200, Imm: fabric.Immediate(l.First()), Route: fabric.Sharded(0), Notify: n}, c)
+		}, func() bool { return bytes.Equal(src[100:100+1<<20], dst[200:200+1<<20]) },
+			fabric.ExpectedImms(fabric.SingleShape(fabric.Sharded(0)), p.NICs, p.targetNICs())},
+	}
+	for _, r := range reqs {
+		clear(dst)
+		l, err := env.B.LeaseImms(1)
+		require.NoError(t, err)
+		mb, err := l.Mailbox()
+		require.NoError(t, err)
+		// The mailbox travels to the initiator encoded.
+		enc, err := mb.MarshalBinary()
+		require.NoError(t, err)
+		var got fabric.Mailbox
+		require.NoError(t, got.UnmarshalBinary(enc))
+		payload := []byte("done: " + r.name)
+		tr := fabric.NewTransfer()
+		require.NoError(t, r.submit(&fabric.Notification{To: got, Payload: payload}, l, fabric.Notify(tr)), r.name)
+		n, err := l.WaitNotification(Ctx(t))
+		require.NoError(t, err, r.name)
+		require.True(t, r.check(), "%s: bytes not all in place when the notification arrived", r.name)
+		require.Equal(t, payload, n.Payload, r.name)
+		require.Equal(t, l.First(), n.Lease)
+		require.NoError(t, tr.Wait(Ctx(t)), r.name)
+		if r.imms > 0 {
+			c, err := env.B.ImmCounter(l.First())
+			require.NoError(t, err)
+			require.NoError(t, c.Wait(Ctx(t), int64(r.imms)), "%s: the request's immediates", r.name)
+		}
+		require.NoError(t, l.Retire())
+		_, err = l.WaitNotification(Ctx(t))
+		require.ErrorIs(t, err, fabric.ErrNotLeased)
+	}
+	// A notification to a retired lease is dropped at the target.
+	l, err := env.B.LeaseImms(1)
+	require.NoError(t, err)
+	mb, err := l.Mailbox()
+	require.NoError(t, err)
+	require.NoError(t, l.Retire())
+	base := env.B.Stats().ImmsDropped
+	require.NoError(t, Wait(t, func(c fabric.Completion) error {
+		return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 64, Dst: env.Desc,
+			Notify: &fabric.Notification{To: mb, Payload: []byte("late")}}, c)
+	}))
+	waitStat(t, "dropped", base+1, dropped(env.B))
+}
+
+// testNotifyOrder: notifications reach the target in the order their
+// requests completed at the initiator, over many leases in flight at once.
+func testNotifyOrder(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	const n = 24
+	leases := make([]*fabric.Lease, n)
+	var mu sync.Mutex
+	var completed []int
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range leases {
+		l, err := env.B.LeaseImms(1)
+		require.NoError(t, err)
+		leases[i] = l
+		t.Cleanup(func() { _ = l.Retire() })
+		mb, err := l.Mailbox()
+		require.NoError(t, err)
+		// Sizes vary so that requests finish out of submission order on
+		// transports that allow it.
+		size := uint64(1+(i*7919)%17) << 14
+		err = env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: size, Dst: env.Desc,
+			DstOffset: uint64(i) * 65536, Route: fabric.Sharded(0),
+			Notify: &fabric.Notification{To: mb, Payload: fmt.Appendf(nil, "%d", i)}},
+			fabric.OnDone(func(err error) {
+				if err == nil {
+					mu.Lock()
+					completed = append(completed, i)
+					mu.Unlock()
+				}
+				wg.Done()
+			}))
+		require.NoError(t, err)
+	}
+	got := make([]fabric.Notice, n)
+	for i, l := range leases {
+		var err error
+		got[i], err = l.WaitNotification(Ctx(t))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), string(got[i].Payload))
+	}
+	wg.Wait()
+	slices.SortFunc(got, func(a, b fabric.Notice) int { return int(a.Seq) - int(b.Seq) })
+	arrived := make([]int, n)
+	for i, g := range got {
+		_, err := fmt.Sscan(string(g.Payload), &arrived[i])
+		require.NoError(t, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, completed, arrived, "arrival order at the target against completion order at the initiator")
+}
+
+// testNotifyLimit: a payload of MaxNotifyPayload bytes arrives intact; one
+// byte more is refused at submit with ErrNotifyTooLarge, and so is a
+// mailbox that is not a lease's.
+func testNotifyLimit(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	l, err := env.B.LeaseImms(1)
+	require.NoError(t, err)
+	defer func() { _ = l.Retire() }()
+	mb, err := l.Mailbox()
+	require.NoError(t, err)
+	big := env.Src.Bytes()[:fabric.MaxNotifyPayload+1]
+	err = env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 1, Dst: env.Desc,
+		Notify: &fabric.Notification{To: mb, Payload: big}}, fabric.Completion{})
+	require.ErrorIs(t, err, fabric.ErrNotifyTooLarge)
+	bad := mb
+	bad.Imm = 5
+	err = env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 1, Dst: env.Desc,
+		Notify: &fabric.Notification{To: bad}}, fabric.Completion{})
+	require.ErrorIs(t, err, fabric.ErrInvalidArgument)
+	require.NoError(t, Wait(t, func(c fabric.Completion) error {
+		return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 1, Dst: env.Desc,
+			Notify: &fabric.Notification{To: mb, Payload: big[:fabric.MaxNotifyPayload]}}, c)
+	}))
+	n, err := l.WaitNotification(Ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, big[:fabric.MaxNotifyPayload], n.Payload)
+	// An empty payload is a notification too.
+	require.NoError(t, Wait(t, func(c fabric.Completion) error {
+		return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 1, Dst: env.Desc,
+			Notify: &fabric.Notification{To: mb}}, c)
+	}))
+	n, err = l.WaitNotification(Ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, n.Payload)
+}
