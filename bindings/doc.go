@@ -70,6 +70,7 @@
 // overhead.c: the ABI's cost; a2a.c: dispatch and combine on the host and
 // cuda-emu backends, as threads and as processes; gpu.c: GPU memory with
 // no driver and with the cuda tests' fake driver; directory.c: the
-// directory on mem:// and a real etcd), check that the library exports exactly ferry.h's functions, and
+// directory on mem:// and a real etcd; read.c: reads and
+// ferry_expected_imms, 1.5), check that the library exports exactly ferry.h's functions, and
 // run the Python example.
 package main

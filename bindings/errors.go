@@ -45,7 +45,9 @@ const (
 	codeNotLeased      = -29
 	codeNotifyTooLarge = -30
 	codeLeasesOut      = -31
-	codeInternal       = -99
+	// Reads (1.5).
+	codeNotReadable = -32
+	codeInternal    = -99
 )
 
 // Errors the bindings themselves raise, beside fabric's sentinels.
@@ -81,6 +83,9 @@ var codes = []struct {
 	{fabric.ErrOutOfBounds, codeOutOfBounds},
 	{fabric.ErrNotSupported, codeNotSupported},
 	{fabric.ErrAbandoned, codeAbandoned},
+	// Reads (1.5): a refusal the target reports through the provider, so
+	// before ErrProvider.
+	{fabric.ErrNotReadable, codeNotReadable},
 	// Before ErrPeerLost, which every stale-descriptor error also wraps.
 	{fabric.ErrStaleDescriptor, codeStale},
 	{fabric.ErrPeerLost, codePeerLost},

@@ -45,6 +45,7 @@ func TestCodesMatchHeader(t *testing.T) {
 		"FERRY_E_STALE_DESCRIPTOR": codeStale,
 		"FERRY_E_NOT_LEASED":       codeNotLeased, "FERRY_E_NOTIFY_TOO_LARGE": codeNotifyTooLarge,
 		"FERRY_E_LEASES_EXHAUSTED": codeLeasesOut,
+		"FERRY_E_NOT_READABLE":     codeNotReadable,
 	}
 	require.Equal(t, want, got)
 }

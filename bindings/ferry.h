@@ -1185,6 +1185,114 @@ int ferry_engine_drops(ferry_engine_t e, uint64_t *imms_dropped,
                        uint64_t *notifications_dropped);
 #endif
 
+/* ------------------------------------------------------------ reads (1.5) */
+
+/* RDMA READ: the initiator pulls bytes from a peer's region into one of
+ * its own. The peer registers the region with FERRY_ACCESS_REMOTE_READ
+ * (ferry_register's access is a set of bits: remote write does not imply
+ * remote read; FERRY_ACCESS_REMOTE_WRITE | FERRY_ACCESS_REMOTE_READ grants
+ * both) and hands out its descriptor as for writes. A read delivers no
+ * immediate: the peer sees nothing, and the initiator's completion says
+ * the bytes are in its region. Deadlines, back-pressure, splitting and
+ * lost peers work as for writes (FERRY_E_PEER_LOST, FERRY_E_TIMEOUT). A
+ * region registered without the bit fails the read with
+ * FERRY_E_NOT_READABLE on mem, ipc and verbs; libfabric's tcp and shm do
+ * not check it (1.17 reads it; 2.1's shm leaves the read to its
+ * deadline): register readable only what peers may read. Over "ipc", a
+ * readable region must come from ferry_host_alloc, as a writable one. */
+
+#define FERRY_ACCESS_REMOTE_READ 2 /* readable by peers: has a descriptor */
+
+#define FERRY_E_NOT_READABLE (-32) /* a read of a region registered without FERRY_ACCESS_REMOTE_READ */
+
+/* length bytes from src (a peer's region) at src_offset into the local
+ * region dst at dst_offset. Sharded over n NICs it posts n reads, one per
+ * NIC; pinned, one. */
+typedef struct ferry_single_read {
+	ferry_region_t dst;
+	uint64_t dst_offset;
+	uint64_t length;
+	ferry_descriptor_t src;
+	uint64_t src_offset;
+	ferry_route route;
+} ferry_single_read;
+
+/* pages independent reads of length bytes: page i comes from
+ * src + src_offset + src_stride * src_pages[i] into
+ * dst + dst_offset + dst_stride * dst_pages[i]. Pages are split into
+ * contiguous ranges per NIC. The page arrays are copied. */
+typedef struct ferry_paged_read {
+	ferry_region_t dst;
+	const uint32_t *dst_pages;
+	uint64_t dst_stride;
+	uint64_t dst_offset;
+	ferry_descriptor_t src;
+	const uint32_t *src_pages;
+	uint64_t src_stride;
+	uint64_t src_offset;
+	size_t pages;
+	uint64_t length;
+} ferry_paged_read;
+
+/* One remote range of a scatter read: length bytes from src at src_offset
+ * into the read's local region at dst_offset. */
+typedef struct ferry_scatter_source {
+	ferry_descriptor_t src;
+	uint64_t length;
+	uint64_t src_offset;
+	uint64_t dst_offset;
+} ferry_scatter_source;
+
+/* Ranges of one or more peers' regions into one local region, the scatter
+ * shape turned around; route spreads the sources over the NICs as it
+ * spreads a scatter write's targets (FERRY_ROUTE_SHARDED: blocks of
+ * sources per NIC; FERRY_ROUTE_SHARD_BYTES: every source's bytes split
+ * over all NICs; FERRY_ROUTE_PINNED). The source array is copied. */
+typedef struct ferry_scatter_read {
+	ferry_region_t dst;
+	const ferry_scatter_source *sources;
+	size_t count;
+	ferry_route route;
+} ferry_scatter_read;
+
+#ifndef FERRY_NO_PROTOTYPES
+/* As the write submits: everything (regions, bounds against the
+ * descriptors, routes) is validated in the caller's thread, and bad input
+ * returns an error with nothing posted; the result arrives through c. */
+int ferry_submit_read(ferry_engine_t e, const ferry_single_read *r,
+                      ferry_completion_t c);
+int ferry_submit_paged_read(ferry_engine_t e, const ferry_paged_read *r,
+                            ferry_completion_t c);
+int ferry_submit_scatter_read(ferry_engine_t e, const ferry_scatter_read *r,
+                              ferry_completion_t c);
+#endif
+
+/* Request shapes for ferry_expected_imms. */
+#define FERRY_SHAPE_SINGLE 0  /* a single write routed by route */
+#define FERRY_SHAPE_PAGED 1   /* a paged write of count pages */
+#define FERRY_SHAPE_SCATTER 2 /* a scatter routed by route, count of its targets naming the receiver */
+#define FERRY_SHAPE_IMM 3     /* an immediate-only write */
+#define FERRY_SHAPE_BARRIER 4 /* a barrier, count of its destinations naming the receiver */
+
+#ifndef FERRY_NO_PROTOTYPES
+/* How many immediates a request of the given shape delivers to its
+ * receiver when the writer's engine has writer_nics NICs and the
+ * receiving region's descriptor lists target_nics (1 to 4 each; they need
+ * not be equal: see ferry_descriptor_info for a descriptor's count): the
+ * count a receiver waits for (ferry_imm_counter_wait, ferry_expect_imm)
+ * to know every byte of the request landed. route (may be NULL: sharded
+ * over every NIC) is the request's. The counts: imm 1; barrier and paged
+ * count; single pinned 1, sharded over n NICs n, sharded over 0 (all)
+ * max(writer_nics, target_nics); scatter count, or count * writer_nics
+ * with FERRY_ROUTE_SHARD_BYTES. A request without has_imm delivers none
+ * (do not ask). *out gets 0 for a request the submit would refuse (more
+ * shards than NICs). FERRY_E_INVALID for an unknown shape or route kind,
+ * NIC counts outside 1..4, a negative count, or a NULL out. */
+int ferry_expected_imms(int32_t shape, const ferry_route *route,
+                        int64_t count, int32_t writer_nics,
+                        int32_t target_nics, int64_t *out);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -156,13 +156,18 @@ func ferry_region_descriptor(h C.ferry_region_t, out *C.ferry_descriptor_t) (rc 
 	return C.int(codeOK)
 }
 
-// accessOf maps a FERRY_ACCESS_* value.
+// accessOf maps FERRY_ACCESS_* bits: FERRY_ACCESS_LOCAL (none),
+// FERRY_ACCESS_REMOTE_WRITE, FERRY_ACCESS_REMOTE_READ (1.5), or both.
 func accessOf(op string, access C.int32_t) (fabric.Access, error) {
-	switch access {
-	case C.FERRY_ACCESS_LOCAL:
-		return fabric.AccessLocal, nil
-	case C.FERRY_ACCESS_REMOTE_WRITE:
-		return fabric.AccessRemoteWrite, nil
+	if access&^(C.FERRY_ACCESS_REMOTE_WRITE|C.FERRY_ACCESS_REMOTE_READ) != 0 {
+		return 0, errInvalid(op, "access %d", int32(access))
 	}
-	return 0, errInvalid(op, "access %d", int32(access))
+	a := fabric.AccessLocal
+	if access&C.FERRY_ACCESS_REMOTE_WRITE != 0 {
+		a |= fabric.AccessRemoteWrite
+	}
+	if access&C.FERRY_ACCESS_REMOTE_READ != 0 {
+		a |= fabric.AccessRemoteRead
+	}
+	return a, nil
 }

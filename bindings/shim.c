@@ -70,6 +70,7 @@ const char *ferry_strerror(int code) {
 	case FERRY_E_NOT_FOUND: return "FERRY_E_NOT_FOUND";
 	case FERRY_E_EXISTS: return "FERRY_E_EXISTS";
 	case FERRY_E_UNAVAILABLE: return "FERRY_E_UNAVAILABLE";
+	case FERRY_E_NOT_READABLE: return "FERRY_E_NOT_READABLE";
 	case FERRY_E_INTERNAL: return "FERRY_E_INTERNAL";
 	}
 	return "FERRY_E_UNKNOWN_CODE";

@@ -61,7 +61,9 @@
 // # Reads
 //
 // SubmitRead and SubmitPagedRead pull bytes from a peer's region,
-// registered there with AccessRemoteRead, into a local one (RDMA READ).
+// registered there with AccessRemoteRead, into a local one (RDMA READ);
+// SubmitScatterRead gathers ranges of several peers' regions into one
+// local region, routed as a scatter write is.
 // They deliver no immediate: the initiator's completion says the bytes
 // are in its region. Deadlines, back-pressure, splitting and lost peers
 // work as for writes; a region without the read bit fails the read with

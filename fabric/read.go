@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/ferryrdma/ferry/fabric/rdma"
 )
@@ -162,4 +163,95 @@ func checkAccess(w *worker, access Access) error {
 		}
 	}
 	return nil
+}
+
+// ScatterSource is one remote range of a ScatterRead: Length bytes from
+// Src at SrcOffset into the read's local region at DstOffset.
+//
+// Its fields are laid out as ScatterTarget's, turned around (see
+// scatterTargets): keep the two in step.
+type ScatterSource struct {
+	Src       Descriptor
+	Length    uint64
+	DstOffset uint64
+	SrcOffset uint64
+}
+
+// ScatterRead reads ranges of one or more peers' regions into one local
+// region: the scatter shape turned around. The Sources slice is shared,
+// not copied: do not modify it until the transfer completes. Route spreads
+// the sources over the NICs as it spreads a ScatterWrite's targets
+// (ShardPeers, ShardBytes, ScatterPinned); with a PeerGroup, Sources must
+// be in the group's peer order and as many as its peers. No immediate
+// travels: the peers see nothing, and the read completes at the reader.
+type ScatterRead struct {
+	Dst     *MemoryRegion
+	Sources []ScatterSource
+	Route   ScatterRouting
+	Group   PeerGroup
+}
+
+// The worker carries a scatter read on its scatter path with every op
+// turned around (rdma.WriteRead): a target's Dst is then the remote
+// source, its SrcOffset the local offset and its DstOffset the remote
+// one, which is exactly where ScatterSource keeps them. These constants
+// fail to compile if the layouts ever drift apart.
+const (
+	_ = uint(unsafe.Offsetof(ScatterSource{}.Src) - unsafe.Offsetof(ScatterTarget{}.Dst))
+	_ = uint(unsafe.Offsetof(ScatterTarget{}.Dst) - unsafe.Offsetof(ScatterSource{}.Src))
+	_ = uint(unsafe.Offsetof(ScatterSource{}.Length) - unsafe.Offsetof(ScatterTarget{}.Length))
+	_ = uint(unsafe.Offsetof(ScatterTarget{}.Length) - unsafe.Offsetof(ScatterSource{}.Length))
+	_ = uint(unsafe.Offsetof(ScatterSource{}.DstOffset) - unsafe.Offsetof(ScatterTarget{}.SrcOffset))
+	_ = uint(unsafe.Offsetof(ScatterTarget{}.SrcOffset) - unsafe.Offsetof(ScatterSource{}.DstOffset))
+	_ = uint(unsafe.Offsetof(ScatterSource{}.SrcOffset) - unsafe.Offsetof(ScatterTarget{}.DstOffset))
+	_ = uint(unsafe.Offsetof(ScatterTarget{}.DstOffset) - unsafe.Offsetof(ScatterSource{}.SrcOffset))
+	_ = uint(unsafe.Sizeof(ScatterSource{}) - unsafe.Sizeof(ScatterTarget{}))
+	_ = uint(unsafe.Sizeof(ScatterTarget{}) - unsafe.Sizeof(ScatterSource{}))
+)
+
+// scatterTargets views sources as the scatter targets the worker walks,
+// without copying (a submit allocates nothing).
+func scatterTargets(sources []ScatterSource) []ScatterTarget {
+	return unsafe.Slice((*ScatterTarget)(unsafe.Pointer(unsafe.SliceData(sources))), len(sources))
+}
+
+// SubmitScatterRead posts a scatter read through the worker of the
+// destination's device. Every source is checked against its descriptor
+// and the local region first; a source region registered without
+// AccessRemoteRead fails the transfer with ErrNotReadable, a lost peer
+// with ErrPeerLost (a PeerError naming it), as for the other reads.
+func (e *Engine) SubmitScatterRead(r ScatterRead, c Completion) error {
+	if e == nil {
+		return errNilEngine
+	}
+	const op = "scatter read"
+	if !r.Dst.validFor(e) {
+		return e.readDstErr(op)
+	}
+	w := r.Dst.w
+	if err := checkReads(op, w); err != nil {
+		return err
+	}
+	n := len(w.doms)
+	if len(r.Sources) == 0 {
+		return reqErr(op, ErrInvalidArgument, "no sources")
+	}
+	if r.Route.mode == 2 && (r.Route.nic < 0 || r.Route.nic >= n) {
+		return reqErr(op, ErrInvalidArgument, "pinned nic %d of %d", r.Route.nic, n)
+	}
+	for i := range r.Sources {
+		s := &r.Sources[i]
+		if err := checkDesc(op, &s.Src, n); err != nil {
+			return err
+		}
+		if !inRange(s.DstOffset, s.Length, r.Dst.span.Len) {
+			return reqErr(op, ErrOutOfBounds, "source %d destination [%d, +%d) of %d bytes", i, s.DstOffset, s.Length, r.Dst.span.Len)
+		}
+		if !s.Src.check(s.SrcOffset, s.Length) {
+			return reqErr(op, ErrOutOfBounds, "source %d [%d, +%d) of %d bytes", i, s.SrcOffset, s.Length, s.Src.Length)
+		}
+	}
+	q := request{kind: reqScatter, c: c, flags: rdma.WriteRead, src: r.Dst,
+		targets: scatterTargets(r.Sources), sroute: r.Route, group: r.Group}
+	return e.enqueue(w, &q)
 }

@@ -392,6 +392,7 @@ func (w *worker) acceptScatter(xi uint32, r *request) {
 		if r.hasImm {
 			c.flags = rdma.WriteHasImm
 		}
+		c.flags |= r.flags
 		w.source(c, r.src)
 		c.targets, c.first, c.group = r.targets[lo:hi], lo, g
 		c.slice, c.nslices = slice, nslices

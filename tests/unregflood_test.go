@@ -47,7 +47,7 @@ func runUnregTarget() error {
 	if err != nil {
 		return err
 	}
-	r, err := e.RegisterHost(buf, fabric.AccessRemoteWrite)
+	r, err := e.RegisterHost(buf, targetAccess())
 	if err != nil {
 		return err
 	}
@@ -84,6 +84,11 @@ func runUnregTarget() error {
 				return fmt.Errorf("free after unregister: %w", err)
 			}
 			fmt.Println("REUSED")
+		case "fill 7":
+			for i := range buf.Bytes() {
+				buf.Bytes()[i] = pattern(7, i)
+			}
+			fmt.Println("FILLED")
 		case "check 7":
 			// Every byte as the writer's source has it (pattern 7).
 			res := "ok"

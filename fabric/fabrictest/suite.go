@@ -178,6 +178,7 @@ func Run(t *testing.T, p Params) {
 	t.Run("PagedRead", func(t *testing.T) { testPagedRead(t, p) })
 	t.Run("ReadRacingWrites", func(t *testing.T) { testReadRacingWrites(t, p) })
 	t.Run("ReadRefused", func(t *testing.T) { testReadRefused(t, p) })
+	t.Run("ScatterRead", func(t *testing.T) { testScatterRead(t, p) })
 	t.Run("ImmCountExpected", func(t *testing.T) { testImmCount(t, p) })
 	t.Run("ImmCounterCredit", func(t *testing.T) { testCredit(t, p) })
 	t.Run("FlagCounter", func(t *testing.T) { testFlag(t, p) })

@@ -39,11 +39,12 @@ from __future__ import annotations
 from ._memory import HostBuffer, RawMemory
 from .directory import Directory, Entry, Event, Publication, Watch, address_from_hex
 from .engine import (Callback, Completion, Counter, Descriptor, Engine, ImmCounter, Lease, Region, Transfer,
-                     abi_version, gpu_dmabuf_supported, library_path, live_handles, transports, version)
+                     abi_version, expected_imms, gpu_dmabuf_supported, library_path, live_handles, transports,
+                     version)
 from .errors import (AbandonedError, BadEncodingError, BrokenError, BusyError, CallOrderError, ClosedError,
                      ExistsError, ExpertOverflowError, FerryError, NotFoundError, UnavailableError,
                      FerryTimeoutError, InternalError, InvalidArgumentError, NICMismatchError,
-                     NoMemoryError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
+                     NoMemoryError, NotReadableError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
                      QueueFullError, RemovedError, RendezvousError, StaleDescriptorError, TimeoutError_,
                      TooLargeError, UnknownRegionError, UnknownTransportError, NotLeasedError,
                      NotifyTooLargeError, LeasesExhaustedError)
@@ -60,4 +61,5 @@ __all__ = [
     "RemovedError", "AbandonedError", "UnknownRegionError", "InternalError", "CallOrderError", "BrokenError",
     "ExpertOverflowError", "NotFoundError", "ExistsError", "UnavailableError", "StaleDescriptorError",
     "Directory", "Publication", "Watch", "Entry", "Event", "address_from_hex",
+    "NotReadableError", "expected_imms",
 ]

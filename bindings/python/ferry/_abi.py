@@ -51,6 +51,7 @@ E_LEASES_EXHAUSTED = -31
 LEASE_BASE = 0xC0000000
 MAX_LEASE_IMMS = 4096
 MAX_NOTIFY_PAYLOAD = 4096
+E_NOT_READABLE = -32  # 1.5 reads
 E_INTERNAL = -99
 
 POLL_ADAPTIVE = 0
@@ -58,9 +59,15 @@ POLL_SPIN = 1
 LOG_DEFAULT, LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_NONE = range(6)
 ACCESS_LOCAL = 0
 ACCESS_REMOTE_WRITE = 1
+ACCESS_REMOTE_READ = 2  # 1.5: a bit, or-ed with ACCESS_REMOTE_WRITE
 ROUTE_SHARDED = 0
 ROUTE_PINNED = 1
 ROUTE_SHARD_BYTES = 2
+SHAPE_SINGLE = 0  # 1.5: ferry_expected_imms
+SHAPE_PAGED = 1
+SHAPE_SCATTER = 2
+SHAPE_IMM = 3
+SHAPE_BARRIER = 4
 GPU_PATH_DMABUF = 1
 GPU_PATH_PEER_MEMORY = 2
 GPU_PLACE_TOPOLOGY = 0
@@ -251,8 +258,57 @@ class A2AInfo(C.Structure):
     ]
 
 
+# 1.5 reads.
+class SingleRead(C.Structure):
+    _c_name_ = "ferry_single_read"
+    _fields_ = [
+        ("dst", handle),
+        ("dst_offset", C.c_uint64),
+        ("length", C.c_uint64),
+        ("src", handle),
+        ("src_offset", C.c_uint64),
+        ("route", Route),
+    ]
+
+
+class PagedRead(C.Structure):
+    _c_name_ = "ferry_paged_read"
+    _fields_ = [
+        ("dst", handle),
+        ("dst_pages", C.POINTER(C.c_uint32)),
+        ("dst_stride", C.c_uint64),
+        ("dst_offset", C.c_uint64),
+        ("src", handle),
+        ("src_pages", C.POINTER(C.c_uint32)),
+        ("src_stride", C.c_uint64),
+        ("src_offset", C.c_uint64),
+        ("pages", C.c_size_t),
+        ("length", C.c_uint64),
+    ]
+
+
+class ScatterSource(C.Structure):
+    _c_name_ = "ferry_scatter_source"
+    _fields_ = [
+        ("src", handle),
+        ("length", C.c_uint64),
+        ("src_offset", C.c_uint64),
+        ("dst_offset", C.c_uint64),
+    ]
+
+
+class ScatterRead(C.Structure):
+    _c_name_ = "ferry_scatter_read"
+    _fields_ = [
+        ("dst", handle),
+        ("sources", C.POINTER(ScatterSource)),
+        ("count", C.c_size_t),
+        ("route", Route),
+    ]
+
+
 STRUCTS: List[Any] = [Config, Stats, Route, SingleWrite, PagedWrite, ScatterTarget, ScatterWrite, Tensor,
-                      A2AConfig, A2AInfo]
+                      A2AConfig, A2AInfo, SingleRead, PagedRead, ScatterSource, ScatterRead]
 
 # Callback types (ferry.h typedefs). ctypes takes the GIL when the library
 # calls them on an engine's dispatcher thread.
@@ -270,7 +326,7 @@ _pi64 = C.POINTER(C.c_int64)
 _pi32 = C.POINTER(C.c_int32)
 _pu8 = C.POINTER(C.c_uint8)
 
-# name: (result type, argument types). Every function of ferry.h 1.4.
+# name: (result type, argument types). Every function of ferry.h 1.5.
 PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_strerror": (C.c_char_p, [C.c_int]),
     "ferry_last_error": (C.c_size_t, [C.c_char_p, C.c_size_t]),
@@ -372,6 +428,11 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_notify": (C.c_int, [_u64, _pu8, C.c_size_t, C.c_void_p, C.c_size_t, _u64]),
     "ferry_lease_wait_notification": (C.c_int, [_u64, C.c_int64, C.c_void_p, C.c_size_t, _psz, _pu64]),
     "ferry_engine_drops": (C.c_int, [_u64, _pu64, _pu64]),
+    # 1.5 reads
+    "ferry_submit_read": (C.c_int, [_u64, C.POINTER(SingleRead), _u64]),
+    "ferry_submit_paged_read": (C.c_int, [_u64, C.POINTER(PagedRead), _u64]),
+    "ferry_submit_scatter_read": (C.c_int, [_u64, C.POINTER(ScatterRead), _u64]),
+    "ferry_expected_imms": (C.c_int, [C.c_int32, C.POINTER(Route), C.c_int64, C.c_int32, C.c_int32, _pi64]),
 }
 
 

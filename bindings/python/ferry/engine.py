@@ -83,10 +83,11 @@ class Region(Handle):
 
     _free_ = "ferry_unregister"
 
-    def __init__(self, h: int, mem: Memory, remote_write: bool) -> None:
+    def __init__(self, h: int, mem: Memory, remote_write: bool, remote_read: bool = False) -> None:
         super().__init__(h, mem, release=_unregister)
         self.memory = mem
         self.remote_write = remote_write
+        self.remote_read = remote_read
 
     @property
     def addr(self) -> int:
@@ -97,7 +98,8 @@ class Region(Handle):
         return self.memory.nbytes
 
     def descriptor(self) -> Descriptor:
-        """A new descriptor of this region (remote_write regions only)."""
+        """A new descriptor of this region (remote_write or remote_read
+        regions only)."""
         h = C.c_uint64()
         check("ferry_region_descriptor", self.handle, C.byref(h))
         return Descriptor(h.value)
@@ -371,18 +373,24 @@ class Engine(Handle):
 
     # ----------------------------------------------------------- memory
 
-    def register(self, obj: Any, remote_write: bool = False) -> Region:
+    def register(self, obj: Any, remote_write: bool = False, remote_read: bool = False) -> Region:
         """Registers obj's memory without copying it: a HostBuffer, anything
         with the buffer protocol, __dlpack__ or __cuda_array_interface__
         (numpy arrays, torch tensors; CUDA memory needs a library with GPU
-        registration). remote_write=True lets peers write it (it then has
-        a descriptor). The object stays exported until the region closes."""
+        registration). remote_write=True lets peers write it, remote_read=True
+        (library 1.5) lets them read it with Engine.read (either gives it a
+        descriptor; remote write does not imply remote read). The object
+        stays exported until the region closes."""
         mem = as_memory(obj, writable=remote_write)
         try:
             if remote_write and mem.readonly:
                 raise ValueError("a remote_write region needs writable memory")
+            if remote_read:
+                _need_reads("remote_read registration")
             h = C.c_uint64()
             access = _abi.ACCESS_REMOTE_WRITE if remote_write else _abi.ACCESS_LOCAL
+            if remote_read:
+                access |= _abi.ACCESS_REMOTE_READ
             if mem.device == CUDA:
                 self._register_gpu(mem, access, h)
             else:
@@ -390,7 +398,7 @@ class Engine(Handle):
         except BaseException:
             mem.release()
             raise
-        return self._adopt(Region(h.value, mem, remote_write))
+        return self._adopt(Region(h.value, mem, remote_write, remote_read))
 
     def _register_gpu(self, mem: Memory, access: int, out: Any) -> None:
         if not has("ferry_register_gpu"):
@@ -399,6 +407,55 @@ class Engine(Handle):
                                     lib().ferry_version_string().decode())
         path = C.c_int32()
         check("ferry_register_gpu", self.handle, mem.addr, mem.nbytes, access, C.byref(out), C.byref(path))
+
+    # ------------------------------------------------------- reads (1.5)
+
+    def read(self, dst: Region, src: Descriptor, length: Optional[int] = None, *, dst_offset: int = 0,
+             src_offset: int = 0, route: Optional[Tuple[str, int]] = None, done: Completion = None) -> None:
+        """RDMA READ: length bytes (default: the rest of dst) from the peer's
+        region src (registered there with remote_read=True) at src_offset
+        into the local region dst at dst_offset. No immediate travels: the
+        peer sees nothing, and done says the bytes are in dst. A region not
+        registered readable fails it with NotReadableError where the
+        transport checks (mem, ipc, verbs)."""
+        _need_reads("read")
+        if length is None:
+            length = dst.nbytes - dst_offset
+        r = _route(route)
+        req = _abi.SingleRead(dst=dst.handle, dst_offset=dst_offset, length=length, src=src.handle,
+                              src_offset=src_offset, route=r if r is not None else _abi.Route())
+        check("ferry_submit_read", self.handle, C.byref(req), _completion(done))
+
+    def read_pages(self, dst: Region, src: Descriptor, dst_pages: Sequence[int], src_pages: Sequence[int],
+                   length: int, *, dst_stride: Optional[int] = None, src_stride: Optional[int] = None,
+                   dst_offset: int = 0, src_offset: int = 0, done: Completion = None) -> None:
+        """Independent page reads: page i from src_offset + src_stride *
+        src_pages[i] of src into dst_offset + dst_stride * dst_pages[i] of
+        dst, length bytes each (strides default to length)."""
+        _need_reads("read_pages")
+        if len(src_pages) != len(dst_pages):
+            raise ValueError("src_pages and dst_pages differ in length: %d != %d" % (len(src_pages), len(dst_pages)))
+        n = len(src_pages)
+        sp, dp = (C.c_uint32 * max(n, 1))(*src_pages), (C.c_uint32 * max(n, 1))(*dst_pages)
+        req = _abi.PagedRead(dst=dst.handle, dst_pages=dp, dst_stride=length if dst_stride is None else dst_stride,
+                             dst_offset=dst_offset, src=src.handle, src_pages=sp,
+                             src_stride=length if src_stride is None else src_stride, src_offset=src_offset,
+                             pages=n, length=length)
+        check("ferry_submit_paged_read", self.handle, C.byref(req), _completion(done))
+
+    def scatter_read(self, dst: Region, sources: Iterable[Tuple[Descriptor, int, int, int]], *,
+                     route: Optional[Tuple[str, int]] = None, done: Completion = None) -> None:
+        """Ranges of one or more peers' regions into dst: sources are (src,
+        length, src_offset, dst_offset). route spreads them over the NICs
+        as scatter does (("sharded", 0), ("shard_bytes", 0), ("pinned", nic))."""
+        _need_reads("scatter_read")
+        ss = list(sources)
+        arr = (_abi.ScatterSource * max(len(ss), 1))()
+        for i, (d, length, so, do) in enumerate(ss):
+            arr[i] = _abi.ScatterSource(d.handle, length, so, do)
+        r = _route(route)
+        req = _abi.ScatterRead(dst=dst.handle, sources=arr, count=len(ss), route=r if r is not None else _abi.Route())
+        check("ferry_submit_scatter_read", self.handle, C.byref(req), _completion(done))
 
     # ------------------------------------------------------------ writes
 
@@ -628,7 +685,8 @@ def version() -> str:
 
 def abi_version() -> Tuple[int, int, int]:
     """The library's ABI version (major, minor, patch): 1.2 has the
-    all-to-all and GPU registration, 1.3 the directory."""
+    all-to-all and GPU registration, 1.3 the directory, 1.4 connect, 1.5
+    reads and expected_imms."""
     v = int(lib().ferry_version())
     return v >> 16, (v >> 8) & 0xFF, v & 0xFF
 
@@ -650,10 +708,46 @@ def gpu_dmabuf_supported(ordinal: int = 0) -> bool:
     return bool(lib().ferry_gpu_dmabuf_supported(ordinal) == _abi.OK)
 
 
+def _need_reads(what: str) -> None:
+    """Refuses reads on a library older than 1.5."""
+    if not has("ferry_submit_read"):
+        raise NotSupportedError("ferry_submit_read", _abi.E_NOT_SUPPORTED, "FERRY_E_NOT_SUPPORTED",
+                                "libferry %s has no %s (1.5 or later needed)" %
+                                (lib().ferry_version_string().decode(), what))
+
+
+_SHAPES = {"single": _abi.SHAPE_SINGLE, "paged": _abi.SHAPE_PAGED, "scatter": _abi.SHAPE_SCATTER,
+           "imm": _abi.SHAPE_IMM, "barrier": _abi.SHAPE_BARRIER}
+
+
+def expected_imms(shape: str, writer_nics: int, target_nics: int, *, count: int = 0,
+                  route: Optional[Tuple[str, int]] = None) -> int:
+    """How many immediates a request delivers to its receiver when the
+    writer's engine has writer_nics NICs and the receiving region's
+    descriptor lists target_nics (Descriptor.info()[2]); they need not be
+    equal. shape is "single" (routed by route, default sharded over every
+    NIC), "paged" (count pages), "scatter" (routed by route, count of its
+    targets naming the receiver), "imm" or "barrier" (count destinations
+    naming the receiver). A request without an immediate delivers none; 0
+    for one the submit would refuse. Library 1.5 or later."""
+    if shape not in _SHAPES:
+        raise ValueError("shape must be one of %s, got %r" % (sorted(_SHAPES), shape))
+    if not has("ferry_expected_imms"):
+        raise NotSupportedError("ferry_expected_imms", _abi.E_NOT_SUPPORTED, "FERRY_E_NOT_SUPPORTED",
+                                "libferry %s has no expected_imms (1.5 or later needed)" %
+                                lib().ferry_version_string().decode())
+    r = _route(route)
+    n = C.c_int64()
+    check("ferry_expected_imms", _SHAPES[shape], C.byref(r) if r is not None else None, count, writer_nics,
+          target_nics, C.byref(n))
+    return n.value
+
+
 def library_path() -> str:
     """Where the loaded libferry came from."""
     return str(getattr(lib(), "_ferry_path", ""))
 
 
 __all__ = ["Engine", "Region", "Descriptor", "Transfer", "Counter", "Callback", "ImmCounter", "Completion",
-           "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported", "abi_version", "raise_for", "closed"]
+           "live_handles", "version", "transports", "library_path", "gpu_dmabuf_supported", "abi_version", "raise_for", "closed",
+           "expected_imms"]

@@ -21,6 +21,7 @@ of the built-in exception a Python caller would catch for it.
       NotFoundError                  LookupError: no directory entry or region of that name
       ExistsError                    ValueError: a live publication already holds the engine name
       UnavailableError               ConnectionError: the directory's server cannot be reached
+      NotReadableError               PermissionError: a read of a region its owner did not make readable
       ProviderError, BusyError, QueueFullError, RemovedError, AbandonedError,
       UnknownRegionError, InternalError
 """
@@ -121,6 +122,10 @@ class UnavailableError(FerryError, ConnectionError):
     pass
 
 
+class NotReadableError(FerryError, PermissionError):
+    pass
+
+
 class ProviderError(FerryError):
     pass
 
@@ -197,6 +202,7 @@ _BY_CODE: Dict[int, Type[FerryError]] = {
     _abi.E_NOT_FOUND: NotFoundError,
     _abi.E_EXISTS: ExistsError,
     _abi.E_UNAVAILABLE: UnavailableError,
+    _abi.E_NOT_READABLE: NotReadableError,
     _abi.E_INTERNAL: InternalError,
 }
 
