@@ -2,8 +2,6 @@ package fabric
 
 import (
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // Which handles may share a registration (registration.serves): the rules
@@ -49,29 +47,5 @@ func TestRegistrationServes(t *testing.T) {
 		if got := tc.reg.serves(tc.span, tc.access); got != tc.want {
 			t.Errorf("%s: serves = %v, want %v", tc.name, got, tc.want)
 		}
-	}
-}
-
-// Registration beside the worker runs at a lower priority, on a thread of
-// its own that the lowered priority never leaves.
-func TestLowerThreadPriority(t *testing.T) {
-	got := make(chan int, 1)
-	go func() {
-		lowerThreadPriority()
-		p, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
-		if err != nil {
-			p = -100
-		}
-		got <- p
-	}()
-	// The raw syscall returns 20 - nice; raising one's own nice value
-	// needs no privilege.
-	if nice := 20 - <-got; nice != besidePriority {
-		t.Fatalf("nice %d after lowering, want %d", nice, besidePriority)
-	}
-	// This goroutine's thread is untouched.
-	p, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
-	if err != nil || 20-p == besidePriority {
-		t.Fatalf("the caller's thread: nice %d, %v", 20-p, err)
 	}
 }

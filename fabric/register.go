@@ -166,11 +166,10 @@ func (w *worker) unregisterAll(reg *registration) error {
 
 // eachDomain runs f for every domain of w: one after another on the
 // worker when its providers want that; else each on a goroutine of its
-// own, returning when all have. Beside the worker, each of those runs on
-// a thread of lower priority (besidePriority): pinning a large region is
-// CPU work (the kernel faults, zeroes and pins every page), and where
-// cores are scarce it must take what the data path leaves, not half of
-// it.
+// own, returning when all have. Those run at the program's priority: a
+// lower one would need a thread of their own that ends with the call, and
+// a Go program's threads must not end under it (a child started with
+// Pdeathsig from such a thread would be killed with it).
 func (w *worker) eachDomain(f func(i int, ds *domState)) {
 	if w.regMode == RegisterOnWorker || (len(w.doms) == 1 && w.regMode != RegisterBeside) {
 		for i, ds := range w.doms {
@@ -183,9 +182,6 @@ func (w *worker) eachDomain(f func(i int, ds *domState)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if w.regMode == RegisterBeside {
-				lowerThreadPriority()
-			}
 			f(i, ds)
 		}()
 	}
