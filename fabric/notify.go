@@ -18,15 +18,20 @@ import (
 // writes completed at the initiator, as one write with an immediate
 // (header and payload into the mailbox, the lease's notification value as
 // the immediate), and the target reads the mailbox when that immediate
-// arrives, after the write's bytes. That a completed write is visible at
-// the target holds where a completion means delivery: verbs (RC completes
-// on the responder's acknowledgement), ipc and mem (the bytes are copied
-// when it completes), shm, and any libfabric write through NIC 0, whose
-// connection also carries the notification, in order. tcp;ofi_rxm
-// completes a plain write once it was sent, so a write through another
-// NIC may still be in flight when the notification overtakes it: on a
-// multi-NIC tcp group, count the request's immediates as well. The same
-// holds for SubmitNotification and the writes completed before it.
+// arrives, after the write's bytes. The request's writes are flagged
+// rdma.WriteVisible, so each completes only once its bytes are visible at
+// the target, through whichever NIC it went: verbs (RC completes on the
+// responder's acknowledgement), ipc and mem (the bytes are copied when it
+// completes) and shm (its copy into the target is the write) complete so
+// anyway; tcp;ofi_rxm and efa, which complete a write once sent, ask
+// delivery completion for these writes only (writes without a
+// notification keep the cheaper completion).
+//
+// SubmitNotification sends a notification on its own, after writes the
+// caller saw complete: those were not flagged, so on tcp;ofi_rxm and efa
+// a write through a NIC other than NIC 0 (which carries notifications, in
+// order behind that NIC's writes) may still be in flight; put the
+// notification on the request (Notify) instead where that matters.
 //
 // Order: an engine sends its notifications one at a time, each after the
 // previous one completed, in the order their requests completed (the
@@ -112,10 +117,11 @@ func (m *Mailbox) UnmarshalText(t []byte) error {
 // of the request that carries it (SingleWrite.Notify, PagedWrite.Notify)
 // completed at the initiator, as one write with the lease's notification
 // value as immediate into the mailbox; the target hands it over when that
-// immediate arrives, which is after its bytes. That the request's
-// completed writes are visible then holds wherever a completion means
-// delivery (all transports but tcp;ofi_rxm writes through NICs other than
-// NIC 0, which complete when sent). An engine sends its
+// immediate arrives, which is after its bytes. The request's writes are
+// all visible at the target by then, over every transport and NIC: they
+// complete only once delivered (see the notes at the top of notify.go;
+// this costs tcp;ofi_rxm and efa a delivery acknowledgement per write of
+// a request that carries a notification). An engine sends its
 // notifications one at a time, each after the previous completed, so they
 // reach a target in the order their requests completed. A mailbox takes
 // one notification in flight: the next may overwrite it before it is read.
@@ -270,9 +276,10 @@ func (n *noteChannel) receive(e *Engine, at uintptr, imm, base uint32, out chan 
 // SubmitNotification sends n on its own, in order with the engine's other
 // notifications: for a request made of several writes, submit it once
 // their completions were reported, and the target hands it over after them
-// (where a completion means delivery: verbs, ipc, mem, and libfabric
-// writes through NIC 0; a tcp;ofi_rxm write through another NIC completes
-// when sent, see Notification). c reports when the notification was
+// (where a completion means delivery: verbs, ipc, mem, shm, and libfabric
+// writes through NIC 0; a tcp;ofi_rxm or efa write through another NIC
+// completes when sent, which only a notification carried by the request
+// itself accounts for, see Notification). c reports when the notification was
 // delivered into the mailbox.
 func (e *Engine) SubmitNotification(n Notification, c Completion) error {
 	if e == nil {
@@ -325,10 +332,10 @@ func (e *Engine) submitNotified(op string, nt *Notification, w *worker, q *reque
 	if err != nil {
 		return err
 	}
-	// The request's writes are posted as usual. Asking for delivery
-	// completion (rdma.WriteDelivered) would close the gap tcp;ofi_rxm
-	// leaves (see Notification), but libfabric 1.17's shm never completed
-	// such writes on a 2-NIC group in the conformance suite.
+	// The request's writes complete only once visible at the target
+	// (providers that complete a write once sent ask for delivery), so
+	// that the notification, sent after them, never overtakes one.
+	q.flags |= rdma.WriteVisible
 	q.c = Completion{deadline: c.deadline, ctx: c.ctx, fn: func(err error) {
 		if err != nil {
 			job.finish(err)
