@@ -219,6 +219,9 @@ func (l *Lease) Retire() error {
 		ent.remove()
 	}
 	if l.box != 0 {
+		// Notices still queued stay takeable, but no longer free slots
+		// of a mailbox a later lease may be given.
+		l.q.detach()
 		e.notes.freeBox(l.box - 1)
 		l.box = 0
 	}

@@ -270,6 +270,14 @@ func (q *noticeQueue) push(n Notice, seq uint32, lost uint64) (ok bool) {
 	return ok
 }
 
+// detach stops take from freeing the mailbox's slots: the lease retired
+// and the mailbox may go to another.
+func (q *noticeQueue) detach() {
+	q.mu.Lock()
+	q.ctl = nil
+	q.mu.Unlock()
+}
+
 // lose records n losses after the queued items.
 func (q *noticeQueue) lose(n uint64) {
 	q.mu.Lock()
@@ -294,7 +302,7 @@ func (q *noticeQueue) take() (n Notice, lost uint64, ok bool) {
 		n = q.items[0]
 		q.items[0] = Notice{}
 		// Its slot and every one before it are free now.
-		if free := q.seqs[0] + 1; int32(free-q.ctl.Load()) > 0 {
+		if free := q.seqs[0] + 1; q.ctl != nil && int32(free-q.ctl.Load()) > 0 {
 			q.ctl.Store(free)
 		}
 		q.items, q.seqs, q.lost = q.items[1:], q.seqs[1:], q.lost[1:]
