@@ -140,7 +140,8 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	// copy into the target is done, which is that already (and libfabric
 	// 1.17's shm never completed delivery-complete writes posted on
 	// several endpoints of one process at once); tcp completes a write
-	// once sent and efa once its packets left, so they ask for delivery.
+	// once sent, and so does efa for the writes it emulates over sends
+	// (see "Write completion" in doc.go), so they ask for delivery.
 	if d.provName != "shm" {
 		ep.VisibleNeedsDelivery()
 	}

@@ -26,9 +26,11 @@ import (
 // the target, through whichever NIC it went: verbs (RC completes on the
 // responder's acknowledgement), ipc and mem (the bytes are copied when it
 // completes) and shm (its copy into the target is the write) complete so
-// anyway; tcp;ofi_rxm and efa, which complete a write once sent, ask
-// delivery completion for these writes only (writes without a
-// notification keep the cheaper completion).
+// anyway; tcp;ofi_rxm, which completes a write once sent, asks delivery
+// completion for these writes only (writes without a notification keep
+// the cheaper completion), and so does efa (free for the writes its
+// device carries out, which complete on the responder's acknowledgement;
+// its writes emulated over sends then use delivery-complete packets).
 //
 // SubmitNotification sends a notification on its own, after writes the
 // caller saw complete: those were not flagged, so on tcp;ofi_rxm and efa

@@ -121,10 +121,10 @@ const (
 	// request's writes completed, possibly through another NIC. Providers
 	// whose write completion already means that (verbs RC, shm, ipc, mem)
 	// ignore it; libfabric providers that complete a write once it was
-	// sent (tcp;ofi_rxm, efa) ask delivery completion for it, as for
-	// WriteDelivered. Providers that do not know the flag must treat a
-	// write completion as delivery or the engine's notifications may
-	// overtake their writes.
+	// sent (tcp;ofi_rxm; efa's writes emulated over sends) ask delivery
+	// completion for it, as for WriteDelivered. Providers that do not know
+	// the flag must treat a write completion as delivery or the engine's
+	// notifications may overtake their writes.
 	WriteVisible uint32 = 1 << 3
 )
 
