@@ -162,10 +162,11 @@ func (m *Mailbox) UnmarshalText(t []byte) error {
 // acknowledgement per write of a request that carries a notification). An
 // engine sends its notifications one at a time, each after the previous
 // was delivered, so they reach a target in the order their requests
-// completed. A mailbox queues up to MailboxDepth not yet taken; a sender MailboxDepth ahead of what the target took waits
-// (back-pressure, up to the request's deadline). The payload is copied at
-// submit. The request's completion
-// reports the end of the writes and of the notifications together.
+// completed. A mailbox queues up to MailboxDepth not yet taken; a sender
+// MailboxDepth ahead of what the target took waits (back-pressure, up to
+// the request's deadline). The payload is copied at submit. The request's
+// completion reports the end of the writes and of the notifications
+// together.
 type Notification struct {
 	To      Mailbox
 	Payload []byte
@@ -199,7 +200,8 @@ func (e *NotificationsLostError) Unwrap() error { return ErrNotificationsLost }
 // calls return the same) for the initiator to send notifications to. The
 // inbox is allocated and registered at the first call: 256 mailboxes of
 // MailboxDepth slots of 4 KiB (8.1 MiB, remotely writable and readable),
-// ErrLeasesExhausted when all are taken. A retired lease's mailbox is reused last of all free ones.
+// ErrLeasesExhausted when all are taken. A retired lease's mailbox is
+// reused last of all free ones.
 func (l *Lease) Mailbox() (Mailbox, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
