@@ -3,8 +3,6 @@ package tests
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -25,26 +23,8 @@ import (
 // remote-writable buffer and waits to be killed.
 func runStaleTarget() error {
 	port, _ := strconv.Atoi(os.Getenv("FERRY_TEST_PORT"))
-	e, err := fabric.Open(context.Background(), fabric.Config{Transport: os.Getenv("FERRY_TEST_TRANSPORT"),
-		Node: os.Getenv("FERRY_TEST_NODE"), ListenPort: port})
-	if err != nil {
-		return err
-	}
-	buf, err := fabric.AllocHost(1 << 20)
-	if err != nil {
-		return err
-	}
-	r, err := e.RegisterHost(buf, fabric.AccessRemoteWrite)
-	if err != nil {
-		return err
-	}
-	d, err := r.Descriptor()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("DESC %s\n", d)
-	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
-	return nil
+	return runKilledTarget(fabric.Config{Transport: os.Getenv("FERRY_TEST_TRANSPORT"),
+		Node: os.Getenv("FERRY_TEST_NODE"), ListenPort: port}, 1<<20)
 }
 
 // startStaleTarget starts a target process and returns its descriptor.
