@@ -213,6 +213,7 @@ func killOneUnderFlood(t *testing.T, transport, what string, victim, survivor *t
 	const liveness = killLiveness
 	var floods [2]flood
 	var stop atomic.Bool
+	t.Cleanup(func() { stop.Store(true) }) // a failed check must not leave the floods running
 	var wg sync.WaitGroup
 	for k, tg := range []*target{victim, survivor} {
 		wg.Add(1)
@@ -274,6 +275,7 @@ func unregisterUnderFlood(t *testing.T, transport, what string, e *fabric.Engine
 	const deadline = 3 * time.Second
 	var f flood
 	var stop atomic.Bool
+	t.Cleanup(func() { stop.Store(true) }) // a failed check must not leave the flood running
 	flooded := make(chan struct{})
 	go func() { defer close(flooded); f.run(&stop, slots, deadline, submit) }()
 	for f.ok.Load() < 500 {
