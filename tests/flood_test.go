@@ -206,11 +206,10 @@ const killLiveness = 10 * time.Second
 // under the flood and checks that a dead peer costs only its own
 // transfers: they end with a PeerError naming it within the liveness
 // deadline, and the survivor's go on without a single error. It returns
-// the two floods (victim's first) for the caller's further checks, the
-// survivor's bytes among them.
+// the two floods (victim's first) for the caller's further checks;
+// checking the survivor's bytes is the caller's too.
 func killOneUnderFlood(t *testing.T, transport, what string, victim, survivor *target, slots int,
 	submit func(tg *target) submitFunc) *[2]flood {
-	const liveness = killLiveness
 	var floods [2]flood
 	var stop atomic.Bool
 	t.Cleanup(func() { stop.Store(true) }) // a failed check must not leave the floods running
@@ -219,7 +218,7 @@ func killOneUnderFlood(t *testing.T, transport, what string, victim, survivor *t
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			floods[k].run(&stop, slots, liveness, submit(tg))
+			floods[k].run(&stop, slots, killLiveness, submit(tg))
 		}()
 	}
 	for floods[0].ok.Load() < 300 || floods[1].ok.Load() < 300 {
@@ -233,7 +232,7 @@ func killOneUnderFlood(t *testing.T, transport, what string, victim, survivor *t
 	victim.cmd.Kill()
 	killed := time.Now()
 	for floods[0].failed.Load() == 0 {
-		require.Less(t, time.Since(killed), liveness+5*time.Second, "no failure for the killed target")
+		require.Less(t, time.Since(killed), killLiveness+5*time.Second, "no failure for the killed target")
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("%s: first failed %s with the killed target after %v", transport, what, time.Since(killed).Round(time.Millisecond))
@@ -244,7 +243,7 @@ func killOneUnderFlood(t *testing.T, transport, what string, victim, survivor *t
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(liveness + 20*time.Second):
+	case <-time.After(killLiveness + 20*time.Second):
 		t.Fatalf("%ss still pending long past their deadline", what)
 	}
 	t.Logf("%s: survivor %d %ss ok (%d after the kill), %d failed; victim %d ok, %d failed; longest submit %v",
