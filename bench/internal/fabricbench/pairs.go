@@ -13,7 +13,7 @@ import (
 // large size rest on a handful of iterations each, taken a second apart:
 // on a shared machine whose load changes from one second to the next, the
 // ratio of the two rows then says more about the load than about reads.
-// In rounds both see the same machine, as farm-bench pairs commands.
+// In rounds both see the same machine.
 //
 // A pair runs at least pairIters iterations of each case unless the spec
 // fixes Iters, in at most pairRounds rounds. The first round of each case
