@@ -164,11 +164,11 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if err != nil {
 		return nil, fmt.Errorf("a2a host backend: share node buffers: %w", err)
 	}
-	if b.table, err = fabric.AllocHost(l.CountTableBytes); err != nil {
+	if b.table, err = fabric.AllocHost(wire.TableBytes(&b.l)); err != nil {
 		return nil, err
 	}
 	tb := b.table.Bytes()
-	b.words = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tb))), len(tb)/4)
+	b.words = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tb))), l.CountTableBytes/4)
 
 	reg := func(p []byte, access fabric.Access) (*fabric.MemoryRegion, error) {
 		span := fabric.MemorySpan{Addr: uintptr(unsafe.Pointer(unsafe.SliceData(p))), Len: uint64(len(p)),
@@ -193,7 +193,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	}
 	b.wire, err = wire.New(ctx, &b.l, wire.Options{Engine: b.eng, Exchange: opt.Exchange,
 		Send: sendReg, Recv: recvReg, Table: tableReg, Device: fabric.HostDevice, Join: opt.Join,
-		NodeRemaps: true})
+		NodeRemaps: true, Doorbells: true, TableMem: tb})
 	if err != nil {
 		return nil, err
 	}
@@ -302,3 +302,10 @@ func (b *Backend) Close() error {
 func (b *Backend) Traffic(t a2a.Tag) a2a.Traffic { return b.wire.Traffic(t) }
 
 var _ a2a.TrafficCounter = (*Backend)(nil)
+
+// Doorbells returns how many signals this rank stored into a peer's
+// doorbell (a count row with its signal, the signal that rows are
+// written, a barrier or node signal) instead of posting a write through
+// the engine: over a transport that lends its mappings of peers' memory
+// (ipc), every signal from the first iteration on; elsewhere none.
+func (b *Backend) Doorbells() uint64 { return b.wire.Rung() }

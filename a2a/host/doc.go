@@ -57,6 +57,19 @@
 // Options.ReduceThreads goroutines where the rank's share of the CPUs
 // has them.
 //
+// Over a transport that lends its mappings (ipc), the signals need no
+// engine either: each rank's count table ends in a doorbell area, one
+// line per peer, and a rank stores its count row into each peer's table
+// itself, then a sequence-numbered word saying so; the signals that rows
+// are written (dispatch, combine, node) and the barriers' signals are such
+// words too (package a2a/internal/wire, doorbell.go). A wait spins
+// briefly, then sleeps on the peer-written doorbell word (a futex on the
+// shared page), and takes whatever still comes as immediates through the
+// engine (the first writes, before a mapping is lent) alike; it checks
+// its deadline and the engine's lost ranks between naps, so a dead peer
+// still ends it with an *a2a.RankError. Every wait then costs the other
+// ranks' lateness, not two engine workers' handoffs and polls.
+//
 // A barrier waits for the completion of every transfer this rank posted,
 // so a buffer is reused only after the NIC is done reading it and every
 // peer is done reading what this rank exposed. Receive calls return as

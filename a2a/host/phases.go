@@ -36,6 +36,7 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 	}); err != nil {
 		return err
 	}
+	b.wire.BeginIteration()
 	l, sp := &b.l, p.Send()
 	RW, g := l.RowWords, l.Group(l.Rank)
 	copy(b.words[g*RW:(g+1)*RW], sp.Row)
@@ -79,10 +80,7 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 			}
 		}
 	}
-	if err := b.wire.Eager(b.eagerT); err != nil {
-		return err
-	}
-	if err := b.wire.Overflow(b.overT); err != nil {
+	if err := b.wire.Dispatch(b.eagerT, b.overT); err != nil {
 		return err
 	}
 	for i := range sp.Tokens * K {

@@ -55,7 +55,8 @@ func TestHostWireBytes(t *testing.T) {
 // rows (only the immediates); the results still match the oracle, self
 // copies (taken from the caller's input) included. Every token goes to
 // every rank (one expert each, top-3), so a rank's first dispatch with
-// tokens writes to all its peers.
+// tokens writes to all its peers. Every signal and count row of those
+// iterations goes to the peers' doorbells, none through the engine.
 func TestHostLentMappings(t *testing.T) {
 	cfg := a2a.Config{WorldSize: 3, NVLinkSize: 1, MaxTokens: 8, Hidden: 64, Scales: 2,
 		DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 3, ExpertsPerToken: 3, PrivateTokens: 2}
@@ -81,11 +82,23 @@ func TestHostLentMappings(t *testing.T) {
 		a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, seed, 1)
 	}
 	first := make([][2]a2a.Traffic, len(backends))
+	routes, bells := make([]uint64, len(backends)), make([]uint64, len(backends))
 	for r, b := range backends {
 		first[r] = [2]a2a.Traffic{b.Traffic(a2a.TagDispatch), b.Traffic(a2a.TagCombine)}
+		routes[r], bells[r] = b.Traffic(a2a.TagRoute).Bytes, b.Doorbells()
 	}
-	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 12, 4)
+	const iters = 4
+	a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 12, iters)
 	for r, b := range backends {
+		// Every signal goes to the peers' doorbells: per iteration and
+		// peer a count row, the dispatch and the combine signal, two
+		// barriers; the count rows are stored, not written.
+		if n, want := b.Doorbells()-bells[r], uint64(iters*5*(cfg.WorldSize-1)); n != want {
+			t.Errorf("rank %d: %d signals went to doorbells in %d iterations, want %d", r, n, iters, want)
+		}
+		if n := b.Traffic(a2a.TagRoute).Bytes - routes[r]; n != 0 {
+			t.Errorf("rank %d: count rows carried %d bytes through the engine once the peers' tables were lent", r, n)
+		}
 		for i, tag := range []a2a.Tag{a2a.TagDispatch, a2a.TagCombine} {
 			if tr := b.Traffic(tag); tr.Rows != first[r][i].Rows || tr.Bytes != first[r][i].Bytes {
 				t.Errorf("rank %d: %v writes carried %d more rows (%d more bytes) once the peers' buffers were lent",
