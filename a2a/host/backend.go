@@ -106,6 +106,7 @@ type Backend struct {
 	// peer's receive buffer (direct, per rank; cdst, per combine write).
 	eagerT, overT, combT []a2a.Transfer
 	direct, cdst         [][]byte
+	sh                   shared
 	w                    *worker
 	timeout              time.Duration
 	joining              bool
@@ -146,6 +147,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	b.eagerT = make([]a2a.Transfer, 0, l.WorldSize)
 	b.overT = make([]a2a.Transfer, 0, l.WorldSize)
 	b.combT = make([]a2a.Transfer, 0, l.WorldSize)
+	b.initShared()
 	b.reduce = rows.NewReducer(&b.l, reduceThreads(opt.ReduceThreads, runtime.NumCPU(), l.NVLinkSize))
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base

@@ -58,9 +58,24 @@ func init() {
 // bellBase is where the bell area starts in a table of l.
 func bellBase(l *a2a.Layout) int { return (l.CountTableBytes + bellLine - 1) / bellLine * bellLine }
 
+// Each sending rank has bellLines lines in a receiver's area: its words
+// of every tag, then whether its copies hold references (pull.go).
+const (
+	bellLines = 2
+	lineTags  = 0
+	lineRefs  = 1
+)
+
+// senderLine is where line k of rank q's lines starts in a table.
+func senderLine(l *a2a.Layout, q, k int) int { return bellBase(l) + (q*bellLines+k)*bellLine }
+
+// doorbell is where a table's doorbell word lies; its sleepers word is on
+// the next line.
+func doorbell(l *a2a.Layout) int { return bellBase(l) + l.WorldSize*bellLines*bellLine }
+
 // TableBytes is the size of a count table with its bell area: what a
 // backend allocates and registers when it sets Options.Doorbells.
-func TableBytes(l *a2a.Layout) int { return bellBase(l) + (l.WorldSize+2)*bellLine }
+func TableBytes(l *a2a.Layout) int { return doorbell(l) + 2*bellLine }
 
 // bellSpins and bellYields bound the busy part of a wait (a few
 // microseconds each way) before it sleeps on the doorbell.
@@ -159,14 +174,18 @@ func (w *Wiring) ring(q int, tag a2a.Tag, credits int) bool {
 
 // ringHeld rings the peer whose table b is (held by the caller).
 func (w *Wiring) ringHeld(b []byte, tag a2a.Tag, credits int) {
-	base := bellBase(w.l)
-	word(b, base+w.l.Rank*bellLine+int(tag)*8).Store(w.stamp()<<32 | uint64(uint32(credits)))
-	bell := base + w.l.WorldSize*bellLine
+	word(b, senderLine(w.l, w.l.Rank, lineTags)+int(tag)*8).Store(w.stamp()<<32 | uint64(uint32(credits)))
+	w.wake(b)
+	w.bell.rung.Add(1)
+}
+
+// wake adds one to the doorbell of the table b and wakes its sleepers.
+func (w *Wiring) wake(b []byte) {
+	bell := doorbell(w.l)
 	word32(b, bell).Add(1)
 	if word32(b, bell+bellLine).Load() != 0 {
 		futexWake(word32(b, bell))
 	}
-	w.bell.rung.Add(1)
 }
 
 // Rung returns how many signals (count rows, rows-written signals,
@@ -193,7 +212,7 @@ func (w *Wiring) warmBells(ctx context.Context, m *a2a.Members) error {
 	if len(m.Others) == 0 {
 		return nil
 	}
-	off := uint64(bellBase(w.l) + w.l.Rank*bellLine)
+	off := uint64(senderLine(w.l, w.l.Rank, lineTags))
 	ts := make([]fabric.ScatterTarget, 0, len(m.Others))
 	for _, q := range m.Others {
 		ts = append(ts, fabric.ScatterTarget{Dst: w.tableDesc[q], Length: bellLine, SrcOffset: off, DstOffset: off})
@@ -217,13 +236,13 @@ func (w *Wiring) warmBells(ctx context.Context, m *a2a.Members) error {
 
 // rungCredits sums the credits of tag's words of the current stamp.
 func (w *Wiring) rungCredits(tag a2a.Tag) int {
-	own, base, s := w.bell.own, bellBase(w.l), w.stamp()
+	own, s := w.bell.own, w.stamp()
 	n := 0
 	for q, a := range w.active {
 		if !a || q == w.l.Rank {
 			continue
 		}
-		if v := word(own, base+q*bellLine+int(tag)*8).Load(); v>>32 == s {
+		if v := word(own, senderLine(w.l, q, lineTags)+int(tag)*8).Load(); v>>32 == s {
 			n += int(uint32(v))
 		}
 	}
@@ -247,12 +266,9 @@ func (w *Wiring) waitBells(ctx context.Context, tag a2a.Tag, n int) error {
 	if c == nil {
 		return fmt.Errorf("a2a wait %v: %w", tag, ErrNoCounter)
 	}
-	own, base := w.bell.own, bellBase(w.l)
-	bell := word32(own, base+w.l.WorldSize*bellLine)
-	sleepers := word32(own, base+(w.l.WorldSize+1)*bellLine)
-	var lastCheck time.Time
-	for i := 0; ; i++ {
-		d := bell.Load()
+	var nw napper
+	for {
+		d := w.bellValue()
 		got := w.rungCredits(tag)
 		if rest := n - got; rest <= 0 || c.Count() >= int64(rest) {
 			if rest <= 0 {
@@ -260,34 +276,59 @@ func (w *Wiring) waitBells(ctx context.Context, tag a2a.Tag, n int) error {
 			}
 			return w.waitImm(ctx, tag, rest)
 		}
-		if i < bellSpins {
-			continue
+		if err := nw.nap(ctx, w, d, !w.allLent()); err != nil {
+			return fmt.Errorf("a2a rank %d: waiting for %d %v signals (%d rung, %d arrived): %w", w.l.Rank, n, tag,
+				got, c.Count(), err)
 		}
-		if i < bellSpins+bellYields {
-			runtime.Gosched()
-			continue
-		}
-		now := time.Now()
-		if now.Sub(lastCheck) >= bellNap {
-			lastCheck = now
-			if ctx.Err() != nil {
-				return fmt.Errorf("a2a rank %d: waiting for %d %v signals (%d rung, %d arrived; %s): %w: %w", w.l.Rank, n, tag,
-					got, c.Count(), w.suspects(), a2a.ErrTimeout, ctx.Err())
-			}
-			if err := w.LostRank(); err != nil {
-				return fmt.Errorf("a2a rank %d: waiting for %d %v signals: %w", w.l.Rank, n, tag, err)
-			}
-		}
-		nap := bellNap
-		if !w.allLent() {
-			nap = bellNapEngine
-		}
-		sleepers.Store(1)
-		if bell.Load() == d {
-			futexWait(bell, d, nap)
-		}
-		sleepers.Store(0)
 	}
+}
+
+// bellValue is this rank's doorbell now: a wait reads it before it looks
+// at the words, and sleeps only while it has not changed.
+func (w *Wiring) bellValue() uint32 { return word32(w.bell.own, doorbell(w.l)).Load() }
+
+// napper paces one wait: a few spins, a few yields, then sleeps on the
+// doorbell, checking the deadline and lost ranks at most every bellNap.
+type napper struct {
+	i         int
+	lastCheck time.Time
+}
+
+// nap waits a little for the doorbell to move from d. engine says an
+// immediate may still come through the engine (it rings no bell): the
+// sleeps are shorter then. It fails when ctx ended or a rank was lost.
+func (n *napper) nap(ctx context.Context, w *Wiring, d uint32, engine bool) error {
+	n.i++
+	if n.i < bellSpins {
+		return nil
+	}
+	if n.i < bellSpins+bellYields {
+		runtime.Gosched()
+		return nil
+	}
+	now := time.Now()
+	if now.Sub(n.lastCheck) >= bellNap {
+		n.lastCheck = now
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w: %w", w.suspects(), a2a.ErrTimeout, ctx.Err())
+		}
+		if err := w.LostRank(); err != nil {
+			return err
+		}
+	}
+	d0 := bellNap
+	if engine {
+		d0 = bellNapEngine
+	}
+	own := w.bell.own
+	bell := word32(own, doorbell(w.l))
+	sleepers := word32(own, doorbell(w.l)+bellLine)
+	sleepers.Store(1)
+	if bell.Load() == d {
+		futexWait(bell, d, d0)
+	}
+	sleepers.Store(0)
+	return nil
 }
 
 // waitImm takes n credits of tag's immediate counter.
