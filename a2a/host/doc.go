@@ -68,7 +68,16 @@
 // engine (the first writes, before a mapping is lent) alike; it checks
 // its deadline and the engine's lost ranks between naps, so a dead peer
 // still ends it with an *a2a.RankError. Every wait then costs the other
-// ranks' lateness, not two engine workers' handoffs and polls.
+// ranks' lateness, not two engine workers' handoffs and polls. An
+// iteration with every mapping lent posts nothing to the engine.
+//
+// Where a rank stores its dispatch rows straight into a receiver's memory
+// (a node peer's receive buffer, or one the transport lends), it stores
+// each token bound for that receiver once, in free rows of its window
+// there, and each copy's slot holds only the number of its token's row
+// (tokens.go): top-K routing sends a token to several experts of one
+// rank, so the bytes written shrink by about that factor, and the
+// receiver reads each token's row from memory once.
 //
 // A barrier waits for the completion of every transfer this rank posted,
 // so a buffer is reused only after the NIC is done reading it and every
