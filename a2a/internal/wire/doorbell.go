@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
 // Doorbells. Where the transport lends this process its mapping of a
@@ -91,12 +91,13 @@ const (
 
 // bells is the wiring's doorbell state.
 type bells struct {
-	on   bool
-	own  []byte               // this rank's table, bell area included
-	peer []*fabric.PeerMemory // per rank: its table as this process maps it (nil: not lent yet)
-	miss []uint32             // per rank: the iteration MapPeer last found its table not lent
-	iter uint32               // iteration of the current generation (0: before the first)
-	rung atomic.Uint64        // signals rung in place of engine writes, since New
+	on    bool
+	own   []byte               // this rank's table, bell area included
+	peer  []*fabric.PeerMemory // per rank: its table as this process maps it (nil: not lent yet)
+	miss  []uint32             // per rank: the iteration MapPeer last found its table not lent
+	iter  uint32               // iteration of the current generation (0: before the first)
+	rung  atomic.Uint64        // signals rung in place of engine writes, since New
+	yield osyield.Yielder
 }
 
 // BeginIteration starts the next iteration's stamp: the backend calls it
@@ -303,7 +304,10 @@ func (n *napper) nap(ctx context.Context, w *Wiring, d uint32, engine bool) erro
 		return nil
 	}
 	if n.i < bellSpins+bellYields {
-		runtime.Gosched()
+		// The core goes to whoever waits for it (the peer, on a machine
+		// with more ranks than cores), not only to this process's
+		// goroutines.
+		w.bell.yield.Yield()
 		return nil
 	}
 	now := time.Now()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
 // Exchanger all-gathers one message per rank over the whole world, in rank
@@ -131,7 +132,7 @@ func New(ctx context.Context, l *a2a.Layout, o Options) (_ *Wiring, err error) {
 			return nil, fmt.Errorf("a2a wiring: doorbells need a table of %d bytes, have %d: %w", TableBytes(l), len(o.TableMem), a2a.ErrInvalidArgument)
 		}
 		w.bell = bells{on: true, own: o.TableMem, peer: make([]*fabric.PeerMemory, l.WorldSize),
-			miss: make([]uint32, l.WorldSize)}
+			miss: make([]uint32, l.WorldSize), yield: osyield.New()}
 		w.pend = make([]int, l.WorldSize)
 	}
 	rd, _ := o.Recv.Descriptor()
