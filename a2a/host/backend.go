@@ -53,6 +53,11 @@ type Options struct {
 	// (runtime.NumCPU over the ranks of its domain, which share the
 	// host): on a machine with no spare cores the caller reduces alone.
 	ReduceThreads int
+	// EngineSignals keeps every signal and every row on the engine's path
+	// even where the transport lends its mappings of the peers' memory
+	// (ipc): no doorbells, no shared token rows (see the package
+	// documentation). For comparisons; the default uses them.
+	EngineSignals bool
 }
 
 // reduceThreads is how many goroutines a rank's reduction may use: what
@@ -195,7 +200,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	}
 	b.wire, err = wire.New(ctx, &b.l, wire.Options{Engine: b.eng, Exchange: opt.Exchange,
 		Send: sendReg, Recv: recvReg, Table: tableReg, Device: fabric.HostDevice, Join: opt.Join,
-		NodeRemaps: true, Doorbells: true, TableMem: tb})
+		NodeRemaps: true, Doorbells: !opt.EngineSignals, TableMem: tb})
 	if err != nil {
 		return nil, err
 	}

@@ -97,6 +97,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.StringVar(&o.poll, "poll", "auto", "how the CUDA backends' worker waits for the kernels' flags: spin (never sleeps, a core per rank; forces it on the emulator), "+
 		"adaptive (backs off to sleeps; not on a GPU, whose worker always spins here) or auto (spin on a GPU, adaptive on the emulator); the engine itself polls adaptively with --backend host and cuda-emu")
 	cliflag.Spin(fs, &o.poll, "auto")
+	fs.BoolVar(&s.EngineSignals, "engine-signals", false, "host backend: signal and move every row through the engine even over a transport that lends mappings (ipc), without doorbells or shared token rows (for comparisons)")
 	fs.IntVar(&s.ReduceThreads, "reduce-threads", 1, "host backend: goroutines per rank that combine's weighted sum splits its tokens over (more where cores are spare)")
 	fs.IntVar(&s.Block, "block", 0, "threads per block of the CUDA backends, a multiple of 32 (0: 512 on a GPU, 64 on the emulator)")
 	fs.StringVar(&s.Transport, "transport", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
