@@ -210,20 +210,10 @@ func (w *Wiring) Wait(ctx context.Context, tag a2a.Tag, n int) error {
 	if w.ringing() {
 		return w.waitBells(ctx, tag, n)
 	}
-	c := w.counters[tag]
-	if c == nil {
+	if w.counters[tag] == nil {
 		return fmt.Errorf("a2a wait %v: %w", tag, ErrNoCounter)
 	}
-	if err := c.Wait(ctx, int64(n)); err != nil {
-		if re := w.rankError(err); re != nil {
-			return fmt.Errorf("a2a rank %d: waiting for %d %v immediates: %w", w.l.Rank, n, tag, re)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("a2a rank %d: waiting for %d %v immediates (%s): %w: %w", w.l.Rank, n, tag, w.suspects(), a2a.ErrTimeout, err)
-		}
-		return fmt.Errorf("a2a rank %d: waiting for %v immediates: %w", w.l.Rank, tag, err)
-	}
-	return nil
+	return w.waitImm(ctx, tag, n)
 }
 
 // Arm asks the flag counter of tag to raise its flag once n more
