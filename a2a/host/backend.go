@@ -53,12 +53,28 @@ type Options struct {
 	// (runtime.NumCPU over the ranks of its domain, which share the
 	// host): on a machine with no spare cores the caller reduces alone.
 	ReduceThreads int
-	// EngineSignals keeps every signal and every row on the engine's path
-	// even where the transport lends its mappings of the peers' memory
-	// (ipc): no doorbells, no shared token rows (see the package
-	// documentation). For comparisons; the default uses them.
-	EngineSignals bool
+	// Doorbells says when signals go to doorbells in the peers' memory
+	// and token rows are shared, where the transport lends its mappings
+	// (ipc; see the package documentation). Every rank must be given the
+	// same.
+	Doorbells Doorbells
 }
+
+// Doorbells is Options.Doorbells.
+type Doorbells uint8
+
+const (
+	// DoorbellsAuto uses them unless the members outnumber the CPUs of
+	// the member with fewest (each rank's count travels with its
+	// descriptors): ranks that must take turns on cores wait better
+	// asleep on the engine's counters.
+	DoorbellsAuto Doorbells = iota
+	// DoorbellsOn uses them however many CPUs there are.
+	DoorbellsOn
+	// DoorbellsOff keeps every signal and row on the engine's path (for
+	// comparisons).
+	DoorbellsOff
+)
 
 // reduceThreads is how many goroutines a rank's reduction may use: what
 // was asked, at most the rank's share of cpus among the domain's ranks
@@ -200,7 +216,8 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	}
 	b.wire, err = wire.New(ctx, &b.l, wire.Options{Engine: b.eng, Exchange: opt.Exchange,
 		Send: sendReg, Recv: recvReg, Table: tableReg, Device: fabric.HostDevice, Join: opt.Join,
-		NodeRemaps: true, Doorbells: !opt.EngineSignals, TableMem: tb})
+		NodeRemaps: true, Doorbells: opt.Doorbells != DoorbellsOff, Crowded: opt.Doorbells == DoorbellsOn,
+		TableMem: tb})
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,8 @@ func runKillRank(ctx context.Context, j killJob, cfg a2a.Config, g *rendezvous.G
 		defer ccancel()
 		_ = e.Close(cctx)
 	}()
-	opt := host.Options{Engine: e, Timeout: j.Timeout, Join: g == nil}
+	// Doorbells whatever the CPUs: the ipc worlds exercise them here too.
+	opt := host.Options{Engine: e, Timeout: j.Timeout, Join: g == nil, Doorbells: host.DoorbellsOn}
 	var ex host.Exchanger // a nil *rendezvous.Group must stay a nil interface
 	if g != nil {
 		ex, opt.Exchange = g, g

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
@@ -51,6 +52,9 @@ type Options struct {
 	// TableBytes long and TableMem this rank's mapping of it.
 	Doorbells bool
 	TableMem  []byte
+	// Crowded keeps the doorbells on where the members outnumber the
+	// CPUs (off by default then: see doorbell.go).
+	Crowded bool
 }
 
 // Wiring is one rank's fabric wiring. See the package documentation.
@@ -92,6 +96,7 @@ type Wiring struct {
 	peerMem []*fabric.PeerMemory
 	held    []*fabric.PeerMemory
 	noLend  bool
+	crowdOK bool // Options.Crowded
 	bell    bells
 	// Ranks behind the target and destination lists (same order), and
 	// what is left for the engine of each once bells are rung (per tag
@@ -134,12 +139,17 @@ func New(ctx context.Context, l *a2a.Layout, o Options) (_ *Wiring, err error) {
 		w.bell = bells{on: true, own: o.TableMem, peer: make([]*fabric.PeerMemory, l.WorldSize),
 			miss: make([]uint32, l.WorldSize), yield: osyield.New()}
 		w.pend = make([]int, l.WorldSize)
+		w.crowdOK = o.Crowded
 	}
 	rd, _ := o.Recv.Descriptor()
 	td, _ := o.Table.Descriptor()
 	if w.msg, err = encodeDescs(rd, td); err != nil {
 		return nil, err
 	}
+	// The CPUs this rank may run on ride after the descriptors (decodeDescs
+	// ignores them): every member decides alike whether its host has a
+	// core per rank (doorbell.go).
+	w.msg = binary.LittleEndian.AppendUint32(w.msg, uint32(runtime.NumCPU()))
 	w.eagerT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	w.overT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	w.combT = make([]fabric.ScatterTarget, 0, l.WorldSize)
@@ -194,6 +204,7 @@ func (w *Wiring) wireUp(ctx context.Context, m *a2a.Members, ex Exchanger) error
 			return err
 		}
 	}
+	w.bell.crowded = !w.crowdOK && w.crowded(m)
 	w.allDsts, w.nodeDsts = w.allDsts[:0], w.nodeDsts[:0]
 	w.allRanks = append(w.allRanks[:0], m.Others...)
 	w.nodeRanks = append(w.nodeRanks[:0], m.Node...)

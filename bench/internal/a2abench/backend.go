@@ -41,7 +41,7 @@ func newBackend(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, e
 	switch spec.Backend {
 	case BackendHost:
 		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node, ReduceThreads: spec.ReduceThreads,
-			EngineSignals: spec.EngineSignals})
+			Doorbells: spec.Doorbells})
 	case BackendCUDAEmu:
 		dev := emulated.NewDevice()
 		copt.Device = dev
