@@ -69,7 +69,11 @@
 // its deadline and the engine's lost ranks between naps, so a dead peer
 // still ends it with an *a2a.RankError. Every wait then costs the other
 // ranks' lateness, not two engine workers' handoffs and polls. An
-// iteration with every mapping lent posts nothing to the engine.
+// iteration with every mapping lent posts nothing to the engine. Where
+// the ranks outnumber the CPUs (of the rank with fewest; each rank's count
+// travels with its descriptors, so all decide alike), doorbells and the
+// shared tokens below stay off unless Options.Doorbells says otherwise:
+// ranks that take turns on cores wait better asleep on the engine.
 //
 // Where a rank stores its dispatch rows straight into a receiver's memory
 // (a node peer's receive buffer, or one the transport lends), it stores
