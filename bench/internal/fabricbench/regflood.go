@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ferryrdma/ferry/fabric"
 )
 
@@ -42,6 +44,11 @@ type RegFloodSpec struct {
 	RegNICs []int
 	// HugePages backs the registered region (AllocHostWith).
 	HugePages fabric.HugePages
+	// Prefault writes every page of the region before its registering
+	// window (and outside the quiet ones), so the registration pins
+	// pages that are already there, as it does for a pool the program
+	// already uses, instead of also allocating and zeroing them.
+	Prefault bool
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 	// StuckTimeout is the engines' Config.StuckTimeout: registering on
@@ -216,7 +223,7 @@ func regFloodMode(ctx context.Context, s RegFloodSpec, onWorker bool) (RegFloodR
 	rate := func(c0, c1 int64, d time.Duration) float64 { return float64(c1-c0) * float64(s.Bytes) / d.Seconds() }
 	prevWin := 300 * time.Millisecond
 	for r := 0; r < s.Rounds; r++ {
-		big, err := fabric.AllocHostWith(int(s.RegisterBytes), fabric.HostOptions{HugePages: s.HugePages})
+		big, err := s.allocRegion()
 		if err != nil {
 			return row, err
 		}
@@ -336,7 +343,7 @@ func regTime(ctx context.Context, s RegFloodSpec, nics int, onWorker bool) RegTi
 	defer closeEngines(e)
 	var regs, unregs []time.Duration
 	for r := 0; r < s.RegRounds; r++ {
-		big, err := fabric.AllocHostWith(int(s.RegisterBytes), fabric.HostOptions{HugePages: s.HugePages})
+		big, err := s.allocRegion()
 		if err != nil {
 			row.Err = err
 			return row
@@ -361,6 +368,49 @@ func regTime(ctx context.Context, s RegFloodSpec, nics int, onWorker bool) RegTi
 	return row
 }
 
+// allocRegion allocates the region a round registers, prefaulted when
+// the spec says so.
+func (s RegFloodSpec) allocRegion() (*fabric.HostBuffer, error) {
+	big, err := fabric.AllocHostWith(int(s.RegisterBytes), fabric.HostOptions{HugePages: s.HugePages})
+	if err != nil {
+		return nil, err
+	}
+	what := "fresh"
+	if s.Prefault {
+		t0 := time.Now()
+		populate(big)
+		what = fmt.Sprintf("prefaulted in %v", time.Since(t0).Round(time.Millisecond))
+	}
+	fmt.Fprintf(s.Progress, "region: %s of %d KiB pages, %s\n", FormatBytes(s.RegisterBytes), big.PageSize()>>10, what)
+	return big, nil
+}
+
+// populate makes every page of b present and written: one madvise call
+// where the kernel has MADV_POPULATE_WRITE (5.14), else a write to each
+// page.
+func populate(b *fabric.HostBuffer) {
+	mem := b.Bytes()
+	if len(mem) == 0 || unix.Madvise(mem, unix.MADV_POPULATE_WRITE) == nil {
+		return
+	}
+	for i := 0; i < len(mem); i += b.PageSize() {
+		mem[i] = 0
+	}
+}
+
+// Variant names the region's memory: page size asked for and whether it
+// was prefaulted.
+func (s RegFloodSpec) Variant() string {
+	v := "base pages"
+	if s.HugePages != fabric.HugePagesNever {
+		v = "huge pages"
+	}
+	if s.Prefault {
+		return v + ", prefaulted"
+	}
+	return v + ", fresh"
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -382,8 +432,8 @@ func medianDur(v []time.Duration) time.Duration {
 // Print writes the report as two tables.
 func (r *RegFloodReport) Print(w io.Writer) {
 	s := r.Spec
-	fmt.Fprintf(w, "flood-while-register: %s, flood of %s writes x %d in flight on %d NIC(s), registering %s of fresh memory per round, %d rounds\n",
-		s.Transport, FormatBytes(s.Bytes), s.Depth, s.FloodNICs, FormatBytes(s.RegisterBytes), s.Rounds)
+	fmt.Fprintf(w, "flood-while-register: %s, flood of %s writes x %d in flight on %d NIC(s), registering %s per round (%s), %d rounds\n",
+		s.Transport, FormatBytes(s.Bytes), s.Depth, s.FloodNICs, FormatBytes(s.RegisterBytes), s.Variant(), s.Rounds)
 	fmt.Fprintf(w, "%-10s %-17s %12s %12s %7s %10s %10s\n", "mode", "engine reports", "quiet GB/s", "during GB/s", "ratio", "register", "unregister")
 	for _, f := range r.Flood {
 		fmt.Fprintf(w, "%-10s %-17s %12.3f %12.3f %7.2f %10s %10s\n", f.Mode, f.RegMode, f.Quiet/1e9, f.During/1e9, f.Ratio,
