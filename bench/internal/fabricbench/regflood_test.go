@@ -2,7 +2,9 @@ package fabricbench
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -18,9 +20,14 @@ import (
 func TestRegFloodVariants(t *testing.T) {
 	for _, prefault := range []bool{false, true} {
 		var progress bytes.Buffer
-		s := RegFloodSpec{Transport: "mem", Bytes: 4 << 10, Depth: 8, RegisterBytes: 8 << 20, Rounds: 1,
+		s := RegFloodSpec{Transport: "mem", Bytes: 4 << 10, Depth: 8, RegisterBytes: 8 << 20, Rounds: 2,
 			RegNICs: []int{1, 2}, HugePages: fabric.HugePagesNever, Prefault: prefault, Progress: &progress,
 			OnWorker: []bool{false}}
+		if prefault {
+			// The window is kept busy with registrations of the kept
+			// region.
+			s.Window = 300 * time.Millisecond
+		}
 		rep, err := RegFlood(testCtx(t), s)
 		require.NoError(t, err)
 		require.Len(t, rep.Flood, 1)
@@ -28,6 +35,7 @@ func TestRegFloodVariants(t *testing.T) {
 		require.Positive(t, f.Quiet, "quiet rate")
 		require.Positive(t, f.During, "rate while registering")
 		require.Positive(t, f.Ratio)
+		require.Len(t, f.Rounds, 2)
 		require.Len(t, rep.Reg, 2)
 		for _, g := range rep.Reg {
 			require.NoError(t, g.Err)
@@ -38,7 +46,9 @@ func TestRegFloodVariants(t *testing.T) {
 		rep.Print(&out)
 		require.Contains(t, out.String(), want)
 		if prefault {
-			require.Contains(t, progress.String(), "prefaulted in")
+			require.Equal(t, 1+len(s.RegNICs), strings.Count(progress.String(), "prefaulted in"), "one region for the rounds, one per NIC count alone")
+			require.Regexp(t, `round 1 beside: register \S+ \([2-9]\d* registration`, progress.String(),
+				"a registration of 8 MiB takes less than 300 ms: it is repeated")
 		} else {
 			require.Contains(t, progress.String(), "fresh")
 		}
