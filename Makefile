@@ -90,7 +90,7 @@ test-libfabric-subset:
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHostBackendProcesses' ./tests/a2a
 
 # test-verbs: the verbs provider on a real verbs device, Soft-RoCE (rdma_rxe)
-# in a small VM booting Debian's kernel (tests/vm/run.sh; about 40 s warm,
+# in a small VM booting Debian's kernel (tests/vm/run.sh; about 9 min at load 10,
 # needs root for apt-get and qemu). FERRY_SKIP_VM=1 skips it, loudly.
 .PHONY: test-verbs
 test-verbs: deps
@@ -140,7 +140,9 @@ test-large: deps
 # 1 GiB is registered beside it, against quiet windows, with registration
 # beside the worker and on it, and registration time on 1, 2 and 4 NICs;
 # tcp;ofi_rxm and shm here, then verbs in the Soft-RoCE VM (FERRY_VM_REGFLOOD,
-# 3 GiB VM; FERRY_SKIP_VM=1 skips it, loudly). A few minutes.
+# 4 GiB VM, beside only, base and huge pages, fresh and prefaulted:
+# tests/vm/regflood.sh; FERRY_SKIP_VM=1 skips it, loudly). A few minutes
+# here, 10-15 more for the VM under TCG.
 .PHONY: bench-regflood
 bench-regflood: deps
 	@mkdir -p $(BIN)

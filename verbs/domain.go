@@ -78,8 +78,8 @@ type peer struct {
 var _ rdma.Domain = (*Domain)(nil)
 
 // Open opens the domain info describes (as listed by the provider's
-// Domains): device info.Name, port info.Index (0 picks the first active
-// port). opts.Node, when it is an IP address, picks the GID of that address.
+// Domains): device info.Name, port info.Port (0 picks the first active
+// port; info.Index is the engine's, not a port). opts.Node, when it is an IP address, picks the GID of that address.
 func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	depth := opts.QueueDepth
 	if depth <= 0 {
@@ -99,7 +99,7 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	if err != nil {
 		return nil, wrapErr("open "+info.Name, err)
 	}
-	attr, port, pa, gid, err := choosePort(q, info.Index, opts.Node)
+	attr, port, pa, gid, err := choosePort(q, info.Port, opts.Node)
 	q.Close()
 	if err != nil {
 		return nil, fmt.Errorf("verbs: open %s: %w", info.Name, err)
@@ -144,7 +144,7 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	// An RC queue pair carries out a peer's writes in order; longer
 	// writes than the port takes are posted in pieces by the engine.
 	d.info = rdma.DomainInfo{Provider: provName, Transport: provName, Name: info.Name,
-		PCIAddress: info.PCIAddress, NUMANode: info.NUMANode, LinkSpeed: info.LinkSpeed, Index: port,
+		PCIAddress: info.PCIAddress, NUMANode: info.NUMANode, LinkSpeed: info.LinkSpeed, Index: info.Index, Port: port,
 		MaxWrite: pa.MaxMsgSize, OrderedWrites: true, Reads: true}
 	if d.info.PCIAddress == "" && d.info.LinkSpeed == 0 {
 		if ds, err := Devices(); err == nil {
@@ -193,7 +193,7 @@ func choosePort(q *ibv.Context, index int, node string) (ibv.DeviceAttr, int, ib
 	return attr, 0, ibv.PortAttr{}, ibv.GIDEntry{}, fmt.Errorf("no active port (asked for %d): %w", index, rdma.ErrNotSupported)
 }
 
-// Info describes the domain; Index is the port number.
+// Info describes the domain; Port is the port number.
 func (d *Domain) Info() rdma.DomainInfo { return d.info }
 
 // Address is the domain's public address (its UD queue pair).

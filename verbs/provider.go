@@ -37,7 +37,7 @@ func (Provider) Domains(transport string, _ rdma.DomainOptions) ([]rdma.DomainIn
 				continue
 			}
 			out = append(out, rdma.DomainInfo{Provider: provName, Transport: provName, Name: d.Name,
-				PCIAddress: d.PCIAddress, NUMANode: d.NUMANode, LinkSpeed: p.LinkSpeed, Index: p.Number})
+				PCIAddress: d.PCIAddress, NUMANode: d.NUMANode, LinkSpeed: p.LinkSpeed, Index: p.Number, Port: p.Number})
 		}
 	}
 	if len(out) == 0 {

@@ -23,7 +23,7 @@ func floodWhileRegister(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.SetOutput(stderr)
 	var s fabricbench.RegFloodSpec
 	var size, regSize, regNICs string
-	var huge bool
+	var huge, prefault bool
 	var modes string
 	fs.StringVar(&s.Transport, "transport", fabric.TransportAuto, `transport: auto, efa, verbs, shm, ipc, "tcp;ofi_rxm", mem`)
 	cliflag.Alias(fs, "provider", "transport")
@@ -37,6 +37,8 @@ func floodWhileRegister(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.DurationVar(&s.StuckTimeout, "stuck-timeout", 10*time.Minute, "the engines' StuckTimeout: long, so registering on the worker is measured, not abandoned")
 	fs.StringVar(&regNICs, "reg-nics", "1,2,4", "NIC counts to time registration alone on (empty: none)")
 	fs.BoolVar(&huge, "huge-pages", false, "back the registered region with huge pages where the system has them (default: base pages, the costly case)")
+	fs.BoolVar(&prefault, "prefault", false, "write every page of the registered region before registering it (registration then pins pages already there; default: fresh memory, faulted by the registration)")
+	fs.DurationVar(&s.Window, "window", 0, "least length of each registering window: a registration that ends sooner is undone and done again until it has passed (0: one registration, the window at least 200ms)")
 	fs.StringVar(&modes, "modes", "beside,on-worker", "registration modes to run: beside (as the provider allows), on-worker (Config.RegisterOnWorker)")
 	fs.DurationVar(&s.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +81,7 @@ func floodWhileRegister(ctx context.Context, args []string, stdout, stderr io.Wr
 	if s.Node == "" && strings.Contains(s.Transport, "tcp") {
 		s.Node = "127.0.0.1"
 	}
+	s.Prefault = prefault
 	s.Progress = stdout
 	rep, err := fabricbench.RegFlood(ctx, s)
 	if rep != nil {

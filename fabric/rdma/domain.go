@@ -17,6 +17,10 @@ type DomainInfo struct {
 	// Index distinguishes domains that share a name (several endpoints on
 	// one loopback interface emulating several NICs).
 	Index int
+	// Port is the device port a verbs domain opens (0: its first active
+	// port). It is apart from Index because the engine renumbers Index
+	// to each domain's place in its group.
+	Port int
 	// MaxWrite is the longest write the provider takes in one op, as it
 	// reports it (libfabric's max_msg_size, a verbs port's max_msg_sz);
 	// 0 means no limit. The engine posts longer writes in pieces.

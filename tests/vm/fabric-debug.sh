@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs inside the VM when bench/fabric-debug exists: the device report must
 # list rxe0 and rxe1, loopback must carry every workload over the verbs
-# provider with 1 and 2 NICs, verified, and so must a server and a client
+# provider with 1 and 2 NICs and from 1 NIC to 4 and 4 to 1, verified, and so must a server and a client
 # in two processes. Sizes and iterations are small:
 # under TCG, Soft-RoCE moves tens of MB/s, and these are checks, not
 # measurements.
@@ -13,9 +13,12 @@ cat /tmp/info.txt
 for dev in rxe0 rxe1; do
 	grep -q "$dev" /tmp/info.txt || { echo "fabric-debug info does not list $dev"; exit 1; }
 done
-for nics in 1 2; do
-	echo "== fabric-debug loopback --provider verbs --nics $nics"
-	$fd loopback --provider verbs --nics $nics --buffer-mib 8 --sizes 4K --pages 32 \
+# Equal groups, then the widest unequal ones (every writer NIC reaches
+# every target NIC through the bridge guest-init.sh sets up).
+for nm in "1 1" "2 2" "1 4" "4 1"; do
+	set -- $nm
+	echo "== fabric-debug loopback --provider verbs --nics $1 --target-nics $2"
+	$fd loopback --provider verbs --nics "$1" --target-nics "$2" --buffer-mib 8 --sizes 4K --pages 32 \
 		--iters 5 --warmup 1 --timeout 60s
 done
 

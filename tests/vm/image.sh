@@ -49,7 +49,7 @@ for d in bin sbin lib lib64; do ln -s usr/$d "$root/$d"; done
 # request_module, which a modprobe-less initramfs cannot answer.
 mods=$root/etc/ferry-modules
 : >"$mods"
-for m in dummy veth crc32_generic rdma_rxe; do
+for m in veth bridge crc32_generic rdma_rxe; do
 	modprobe -d "$kroot" -S "$kver" --show-depends "$m" | while read -r _ path args; do
 		rel=${path#"$kroot"/lib/modules/"$kver"/}
 		rel=${rel%.xz}

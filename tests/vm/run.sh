@@ -20,9 +20,10 @@
 #                  pinned whole); make test-large
 #   FERRY_VM_REGFLOOD=1 runs only fabric-debug flood-while-register over
 #                  verbs (a flood's throughput while 1 GiB is registered
-#                  beside it; registration time on 1, 2, 4 NICs) in a VM
-#                  of VM_MEM MiB (default then 3072: 1 GiB is pinned
-#                  whole); make bench-regflood
+#                  beside it, base and huge pages, fresh and prefaulted;
+#                  registration time on 1, 2, 4 NICs: regflood.sh) in a VM
+#                  of VM_MEM MiB (default then 4096: 1 GiB is pinned whole
+#                  and 1.1 GiB is reserved as huge pages); make bench-regflood
 #   VM_MEM         the VM's memory in MiB (default 2048)
 #   ACCEL          kvm | tcg | auto (default auto)
 #   VM_TIMEOUT     seconds before the VM is killed (default 900; a normal
@@ -69,7 +70,7 @@ if [ -z "$stage" ]; then
 	if [ -n "${FERRY_VM_REGFLOOD:-}" ]; then
 		go build -o "$stage/bin/fabric-debug" ./bench/fabric-debug
 		cp "$here/regflood.sh" "$stage/run/"
-		printf 'export FERRY_VM_RUN_TIMEOUT=1200 FERRY_REGFLOOD_MODES=%s\n' "${FERRY_REGFLOOD_MODES:-beside,on-worker}" >"$stage/env"
+		printf 'export FERRY_VM_RUN_TIMEOUT=2300 FERRY_REGFLOOD_MODES=%s\n' "${FERRY_REGFLOOD_MODES:-beside}" >"$stage/env"
 	elif [ -n "${FERRY_VM_LARGE:-}" ]; then
 		CGO_ENABLED=1 go test -c -o "$stage/tests/large.test" ./tests
 		printf '%s\n' 'export FERRY_TEST_LARGE=1 FERRY_TEST_LARGE_TRANSPORTS=verbs FERRY_VM_TEST_TIMEOUT=1700' >"$stage/env"
@@ -122,8 +123,8 @@ if [ -n "${FERRY_VM_LARGE:-}" ]; then
 	vmtimeout=${VM_TIMEOUT:-1800}
 fi
 if [ -n "${FERRY_VM_REGFLOOD:-}" ]; then
-	mem=${VM_MEM:-3072}
-	vmtimeout=${VM_TIMEOUT:-1500}
+	mem=${VM_MEM:-4096}
+	vmtimeout=${VM_TIMEOUT:-2400}
 fi
 timeout --foreground "$vmtimeout" qemu-system-x86_64 "${acc[@]}" -m "$mem" -smp 2 \
 	-machine pc -nodefaults -nographic -no-reboot -display none -net none \

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/fabric"
 )
@@ -42,6 +45,18 @@ type RegFloodSpec struct {
 	RegNICs []int
 	// HugePages backs the registered region (AllocHostWith).
 	HugePages fabric.HugePages
+	// Window, when set, is the registering window's least length: a
+	// registration that ends sooner is undone and done again (the pages
+	// then only pinned) until the window has passed, so the flood is
+	// measured over Window of registration work rather than over a
+	// registration shorter than its own queue's drain time. Zero: one
+	// registration per window, the window at least 200 ms.
+	Window time.Duration
+	// Prefault writes every page of the region before its registering
+	// window (and outside the quiet ones), so the registration pins
+	// pages that are already there, as it does for a pool the program
+	// already uses, instead of also allocating and zeroing them.
+	Prefault bool
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 	// StuckTimeout is the engines' Config.StuckTimeout: registering on
@@ -96,11 +111,12 @@ func (s RegFloodSpec) withDefaults() RegFloodSpec {
 
 // RegFloodRow is one mode's flood figures.
 type RegFloodRow struct {
-	Mode      string  // "beside" or "on-worker"
-	RegMode   string  // what the engine reported (RegistrationStats.Modes)
-	Quiet     float64 // flood bytes/s with no registration, median
-	During    float64 // flood bytes/s while registering, median
-	Ratio     float64 // median of the rounds' During/Quiet
+	Mode      string    // "beside" or "on-worker"
+	RegMode   string    // what the engine reported (RegistrationStats.Modes)
+	Quiet     float64   // flood bytes/s with no registration, median
+	During    float64   // flood bytes/s while registering, median
+	Ratio     float64   // median of the rounds' During/Quiet
+	Rounds    []float64 // each round's During/Quiet
 	RegTime   time.Duration
 	UnregTime time.Duration
 }
@@ -215,28 +231,53 @@ func regFloodMode(ctx context.Context, s RegFloodSpec, onWorker bool) (RegFloodR
 	var regs, unregs []time.Duration
 	rate := func(c0, c1 int64, d time.Duration) float64 { return float64(c1-c0) * float64(s.Bytes) / d.Seconds() }
 	prevWin := 300 * time.Millisecond
-	for r := 0; r < s.Rounds; r++ {
-		big, err := fabric.AllocHostWith(int(s.RegisterBytes), fabric.HostOptions{HugePages: s.HugePages})
-		if err != nil {
+	// A prefaulted region is allocated and written once and registered
+	// again every round (a pool the program keeps); fresh memory is new
+	// every round, so each registration faults it in.
+	var kept *fabric.HostBuffer
+	if s.Prefault {
+		if kept, err = s.allocRegion(); err != nil {
 			return row, err
+		}
+		defer kept.Free()
+	}
+	for r := 0; r < s.Rounds; r++ {
+		big := kept
+		if big == nil {
+			if big, err = s.allocRegion(); err != nil {
+				return row, err
+			}
+		}
+		free := func() {
+			if big != kept {
+				_ = big.Free()
+			}
 		}
 		// Quiet before, as long as the last registering window.
 		b0, bt0 := f.tc.Done(), time.Now()
 		time.Sleep(prevWin)
 		b1, bt1 := f.tc.Done(), time.Now()
-		// Registering: the window runs from the call to its return, and
-		// on to minWindow at least, so a registration that costs
-		// little still gets a rate to compare (it then includes some
-		// quiet time, which only makes the ratio closer to 1 where
-		// registering is cheap anyway).
+		// Registering: the window runs from the call to its return. With
+		// a Window, registrations that end sooner are undone and done
+		// again until it has passed, so the whole window carries
+		// registration work; without, it runs on to minWindow at least,
+		// so a registration that costs little still gets a rate to
+		// compare (it then includes some quiet time).
 		c0, t0 := f.tc.Done(), time.Now()
 		reg, err := a.RegisterHost(big, fabric.AccessRemoteWrite)
 		t1 := time.Now()
+		n := 1
+		for err == nil && s.Window > 0 && time.Since(t0) < s.Window {
+			if err = a.Unregister(reg); err == nil {
+				reg, err = a.RegisterHost(big, fabric.AccessRemoteWrite)
+				n++
+			}
+		}
 		if err != nil {
-			_ = big.Free()
+			free()
 			return row, fmt.Errorf("register %s beside the flood: %w", FormatBytes(s.RegisterBytes), err)
 		}
-		if d := time.Until(t0.Add(minWindow)); d > 0 {
+		if d := time.Until(t0.Add(minWindow)); d > 0 && s.Window == 0 {
 			time.Sleep(d)
 		}
 		c1, t2 := f.tc.Done(), time.Now()
@@ -249,11 +290,11 @@ func regFloodMode(ctx context.Context, s RegFloodSpec, onWorker bool) (RegFloodR
 		a1, at1 := f.tc.Done(), time.Now()
 		u0 := time.Now()
 		if err := a.Unregister(reg); err != nil {
-			_ = big.Free()
+			free()
 			return row, err
 		}
 		unregs = append(unregs, time.Since(u0))
-		_ = big.Free()
+		free()
 		if err := f.err(); err != nil {
 			return row, err
 		}
@@ -265,9 +306,10 @@ func regFloodMode(ctx context.Context, s RegFloodSpec, onWorker bool) (RegFloodR
 		}
 		regs = append(regs, t1.Sub(t0))
 		prevWin = min(win, maxQuiet)
-		fmt.Fprintf(s.Progress, "round %d %s: register %v, flood %.3f GB/s during (%v window), %.3f GB/s quiet, ratio %.2f\n",
-			r+1, row.Mode, t1.Sub(t0).Round(time.Millisecond), dr/1e9, win.Round(time.Millisecond), qr/1e9, dr/max(qr, 1))
+		fmt.Fprintf(s.Progress, "round %d %s: register %v (%d registration(s) in the window), flood %.3f GB/s during (%v window), %.3f GB/s quiet, ratio %.2f\n",
+			r+1, row.Mode, t1.Sub(t0).Round(time.Millisecond), n, dr/1e9, win.Round(time.Millisecond), qr/1e9, dr/max(qr, 1))
 	}
+	row.Rounds = ratios
 	row.Quiet, row.During, row.Ratio = median(quiet), median(during), median(ratios)
 	row.RegTime, row.UnregTime = medianDur(regs), medianDur(unregs)
 	return row, nil
@@ -335,11 +377,22 @@ func regTime(ctx context.Context, s RegFloodSpec, nics int, onWorker bool) RegTi
 	}
 	defer closeEngines(e)
 	var regs, unregs []time.Duration
-	for r := 0; r < s.RegRounds; r++ {
-		big, err := fabric.AllocHostWith(int(s.RegisterBytes), fabric.HostOptions{HugePages: s.HugePages})
-		if err != nil {
+	// As in the flood: a prefaulted region is written once and kept.
+	var kept *fabric.HostBuffer
+	if s.Prefault {
+		if kept, err = s.allocRegion(); err != nil {
 			row.Err = err
 			return row
+		}
+		defer kept.Free()
+	}
+	for r := 0; r < s.RegRounds; r++ {
+		big := kept
+		if big == nil {
+			if big, err = s.allocRegion(); err != nil {
+				row.Err = err
+				return row
+			}
 		}
 		t0 := time.Now()
 		reg, err := e.RegisterHost(big, fabric.AccessRemoteWrite)
@@ -348,7 +401,9 @@ func regTime(ctx context.Context, s RegFloodSpec, nics int, onWorker bool) RegTi
 			err = e.Unregister(reg)
 		}
 		t2 := time.Now()
-		_ = big.Free()
+		if big != kept {
+			_ = big.Free()
+		}
 		if err != nil {
 			row.Err = err
 			return row
@@ -359,6 +414,49 @@ func regTime(ctx context.Context, s RegFloodSpec, nics int, onWorker bool) RegTi
 	}
 	row.RegTime, row.UnregTime = medianDur(regs), medianDur(unregs)
 	return row
+}
+
+// allocRegion allocates the region a round registers, prefaulted when
+// the spec says so.
+func (s RegFloodSpec) allocRegion() (*fabric.HostBuffer, error) {
+	big, err := fabric.AllocHostWith(int(s.RegisterBytes), fabric.HostOptions{HugePages: s.HugePages})
+	if err != nil {
+		return nil, err
+	}
+	what := "fresh"
+	if s.Prefault {
+		t0 := time.Now()
+		populate(big)
+		what = fmt.Sprintf("prefaulted in %v", time.Since(t0).Round(time.Millisecond))
+	}
+	fmt.Fprintf(s.Progress, "region: %s of %d KiB pages, %s\n", FormatBytes(s.RegisterBytes), big.PageSize()>>10, what)
+	return big, nil
+}
+
+// populate makes every page of b present and written: one madvise call
+// where the kernel has MADV_POPULATE_WRITE (5.14), else a write to each
+// page.
+func populate(b *fabric.HostBuffer) {
+	mem := b.Bytes()
+	if len(mem) == 0 || unix.Madvise(mem, unix.MADV_POPULATE_WRITE) == nil {
+		return
+	}
+	for i := 0; i < len(mem); i += b.PageSize() {
+		mem[i] = 0
+	}
+}
+
+// Variant names the region's memory: page size asked for and whether it
+// was prefaulted.
+func (s RegFloodSpec) Variant() string {
+	v := "base pages"
+	if s.HugePages != fabric.HugePagesNever {
+		v = "huge pages"
+	}
+	if s.Prefault {
+		return v + ", prefaulted"
+	}
+	return v + ", fresh"
 }
 
 func median(v []float64) float64 {
@@ -382,12 +480,20 @@ func medianDur(v []time.Duration) time.Duration {
 // Print writes the report as two tables.
 func (r *RegFloodReport) Print(w io.Writer) {
 	s := r.Spec
-	fmt.Fprintf(w, "flood-while-register: %s, flood of %s writes x %d in flight on %d NIC(s), registering %s of fresh memory per round, %d rounds\n",
-		s.Transport, FormatBytes(s.Bytes), s.Depth, s.FloodNICs, FormatBytes(s.RegisterBytes), s.Rounds)
-	fmt.Fprintf(w, "%-10s %-17s %12s %12s %7s %10s %10s\n", "mode", "engine reports", "quiet GB/s", "during GB/s", "ratio", "register", "unregister")
+	win := "one registration per window"
+	if s.Window > 0 {
+		win = fmt.Sprintf("registering again until %v have passed", s.Window)
+	}
+	fmt.Fprintf(w, "flood-while-register: %s, flood of %s writes x %d in flight on %d NIC(s), registering %s per round (%s; %s), %d rounds\n",
+		s.Transport, FormatBytes(s.Bytes), s.Depth, s.FloodNICs, FormatBytes(s.RegisterBytes), s.Variant(), win, s.Rounds)
+	fmt.Fprintf(w, "%-10s %-17s %12s %12s %7s %10s %10s  %s\n", "mode", "engine reports", "quiet GB/s", "during GB/s", "ratio", "register", "unregister", "rounds")
 	for _, f := range r.Flood {
-		fmt.Fprintf(w, "%-10s %-17s %12.3f %12.3f %7.2f %10s %10s\n", f.Mode, f.RegMode, f.Quiet/1e9, f.During/1e9, f.Ratio,
-			f.RegTime.Round(time.Microsecond), f.UnregTime.Round(time.Microsecond))
+		rounds := make([]string, len(f.Rounds))
+		for i, v := range f.Rounds {
+			rounds[i] = fmt.Sprintf("%.2f", v)
+		}
+		fmt.Fprintf(w, "%-10s %-17s %12.3f %12.3f %7.2f %10s %10s  %s\n", f.Mode, f.RegMode, f.Quiet/1e9, f.During/1e9, f.Ratio,
+			f.RegTime.Round(time.Microsecond), f.UnregTime.Round(time.Microsecond), strings.Join(rounds, " "))
 	}
 	fmt.Fprintf(w, "registration of %s alone (median of %d):\n", FormatBytes(s.RegisterBytes), s.RegRounds)
 	fmt.Fprintf(w, "%-5s %-10s %12s %12s\n", "nics", "mode", "register", "unregister")
