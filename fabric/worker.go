@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/fabric/rdma"
-	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
 // A worker owns one group's domains. Its goroutine is locked to an OS
@@ -145,7 +144,7 @@ func (w *worker) run(opts DomainOptions) {
 		}
 	}()
 	runtime.LockOSThread()
-	w.sleep.yielder = osyield.New()
+	defer w.startPolling()()
 	defer runtime.UnlockOSThread()
 	w.sleep.wake.tune()
 	if err := w.open(opts); err != nil {
