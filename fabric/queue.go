@@ -207,11 +207,11 @@ func (e *Engine) enqueueFull(w *worker, r *request) error {
 		case <-e.life.closing:
 			return ErrClosed
 		case <-w.abandon:
-			return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
+			return fmt.Errorf("%s: group %s: %w", r.kind.name(r.flags), w.dev, ErrAbandoned)
 		case <-timeout:
-			return reqErr(r.kind.String(), ErrQueueFull, "the worker's queue stayed full until the request's deadline")
+			return reqErr(r.kind.name(r.flags), ErrQueueFull, "the worker's queue stayed full until the request's deadline")
 		case <-done:
-			return reqErr(r.kind.String(), ctxErr(r.c.ctx), "context ended while the worker's queue was full")
+			return reqErr(r.kind.name(r.flags), ctxErr(r.c.ctx), "context ended while the worker's queue was full")
 		}
 	}
 }
@@ -230,7 +230,7 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 	if w.exitState.Load() == workerAbandoned {
 		e.leave()
 		r.c.abort()
-		return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
+		return fmt.Errorf("%s: group %s: %w", r.kind.name(r.flags), w.dev, ErrAbandoned)
 	}
 	if t := r.c.t; t != nil && t.abandon.Load() != &w.abandon {
 		// A Transfer is usually reused on one worker: the store (a locked
