@@ -39,12 +39,19 @@ type worker struct {
 	deadlines  deadlineScan  // transfer deadlines (deadline.go)
 	peerHealth peerHealth    // peer liveness (liveness.go)
 	watchdog   watchdogState // stuck provider calls (watchdog.go)
-	sleep      sleepState    // polling policy and sleep (sleep.go)
-	hist       xferHist      // transfer latency and size (histogram.go)
+	// Every submit reads sleep.sleeping (kick), and the worker writes
+	// watchdog.callStart around each provider call: apart, the line
+	// stays in both cores' caches.
+	_     [cacheLine]byte
+	sleep sleepState // polling policy and sleep (sleep.go)
+	hist  xferHist   // transfer latency and size (histogram.go)
 	// completed counts the transfers of this pass that succeeded, added
 	// to the engine's count once per pass (publishCounts).
 	completed uint64
 
+	// Submitters read abandon and exitState, which change once: apart
+	// from the fields changed per pass or per request, before and after.
+	_        [cacheLine]byte
 	initDone chan error
 	exited   chan struct{}
 	// abandon is closed by a Close that gave up on this worker (see
@@ -54,6 +61,7 @@ type worker struct {
 	stopping  bool
 	deadline  time.Time
 	closeErr  error
+	_         [cacheLine]byte
 
 	rr int // the NIC round-robin routing takes next (nextNIC)
 
