@@ -44,8 +44,11 @@ type workQueue struct {
 // head, which the taker changes per request, followed by the worker's own
 // counters (workQueue). With head beside mask and slots, as before, every
 // request the worker took moved the line the next submit read away from
-// the submitter's core; slots are whole cache lines for the same reason
-// (a slot's tail shared a line with the next slot's sequence number).
+// the submitter's core. A slot's sequence number has a line of its own,
+// which an idle worker polls, and the request the lines after it: the
+// submitter writes them without the poll pulling them back (the worker
+// reads them once, after seq said they are ready), and no line holds
+// parts of two slots.
 type reqRing struct {
 	mask  uint64
 	slots []reqSlot
@@ -66,8 +69,9 @@ const cacheLine = 64
 
 type reqSlot struct {
 	seq atomic.Uint64
+	_   [cacheLine - 8]byte
 	r   request
-	_   [(cacheLine - (8+unsafe.Sizeof(request{}))%cacheLine) % cacheLine]byte
+	_   [(cacheLine - unsafe.Sizeof(request{})%cacheLine) % cacheLine]byte
 }
 
 // init sizes the ring to n (a power of two).

@@ -45,8 +45,8 @@ type worker struct {
 	_     [cacheLine]byte
 	sleep sleepState // polling policy and sleep (sleep.go)
 	hist  xferHist   // transfer latency and size (histogram.go)
-	// completed counts the transfers of this pass that succeeded, added
-	// to the engine's count once per pass (publishCounts).
+	// completed counts the transfers that succeeded since the last
+	// publishCounts, which adds them to the engine's count.
 	completed uint64
 
 	// Submitters read abandon and exitState, which change once: apart
@@ -64,6 +64,9 @@ type worker struct {
 	_         [cacheLine]byte
 
 	rr int // the NIC round-robin routing takes next (nextNIC)
+	// nextPublish is when the loop next publishes its counts
+	// (publishEvery), on the clock of now.
+	nextPublish int64
 
 	// now is the monotonic clock (nanotime), read at most once per pass
 	// (see clockEvery).
@@ -264,6 +267,7 @@ func (w *worker) loop() {
 		case f := <-w.queue.ctl:
 			f(w)
 			did = true
+			w.nextPublish = 0 // a reader may count on this pass (syncCounts)
 			continue
 		default:
 		}
@@ -276,7 +280,7 @@ func (w *worker) loop() {
 		if len(w.peerHealth.lostLater) > 0 {
 			w.declareLostLater()
 		}
-		w.flush()
+		w.endPass()
 		if did {
 			idle = 0
 			continue
@@ -379,14 +383,30 @@ func (w *worker) workInFlight() int {
 // to readers (publishCounts).
 func (w *worker) flush() {
 	w.publishCounts()
+	w.handOver()
+}
+
+// publishEvery is how often the loop publishes its counts on its own
+// (publishCounts): readers ask for them first (syncCounts), so these
+// publications only bound how old the counts of a worker stuck in a
+// provider call are. Per pass they cost five or more locked adds, as many
+// as the rest of a pass that takes one request.
+const publishEvery = time.Millisecond
+
+// endPass ends a pass of the loop: counts published every publishEvery,
+// completions handed over.
+func (w *worker) endPass() {
+	if w.now >= w.nextPublish {
+		w.publishCounts()
+		w.nextPublish = w.now + int64(publishEvery)
+	}
+	w.handOver()
+}
+
+// handOver hands this pass's completions to the dispatcher.
+func (w *worker) handOver() {
 	if len(w.missed) > 0 {
 		w.settleMissed()
-	}
-	if n := int64(w.queue.inflight); n != w.queue.liveSeen {
-		// Per pass, not per transfer: an atomic add per transfer would
-		// cost two locked instructions on each.
-		w.queue.live.Store(n)
-		w.queue.liveSeen = n
 	}
 	if len(w.pending) == 0 {
 		return

@@ -535,7 +535,7 @@ func (w *worker) deliver(c Completion, err error) {
 	if err != nil {
 		w.e.failures.Add(1)
 	} else {
-		w.completed++ // added to Stats.Completed once per pass (publishCounts)
+		w.completed++ // added to Stats.Completed by publishCounts
 	}
 	c.finishDirect(err)
 	if c.needsDispatch() {
