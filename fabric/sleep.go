@@ -58,10 +58,11 @@ func (w *worker) idle(n int) {
 // yield gives the worker's core away once (osyield: sched_yield keeps the
 // locked worker's P, Gosched would hand it off through two futex calls).
 // While the process's workers hold every P, a worker keeping its P would
-// keep every other goroutine off the CPU for its whole yield phase (the
-// submitter that would give it work among them: two engines in one
-// process on 2 Ps, a spinning writer and an adaptive target, took 5-60 µs
-// per immediate instead of 0.3), so it hands its P over then.
+// keep every other goroutine off the CPU for its whole yield phase, the
+// submitter that would give it work among them (BenchmarkNullImm: two
+// engines in one process on 2 Ps, a spinning writer and an adaptive
+// target; the submitter's scheduling delay was most of the run), so it
+// hands its P over then, as every yield did before fd077c0.
 func (w *worker) yield() {
 	if liveWorkers.Load() >= w.sleep.procs {
 		runtime.Gosched()

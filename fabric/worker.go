@@ -416,8 +416,9 @@ func (w *worker) flush() {
 // publishEvery is how often the loop publishes its counts on its own
 // (publishCounts): readers ask for them first (syncCounts), so these
 // publications only bound how old the counts of a worker stuck in a
-// provider call are. Per pass they cost five or more locked adds, as many
-// as the rest of a pass that takes one request.
+// provider call are. Per pass they cost five or more locked adds, about
+// as many locked instructions as the rest of a pass that takes one
+// request.
 const publishEvery = time.Millisecond
 
 // endPass ends a pass of the loop: counts published every publishEvery,
