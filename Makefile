@@ -183,7 +183,8 @@ test-a2a-full: deps
 	FERRY_A2A_EMU_CHAOS=200 $(GO) test $(TESTFLAGS) -count=1 -timeout 20m -run 'TestEmuChaosAborts' ./a2a/cudabackend/emulated/
 
 # bindings: libferry, the C ABI, into $(BIN)/: libferry.so.1.y.z with the
-# SONAME libferry.so.1 and its symlinks, beside its header ferry.h. The
+# SONAME libferry.so.1 and its symlinks, beside its header ferry.h
+# (stripped: its symbols and DWARF are in libferry.so.1.y.z.debug). The
 # version script exports exactly the functions of ferry.h
 # (scripts/bindings.sh). go test ./bindings builds and runs the C and Python
 # examples against a fresh copy, and installs it into a scratch prefix.

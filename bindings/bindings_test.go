@@ -152,6 +152,34 @@ func shmLeftovers(pid int) []string {
 	return left
 }
 
+// transportCase is what a C example takes as arguments: a transport, the
+// node to pin it to ("-" for none) and a NIC count.
+type transportCase struct{ transport, node, nics string }
+
+// oneOfEach is each transport that runs here once, mem and tcp with 2 NICs.
+var oneOfEach = []transportCase{
+	{"mem", "-", "2"},
+	{"ipc", "-", "1"},
+	{"shm", "-", "1"},
+	{"tcp;ofi_rxm", "127.0.0.1", "2"},
+}
+
+// runOverTransports runs the example bin once per case, as a subtest, with
+// the case's arguments and then extra, and requires the line
+// "NAME TRANSPORT: ok" the example prints on success. It returns nothing:
+// each subtest fails on its own.
+func runOverTransports(t *testing.T, name, bin string, cases []transportCase, extra ...string) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
+			out, _ := run(t, bin, append([]string{tc.transport, tc.node, tc.nics}, extra...)...)
+			if !strings.Contains(out, name+" "+tc.transport+": ok") {
+				t.Fatalf("no ok line:\n%s", out)
+			}
+		})
+	}
+}
+
 // TestCLoopback runs examples/loopback.c: two engines in one process,
 // every request kind, every completion and counter kind, concurrent
 // submitters, close, over the in-process and the libfabric loopback
@@ -180,37 +208,16 @@ func TestCLoopback(t *testing.T) {
 // TestCBadInput runs examples/badinput.c: every kind of bad input is
 // refused with its own code, posts nothing and leaves the engines working.
 func TestCBadInput(t *testing.T) {
-	bin := compileExample(t, "badinput")
-	for _, tc := range []struct{ transport, node, nics string }{
+	runOverTransports(t, "badinput", compileExample(t, "badinput"), []transportCase{
 		{"mem", "-", "1"},
 		{"tcp;ofi_rxm", "127.0.0.1", "2"},
-	} {
-		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
-			out, _ := run(t, bin, tc.transport, tc.node, tc.nics)
-			if !strings.Contains(out, "badinput "+tc.transport+": ok") {
-				t.Fatalf("no ok line:\n%s", out)
-			}
-		})
-	}
+	})
 }
 
 // TestCCycles runs examples/cycles.c: ten open, write, close cycles leave
 // the process's descriptors, /dev/shm files and live handles unchanged.
 func TestCCycles(t *testing.T) {
-	bin := compileExample(t, "cycles")
-	for _, tc := range []struct{ transport, node, nics string }{
-		{"mem", "-", "2"},
-		{"shm", "-", "1"},
-		{"ipc", "-", "1"},
-		{"tcp;ofi_rxm", "127.0.0.1", "2"},
-	} {
-		t.Run(fmt.Sprintf("%s/nics=%s", tc.transport, tc.nics), func(t *testing.T) {
-			out, _ := run(t, bin, tc.transport, tc.node, tc.nics, "10")
-			if !strings.Contains(out, "cycles "+tc.transport+": ok") {
-				t.Fatalf("no ok line:\n%s", out)
-			}
-		})
-	}
+	runOverTransports(t, "cycles", compileExample(t, "cycles"), oneOfEach, "10")
 }
 
 // TestCCloseRace runs examples/closerace.c: an engine closed while four

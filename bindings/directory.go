@@ -77,31 +77,44 @@ func directoryOf(h C.ferry_directory_t) (*dirObj, error) {
 	return lookup[*dirObj](&handles, uint64(h), "directory")
 }
 
-// dirOp is how every timed directory call starts: its handle and its
-// deadline (cancel it when done).
-func dirOp(op string, h C.ferry_directory_t, timeoutMS C.int64_t) (*dirObj, context.Context, context.CancelFunc, error) {
-	o, err := directoryOf(h)
+// timed is how every timed call on a directory or publication handle
+// runs: it looks up the object of kind T that h names, starts the
+// call's deadline and hands both to body, whose error is the call's
+// result.
+func timed[T any](op, kind string, h uint64, timeoutMS C.int64_t, body func(o T, ctx context.Context) error) C.int {
+	o, err := lookup[T](&handles, h, kind)
 	if err != nil {
-		return nil, nil, nil, err
+		return fail(err)
 	}
 	ctx, cancel, err := timeoutCtx(op, timeoutMS)
 	if err != nil {
-		return nil, nil, nil, err
+		return fail(err)
 	}
-	return o, ctx, cancel, nil
+	defer cancel()
+	return result(body(o, ctx))
 }
 
-// pubOp is dirOp for a publication handle.
-func pubOp(op string, h C.ferry_publication_t, timeoutMS C.int64_t) (*pubObj, context.Context, context.CancelFunc, error) {
-	po, err := lookup[*pubObj](&handles, uint64(h), "publication")
-	if err != nil {
-		return nil, nil, nil, err
+// timedDir is timed for a directory handle.
+func timedDir(op string, h C.ferry_directory_t, timeoutMS C.int64_t, body func(o *dirObj, ctx context.Context) error) C.int {
+	return timed(op, "directory", uint64(h), timeoutMS, body)
+}
+
+// timedPub is timed for a publication handle.
+func timedPub(op string, h C.ferry_publication_t, timeoutMS C.int64_t, body func(po *pubObj, ctx context.Context) error) C.int {
+	return timed(op, "publication", uint64(h), timeoutMS, body)
+}
+
+// own gives v a handle that the directory releases when it closes. If
+// the directory closed meanwhile, v gets none: undo then releases what v
+// holds and the error wraps ErrClosed.
+func (o *dirObj) own(op string, v any, undo func()) (uint64, error) {
+	h := handles.add(v)
+	if !o.adopt(h) {
+		handles.remove(h)
+		undo()
+		return 0, fmt.Errorf("%s: %w", op, directory.ErrClosed)
 	}
-	ctx, cancel, err := timeoutCtx(op, timeoutMS)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return po, ctx, cancel, nil
+	return h, nil
 }
 
 // dirError gives directory errors their ABI category: a stored entry that
@@ -210,48 +223,75 @@ func ferry_directory_open(curl *C.char, ttlMS, timeoutMS C.int64_t, out *C.ferry
 		if name == "" || strings.ContainsAny(name, "/?#") {
 			return fail(errInvalid(op, "url %q: want mem://NAME", raw))
 		}
-		memDirs.mu.Lock()
-		if memDirs.dirs == nil {
-			memDirs.dirs = make(map[string]*memDir)
-		}
-		md := memDirs.dirs[name]
-		if md == nil {
-			md = &memDir{m: directory.NewMemory()}
-			memDirs.dirs[name] = md
-		}
-		md.refs++
-		memDirs.mu.Unlock()
-		o.d, o.mem, o.memName = md.m, md.m, name
+		o.mem, o.memName = acquireMem(name), name
+		o.d = o.mem
 	case strings.HasPrefix(raw, "etcd://"):
-		cfg, err := etcd.ParseURL(raw)
-		if err != nil {
-			return fail(errInvalid(op, "url: %v", err))
+		if o.d, err = openEtcd(ctx, op, raw, ttlMS, timeoutMS); err != nil {
+			return fail(err)
 		}
-		if u, _ := url.Parse(raw); u != nil && (u.RawQuery != "" || u.Fragment != "") {
-			return fail(errInvalid(op, "url %q: no query or fragment allowed", raw))
-		}
-		cfg.TTL = time.Duration(ttlMS) * time.Millisecond
-		if cfg.TTL > 0 && cfg.TTL < time.Second {
-			return fail(errInvalid(op, "ttl_ms %d: at least 1000 on etcd", int64(ttlMS)))
-		}
-		cfg.DialTimeout = time.Duration(timeoutMS) * time.Millisecond
-		if cfg.DialTimeout <= 0 {
-			cfg.DialTimeout = time.Millisecond
-		}
-		d, err := etcd.Open(ctx, cfg)
-		if err != nil {
-			if errors.Is(err, directory.ErrInvalid) {
-				return fail(fmt.Errorf("%s: url %q: %w", op, raw, err))
-			}
-			return fail(fmt.Errorf("%s %q: %w: %w", op, raw, errUnavailable, err))
-		}
-		o.d = d
 	default:
 		return fail(errInvalid(op, "url %q: want etcd://HOST:PORT/PREFIX or mem://NAME", raw))
 	}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	*out = C.ferry_directory_t(handles.add(o))
 	return C.int(codeOK)
+}
+
+// acquireMem returns the in-process directory of mem://name, made on
+// first use, and counts one more handle using it.
+func acquireMem(name string) *directory.Memory {
+	memDirs.mu.Lock()
+	defer memDirs.mu.Unlock()
+	if memDirs.dirs == nil {
+		memDirs.dirs = make(map[string]*memDir)
+	}
+	md := memDirs.dirs[name]
+	if md == nil {
+		md = &memDir{m: directory.NewMemory()}
+		memDirs.dirs[name] = md
+	}
+	md.refs++
+	return md.m
+}
+
+// releaseMem counts one handle fewer using mem://name, and closes the
+// directory when it was the last.
+func releaseMem(name string) {
+	memDirs.mu.Lock()
+	defer memDirs.mu.Unlock()
+	if md := memDirs.dirs[name]; md != nil {
+		if md.refs--; md.refs == 0 {
+			delete(memDirs.dirs, name)
+			_ = md.m.Close()
+		}
+	}
+}
+
+// openEtcd opens the directory of an etcd:// URL.
+func openEtcd(ctx context.Context, op, raw string, ttlMS, timeoutMS C.int64_t) (directory.Directory, error) {
+	cfg, err := etcd.ParseURL(raw)
+	if err != nil {
+		return nil, errInvalid(op, "url: %v", err)
+	}
+	if u, _ := url.Parse(raw); u != nil && (u.RawQuery != "" || u.Fragment != "") {
+		return nil, errInvalid(op, "url %q: no query or fragment allowed", raw)
+	}
+	cfg.TTL = time.Duration(ttlMS) * time.Millisecond
+	if cfg.TTL > 0 && cfg.TTL < time.Second {
+		return nil, errInvalid(op, "ttl_ms %d: at least 1000 on etcd", int64(ttlMS))
+	}
+	cfg.DialTimeout = time.Duration(timeoutMS) * time.Millisecond
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = time.Millisecond
+	}
+	d, err := etcd.Open(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, directory.ErrInvalid) {
+			return nil, fmt.Errorf("%s: url %q: %w", op, raw, err)
+		}
+		return nil, fmt.Errorf("%s %q: %w: %w", op, raw, errUnavailable, err)
+	}
+	return d, nil
 }
 
 //export ferry_directory_close
@@ -291,14 +331,7 @@ func ferry_directory_close(h C.ferry_directory_t) (rc C.int) {
 		}
 	}
 	if o.mem != nil {
-		memDirs.mu.Lock()
-		if md := memDirs.dirs[o.memName]; md != nil {
-			if md.refs--; md.refs == 0 {
-				delete(memDirs.dirs, o.memName)
-				_ = md.m.Close()
-			}
-		}
-		memDirs.mu.Unlock()
+		releaseMem(o.memName)
 		return C.int(codeOK)
 	}
 	return result(dirError("directory close", o.d.Close()))
@@ -308,99 +341,84 @@ func ferry_directory_close(h C.ferry_directory_t) (rc C.int) {
 func ferry_directory_publish(h C.ferry_directory_t, eh C.ferry_engine_t, cname *C.char, labels **C.char, count C.size_t, timeoutMS C.int64_t, out *C.ferry_publication_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory publish"
-	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	eo, err := engineOf(eh)
-	if err != nil {
-		return fail(err)
-	}
-	if out == nil {
-		return fail(errInvalid(op, "out is NULL"))
-	}
-	name, err := cName(op, "name", cname)
-	if err != nil {
-		return fail(err)
-	}
-	lm, err := cPairs(op, "labels", labels, count)
-	if err != nil {
-		return fail(err)
-	}
-	e, err := directory.EntryOf(eo.e, name, lm)
-	if err != nil {
-		return fail(dirError(op, err))
-	}
-	p, err := o.d.Publish(ctx, e)
-	if err != nil {
-		return fail(dirError(op, err))
-	}
-	po := &pubObj{dir: o, p: p}
-	ph := handles.add(po)
-	if !o.adopt(ph) {
-		handles.remove(ph)
-		_ = p.Close(ctx)
-		return fail(fmt.Errorf("%s: %w", op, directory.ErrClosed))
-	}
-	*out = C.ferry_publication_t(ph)
-	return C.int(codeOK)
+	return timedDir(op, h, timeoutMS, func(o *dirObj, ctx context.Context) error {
+		eo, err := engineOf(eh)
+		if err != nil {
+			return err
+		}
+		if out == nil {
+			return errInvalid(op, "out is NULL")
+		}
+		name, err := cName(op, "name", cname)
+		if err != nil {
+			return err
+		}
+		lm, err := cPairs(op, "labels", labels, count)
+		if err != nil {
+			return err
+		}
+		e, err := directory.EntryOf(eo.e, name, lm)
+		if err != nil {
+			return dirError(op, err)
+		}
+		p, err := o.d.Publish(ctx, e)
+		if err != nil {
+			return dirError(op, err)
+		}
+		ph, err := o.own(op, &pubObj{dir: o, p: p}, func() { _ = p.Close(ctx) })
+		if err != nil {
+			return err
+		}
+		*out = C.ferry_publication_t(ph)
+		return nil
+	})
 }
 
 //export ferry_publication_add_region
 func ferry_publication_add_region(h C.ferry_publication_t, cname *C.char, dh C.ferry_descriptor_t, meta **C.char, count C.size_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "publication add region"
-	po, ctx, cancel, err := pubOp(op, h, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	name, err := cName(op, "name", cname)
-	if err != nil {
-		return fail(err)
-	}
-	d, err := descriptorOf(dh)
-	if err != nil {
-		return fail(err)
-	}
-	mm, err := cPairs(op, "meta", meta, count)
-	if err != nil {
-		return fail(err)
-	}
-	return result(dirError(op, po.p.PublishRegion(ctx, name, *d, mm)))
+	return timedPub(op, h, timeoutMS, func(po *pubObj, ctx context.Context) error {
+		name, err := cName(op, "name", cname)
+		if err != nil {
+			return err
+		}
+		d, err := descriptorOf(dh)
+		if err != nil {
+			return err
+		}
+		mm, err := cPairs(op, "meta", meta, count)
+		if err != nil {
+			return err
+		}
+		return dirError(op, po.p.PublishRegion(ctx, name, *d, mm))
+	})
 }
 
 //export ferry_publication_remove_region
 func ferry_publication_remove_region(h C.ferry_publication_t, cname *C.char, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "publication remove region"
-	po, ctx, cancel, err := pubOp(op, h, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	name, err := cName(op, "name", cname)
-	if err != nil {
-		return fail(err)
-	}
-	return result(dirError(op, po.p.WithdrawRegion(ctx, name)))
+	return timedPub(op, h, timeoutMS, func(po *pubObj, ctx context.Context) error {
+		name, err := cName(op, "name", cname)
+		if err != nil {
+			return err
+		}
+		return dirError(op, po.p.WithdrawRegion(ctx, name))
+	})
 }
 
 //export ferry_publication_set_labels
 func ferry_publication_set_labels(h C.ferry_publication_t, labels **C.char, count C.size_t, timeoutMS C.int64_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "publication set labels"
-	po, ctx, cancel, err := pubOp(op, h, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	lm, err := cPairs(op, "labels", labels, count)
-	if err != nil {
-		return fail(err)
-	}
-	return result(dirError(op, po.p.SetLabels(ctx, lm)))
+	return timedPub(op, h, timeoutMS, func(po *pubObj, ctx context.Context) error {
+		lm, err := cPairs(op, "labels", labels, count)
+		if err != nil {
+			return err
+		}
+		return dirError(op, po.p.SetLabels(ctx, lm))
+	})
 }
 
 //export ferry_publication_close
@@ -424,20 +442,35 @@ func ferry_publication_close(h C.ferry_publication_t, timeoutMS C.int64_t) (rc C
 func ferry_directory_lookup(h C.ferry_directory_t, cname *C.char, timeoutMS C.int64_t, buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory lookup"
-	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	name, err := cName(op, "name", cname)
-	if err != nil {
-		return fail(err)
-	}
-	e, err := o.d.Lookup(ctx, name)
-	if err != nil {
-		return fail(dirError(op, err))
-	}
-	return result(copyText(op, marshal(toJSON(e)), buf, cp, n))
+	return timedDir(op, h, timeoutMS, func(o *dirObj, ctx context.Context) error {
+		name, err := cName(op, "name", cname)
+		if err != nil {
+			return err
+		}
+		e, err := o.d.Lookup(ctx, name)
+		if err != nil {
+			return dirError(op, err)
+		}
+		return copyText(op, marshal(toJSON(e)), buf, cp, n)
+	})
+}
+
+// timedSelect is timedDir for the calls that answer with the entries
+// find returns for the selector csel (NULL: every entry), as a JSON
+// array; find's error is the call's.
+func timedSelect(op string, h C.ferry_directory_t, csel *C.char, timeoutMS C.int64_t, buf *C.char, cp C.size_t, n *C.size_t,
+	find func(o *dirObj, ctx context.Context, sel directory.Selector) ([]directory.Entry, error)) C.int {
+	return timedDir(op, h, timeoutMS, func(o *dirObj, ctx context.Context) error {
+		sel, err := parseSelector(op, csel)
+		if err != nil {
+			return err
+		}
+		es, err := find(o, ctx, sel)
+		if err != nil {
+			return err
+		}
+		return copyText(op, entriesJSON(es), buf, cp, n)
+	})
 }
 
 // parseSelector reads an optional selector argument.
@@ -464,88 +497,70 @@ func entriesJSON(es []directory.Entry) string {
 func ferry_directory_select(h C.ferry_directory_t, csel *C.char, timeoutMS C.int64_t, buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory select"
-	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	sel, err := parseSelector(op, csel)
-	if err != nil {
-		return fail(err)
-	}
-	es, err := o.d.Select(ctx, sel)
-	var ee *directory.EntryError
-	if err != nil && !errors.As(err, &ee) {
-		// Malformed entries are left out (the valid ones are still the
-		// answer); anything else failed the select.
-		return fail(dirError(op, err))
-	}
-	return result(copyText(op, entriesJSON(es), buf, cp, n))
+	return timedSelect(op, h, csel, timeoutMS, buf, cp, n, func(o *dirObj, ctx context.Context, sel directory.Selector) ([]directory.Entry, error) {
+		es, err := o.d.Select(ctx, sel)
+		var ee *directory.EntryError
+		if err != nil && !errors.As(err, &ee) {
+			// Malformed entries are left out (the valid ones are still
+			// the answer); anything else failed the select.
+			return nil, dirError(op, err)
+		}
+		return es, nil
+	})
 }
 
 //export ferry_directory_wait_for
 func ferry_directory_wait_for(h C.ferry_directory_t, csel *C.char, count C.int32_t, timeoutMS C.int64_t, buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory wait for"
-	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	sel, err := parseSelector(op, csel)
-	if err != nil {
-		return fail(err)
-	}
-	if count < 1 {
-		return fail(errInvalid(op, "n %d (want >= 1)", int32(count)))
-	}
-	// The handle's close ends the wait too.
-	stop := context.AfterFunc(o.ctx, cancel)
-	defer stop()
-	es, err := directory.WaitFor(ctx, o.d, sel, int(count))
-	if err != nil {
-		if o.ctx.Err() != nil {
+	return timedSelect(op, h, csel, timeoutMS, buf, cp, n, func(o *dirObj, ctx context.Context, sel directory.Selector) ([]directory.Entry, error) {
+		if count < 1 {
+			return nil, errInvalid(op, "n %d (want >= 1)", int32(count))
+		}
+		// The handle's close ends the wait too.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(o.ctx, cancel)
+		defer stop()
+		es, err := directory.WaitFor(ctx, o.d, sel, int(count))
+		if err != nil && o.ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", directory.ErrClosed, err)
 		}
-		return fail(dirError(op, err))
-	}
-	return result(copyText(op, entriesJSON(es), buf, cp, n))
+		return es, dirError(op, err)
+	})
 }
 
 //export ferry_directory_region
 func ferry_directory_region(h C.ferry_directory_t, cengine, cname *C.char, timeoutMS C.int64_t, desc *C.ferry_descriptor_t, buf *C.char, cp C.size_t, n *C.size_t) (rc C.int) {
 	defer guard(&rc)
 	const op = "directory region"
-	o, ctx, cancel, err := dirOp(op, h, timeoutMS)
-	if err != nil {
-		return fail(err)
-	}
-	defer cancel()
-	engine, err := cName(op, "engine", cengine)
-	if err != nil {
-		return fail(err)
-	}
-	name, err := cName(op, "name", cname)
-	if err != nil {
-		return fail(err)
-	}
-	if desc == nil {
-		return fail(errInvalid(op, "desc is NULL"))
-	}
-	r, err := o.d.Region(ctx, engine, name)
-	if err != nil {
-		return fail(dirError(op, err))
-	}
-	meta := r.Meta
-	if meta == nil {
-		meta = map[string]string{}
-	}
-	if err := copyText(op, marshal(meta), buf, cp, n); err != nil {
-		return fail(err)
-	}
-	d := r.Desc
-	*desc = C.ferry_descriptor_t(handles.add(&d))
-	return C.int(codeOK)
+	return timedDir(op, h, timeoutMS, func(o *dirObj, ctx context.Context) error {
+		engine, err := cName(op, "engine", cengine)
+		if err != nil {
+			return err
+		}
+		name, err := cName(op, "name", cname)
+		if err != nil {
+			return err
+		}
+		if desc == nil {
+			return errInvalid(op, "desc is NULL")
+		}
+		r, err := o.d.Region(ctx, engine, name)
+		if err != nil {
+			return dirError(op, err)
+		}
+		meta := r.Meta
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		if err := copyText(op, marshal(meta), buf, cp, n); err != nil {
+			return err
+		}
+		d := r.Desc
+		*desc = C.ferry_descriptor_t(handles.add(&d))
+		return nil
+	})
 }
 
 //export ferry_directory_watch
@@ -567,12 +582,9 @@ func ferry_directory_watch(h C.ferry_directory_t, timeoutMS C.int64_t, out *C.fe
 	if err != nil {
 		return fail(dirError(op, err))
 	}
-	w := &watchObj{dir: o, events: events, cancel: cancel}
-	wh := handles.add(w)
-	if !o.adopt(wh) {
-		handles.remove(wh)
-		cancel()
-		return fail(fmt.Errorf("%s: %w", op, directory.ErrClosed))
+	wh, err := o.own(op, &watchObj{dir: o, events: events, cancel: cancel}, cancel)
+	if err != nil {
+		return fail(err)
 	}
 	*out = C.ferry_dir_watch_t(wh)
 	return C.int(codeOK)

@@ -1,9 +1,12 @@
 // Command bindings is libferry, ferry's C ABI: built with
 //
-//	go build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$PWD/bindings/libferry.map \
+//	go build -buildmode=c-shared -tags grpcnotrace \
+//		-ldflags=-extldflags=-Wl,--version-script=$PWD/bindings/libferry.map \
 //		-o libferry.so ./bindings
 //
-// (make bindings does this and copies ferry.h beside the library), it lets
+// (make bindings does this through scripts/bindings.sh, which also sets
+// the SONAME, moves the symbols and DWARF into libferry.so.X.Y.Z.debug and
+// copies ferry.h beside the library), it lets
 // C, C++, Python (package ferry in bindings/python, over ctypes), Rust and any other
 // language with a C foreign-function interface drive fabric's
 // TransferEngine. ferry.h, hand-written, is the contract: it documents

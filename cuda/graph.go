@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/ferryrdma/ferry/internal/cudadrv"
 )
@@ -23,12 +22,10 @@ const (
 
 // Graph is work captured from a stream, ready to be instantiated.
 type Graph struct {
-	ctx  *Context
-	h    cudadrv.Graph
-	leak leakCheck
+	ctx *Context
+	h   cudadrv.Graph
 
-	mu     sync.Mutex
-	closed bool
+	resource
 }
 
 // Capture records the work fn queues on st into a graph instead of
@@ -109,26 +106,18 @@ func (g *Graph) Close() error {
 	if g == nil {
 		return nil
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return nil
-	}
-	g.closed = true
-	g.leak.closed()
-	defer g.ctx.dropChild()
-	return g.ctx.s.check("cuGraphDestroy", g.ctx.s.d.GraphDestroy(g.ctx.h, g.h))
+	return g.release(g.ctx, func() error {
+		return g.ctx.s.check("cuGraphDestroy", g.ctx.s.d.GraphDestroy(g.ctx.h, g.h))
+	})
 }
 
 // GraphExec is an instantiated graph: replay it with Launch as often as
 // needed. One GraphExec must not run concurrently with itself.
 type GraphExec struct {
-	ctx  *Context
-	h    cudadrv.GraphExec
-	leak leakCheck
+	ctx *Context
+	h   cudadrv.GraphExec
 
-	mu     sync.Mutex
-	closed bool
+	resource
 }
 
 // Launch queues one replay of the graph on st.
@@ -158,13 +147,7 @@ func (e *GraphExec) Close() error {
 	if e == nil {
 		return nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil
-	}
-	e.closed = true
-	e.leak.closed()
-	defer e.ctx.dropChild()
-	return e.ctx.s.check("cuGraphExecDestroy", e.ctx.s.d.GraphExecDestroy(e.ctx.h, e.h))
+	return e.release(e.ctx, func() error {
+		return e.ctx.s.check("cuGraphExecDestroy", e.ctx.s.d.GraphExecDestroy(e.ctx.h, e.h))
+	})
 }

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -33,10 +32,8 @@ type HostMemory struct {
 	size  uint64
 	dev   DevicePtr // 0 unless HostMapped
 	flags HostFlags
-	leak  leakCheck
 
-	mu     sync.Mutex
-	closed bool
+	resource
 }
 
 // AllocHost allocates size bytes of pinned host memory, zeroed. For memory
@@ -111,14 +108,8 @@ func (h *HostMemory) Close() error {
 	if h == nil {
 		return nil
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	h.leak.closed()
-	defer h.ctx.dropChild()
-	s := h.ctx.s
-	return s.check("cuMemFreeHost", s.d.MemFreeHost(h.ctx.h, h.p))
+	return h.release(h.ctx, func() error {
+		s := h.ctx.s
+		return s.check("cuMemFreeHost", s.d.MemFreeHost(h.ctx.h, h.p))
+	})
 }

@@ -3,23 +3,31 @@ package cuda
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 )
 
-func TestSendReceiveFD(t *testing.T) {
+// connPair returns the two ends of a SocketPair, closed at the test's end.
+func connPair(t *testing.T) (a, b *net.UnixConn) {
+	t.Helper()
 	a, bf, err := SocketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	b, err := UnixConnFromFile(bf)
+	t.Cleanup(func() { a.Close() })
+	b, err = UnixConnFromFile(bf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
+func TestSendReceiveFD(t *testing.T) {
+	a, b := connPair(t)
 
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -58,20 +66,11 @@ func TestSendReceiveFD(t *testing.T) {
 }
 
 func TestReceiveFDContext(t *testing.T) {
-	a, bf, err := SocketPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := UnixConnFromFile(bf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := connPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	start := time.Now()
-	_, _, err = ReceiveFD(ctx, b, make([]byte, 8))
+	_, _, err := ReceiveFD(ctx, b, make([]byte, 8))
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}

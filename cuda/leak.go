@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 )
 
@@ -27,3 +28,27 @@ func track[T any](obj *T, lc *leakCheck) *T {
 }
 
 func (lc *leakCheck) closed() { lc.c.Stop() }
+
+// resource is embedded by every object made in a Context: the lock its
+// methods take, whether it is closed, and its leak check.
+type resource struct {
+	leak leakCheck
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// release is how such an object closes: the first call disarms the leak
+// check, runs destroy (which frees the driver object) under the lock and
+// counts one child fewer in ctx; later calls return nil.
+func (r *resource) release(ctx *Context, destroy func() error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.leak.closed()
+	defer ctx.dropChild()
+	return destroy()
+}

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"os"
-	"sync"
 	"unsafe"
 
 	"github.com/ferryrdma/ferry/internal/cudadrv"
@@ -26,10 +25,8 @@ type DeviceMemory struct {
 	ptr  DevicePtr
 	size uint64
 	vmm  *vmmState // nil for cuMemAlloc memory
-	leak leakCheck
 
-	mu     sync.Mutex
-	closed bool
+	resource
 }
 
 // Alloc allocates size bytes with cuMemAlloc.
@@ -185,19 +182,13 @@ func (m *DeviceMemory) Close() error {
 	if m == nil {
 		return nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil
-	}
-	m.closed = true
-	m.leak.closed()
-	defer m.ctx.dropChild()
-	s := m.ctx.s
-	if m.vmm != nil {
-		return m.vmm.release(s, m.ctx.h, m.ptr)
-	}
-	return s.check("cuMemFree", s.d.MemFree(m.ctx.h, cudadrv.DevicePtr(m.ptr)))
+	return m.release(m.ctx, func() error {
+		s := m.ctx.s
+		if m.vmm != nil {
+			return m.vmm.release(s, m.ctx.h, m.ptr)
+		}
+		return s.check("cuMemFree", s.d.MemFree(m.ctx.h, cudadrv.DevicePtr(m.ptr)))
+	})
 }
 
 // DmaBuf is a dma-buf file descriptor over a page-aligned device range

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/ferryrdma/ferry/cuda/internal/kernelargs"
@@ -13,11 +12,9 @@ type Module struct {
 	ctx       *Context
 	h         cudadrv.Module
 	fromCache bool
-	leak      leakCheck
 
-	mu     sync.Mutex
-	closed bool
-	funcs  map[string]*Function
+	resource
+	funcs map[string]*Function
 }
 
 // LoadModule loads a cubin, fatbin or NUL-free PTX image.
@@ -70,15 +67,9 @@ func (m *Module) Close() error {
 	if m == nil {
 		return nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil
-	}
-	m.closed = true
-	m.leak.closed()
-	defer m.ctx.dropChild()
-	return m.ctx.s.check("cuModuleUnload", m.ctx.s.d.ModuleUnload(m.ctx.h, m.h))
+	return m.release(m.ctx, func() error {
+		return m.ctx.s.check("cuModuleUnload", m.ctx.s.d.ModuleUnload(m.ctx.h, m.h))
+	})
 }
 
 // Function is a kernel in a loaded module. Launches are safe for

@@ -3,7 +3,6 @@ package cuda
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ferryrdma/ferry/internal/cudadrv"
@@ -13,12 +12,10 @@ import (
 // stream wherever a stream is taken. Streams are safe for concurrent use
 // (the driver orders work in submission order).
 type Stream struct {
-	ctx  *Context
-	h    cudadrv.Stream
-	leak leakCheck
+	ctx *Context
+	h   cudadrv.Stream
 
-	mu     sync.Mutex
-	closed bool
+	resource
 }
 
 // NewStream creates a stream. nonBlocking streams do not synchronise with
@@ -154,15 +151,9 @@ func (st *Stream) Close() error {
 	if st == nil {
 		return nil
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.closed {
-		return nil
-	}
-	st.closed = true
-	st.leak.closed()
-	defer st.ctx.dropChild()
-	return st.ctx.s.check("cuStreamDestroy", st.ctx.s.d.StreamDestroy(st.ctx.h, st.h))
+	return st.release(st.ctx, func() error {
+		return st.ctx.s.check("cuStreamDestroy", st.ctx.s.d.StreamDestroy(st.ctx.h, st.h))
+	})
 }
 
 // pollUntil calls done until it reports true, fails, or ctx ends. It spins
@@ -190,12 +181,10 @@ func pollUntil(ctx context.Context, op string, done func() (bool, error)) error 
 
 // Event is a CUDA event: a marker in a stream, for waiting and timing.
 type Event struct {
-	ctx  *Context
-	h    cudadrv.Event
-	leak leakCheck
+	ctx *Context
+	h   cudadrv.Event
 
-	mu     sync.Mutex
-	closed bool
+	resource
 }
 
 // NewEvent creates an event. timing=false makes a lighter event that
@@ -281,13 +270,7 @@ func (e *Event) Close() error {
 	if e == nil {
 		return nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil
-	}
-	e.closed = true
-	e.leak.closed()
-	defer e.ctx.dropChild()
-	return e.ctx.s.check("cuEventDestroy", e.ctx.s.d.EventDestroy(e.ctx.h, e.h))
+	return e.release(e.ctx, func() error {
+		return e.ctx.s.check("cuEventDestroy", e.ctx.s.d.EventDestroy(e.ctx.h, e.h))
+	})
 }

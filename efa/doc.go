@@ -35,6 +35,17 @@
 // queue: the engine must keep polling every domain, including ones that only
 // receive.
 //
+// Plain RMA on 1.17's shm is the exception: a write without an immediate
+// and every read (a read carries none) take shm's fast path, in which the
+// initiator copies the bytes itself with process_vm_writev or
+// process_vm_readv inside fi_writemsg or fi_readmsg, and the target only
+// counts the op when it next polls. A read therefore waits for nothing at
+// the target and costs what such a write costs (16 MiB pieces take the
+// same 2.5-3.5 ms at best either way here). The copy runs under the
+// target region's spin lock, so a target that polls meanwhile spins in
+// fi_cq_read until the piece is copied: measured in a loopback, that
+// spinning took as much CPU as the copy itself.
+//
 // A peer that can never be reached must not hold its ops forever:
 // tcp;ofi_rxm answers -FI_EAGAIN for as long as it cannot connect, so when
 // the op at the front of a post has been refused for

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/testutil"
 	"github.com/ferryrdma/ferry/memfabric"
 )
 
@@ -20,7 +21,7 @@ import (
 // the engine's log lines meanwhile: none holds the "%!" fmt writes for a
 // bad verb or a nil wrapped error ("%!w(<nil>)").
 func TestErrorTextHasNoBadVerbs(t *testing.T) {
-	sink := &lockedBuffer{}
+	sink := &testutil.Buffer{}
 	logger := slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var texts []string
 	var engines []*fabric.Engine

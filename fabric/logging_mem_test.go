@@ -1,42 +1,23 @@
 package fabric_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/testutil"
 	_ "github.com/ferryrdma/ferry/memfabric"
 )
-
-// lockedBuffer collects log lines from the engine's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // logsOf opens and closes a mem engine logging to a handler that takes
 // everything, with the given LogLevel, and returns what was logged.
 func logsOf(t *testing.T, level slog.Leveler) string {
 	t.Helper()
-	var buf lockedBuffer
+	var buf testutil.Buffer
 	h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
 	e, err := fabric.Open(context.Background(), fabric.Config{Transport: "mem", Logger: slog.New(h), LogLevel: level})
 	require.NoError(t, err)

@@ -3,7 +3,8 @@
 # pkg-config file.
 #
 #   scripts/bindings.sh build OUTDIR
-#       OUTDIR/libferry.so.X.Y.Z (SONAME libferry.so.X), the symlinks
+#       OUTDIR/libferry.so.X.Y.Z (SONAME libferry.so.X), stripped, its
+#       symbols and DWARF in OUTDIR/libferry.so.X.Y.Z.debug, the symlinks
 #       libferry.so.X and libferry.so, and ferry.h
 #   scripts/bindings.sh install OUTDIR PREFIX [DESTDIR]
 #       DESTDIR/PREFIX/lib/libferry.so*, DESTDIR/PREFIX/include/ferry.h and
@@ -28,10 +29,24 @@ build() {
 	rm -f "$out"/libferry.so* "$out/libferry.h"
 	GO=${GO:-go}
 	command -v "$GO" >/dev/null 2>&1 || GO=/usr/local/go/bin/go
-	(cd "$root" && "$GO" build -buildmode=c-shared \
+	# grpcnotrace: gRPC (the etcd directory's client) leaves out its
+	# request-tracing pages, golang.org/x/net/trace; their html/template
+	# makes the linker keep every exported method of every type in the
+	# library (5 MB of 26). Nothing in libferry serves those pages.
+	(cd "$root" && "$GO" build -buildmode=c-shared -tags grpcnotrace \
 		-ldflags="-extldflags=-Wl,--version-script=$root/bindings/libferry.map,-soname,$soname" \
 		-o "$out/$real" ./bindings)
 	rm -f "$out"/libferry*.h # cgo's generated header: ferry.h is the contract
+	# The library ships without its symbol table and DWARF (a third of the
+	# file); they go to $real.debug beside it, which gdb and perf find
+	# through the debug link when it sits next to the library or under
+	# /usr/lib/debug. Go's own tracebacks need neither.
+	if command -v objcopy >/dev/null 2>&1; then
+		objcopy --only-keep-debug "$out/$real" "$out/$real.debug"
+		objcopy --strip-debug --strip-unneeded --add-gnu-debuglink="$out/$real.debug" "$out/$real"
+	else
+		echo "bindings: no objcopy: $out/$real keeps its debug information" >&2
+	fi
 	ln -sf "$real" "$out/$soname"
 	ln -sf "$soname" "$out/libferry.so"
 	cp "$header" "$out/ferry.h"

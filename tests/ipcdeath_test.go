@@ -17,14 +17,21 @@ import (
 	"github.com/ferryrdma/ferry/ipc"
 )
 
-// runIPCTarget opens an ipc engine with a remote-writable buffer, prints
-// its descriptor, counts what arrives, and waits to be killed.
+// runIPCTarget opens an ipc engine with two NICs and an 8 MiB
+// remote-writable buffer, prints its descriptor and waits to be killed.
 func runIPCTarget() error {
-	e, err := fabric.Open(context.Background(), fabric.Config{Transport: "ipc", NICs: 2})
+	return runKilledTarget(fabric.Config{Transport: "ipc", NICs: 2}, 8<<20)
+}
+
+// runKilledTarget opens an engine with cfg and a remote-writable buffer of
+// size bytes, prints the buffer's descriptor ("DESC ...") and waits to be
+// killed (or for its stdin to close).
+func runKilledTarget(cfg fabric.Config, size int) error {
+	e, err := fabric.Open(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
-	buf, err := fabric.AllocHost(8 << 20)
+	buf, err := fabric.AllocHost(size)
 	if err != nil {
 		return err
 	}

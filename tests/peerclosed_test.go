@@ -1,42 +1,23 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
-
-// lockedBuffer collects an engine's log lines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestIPCPeerClosedIsNotLost: an ipc peer whose engine closes is an
 // orderly end: the writer's next write fails with a PeerError (its peer is
 // unusable), and the log says "ferry peer closed" at debug level, never
 // "ferry peer lost" (which is for peers that die or break).
 func TestIPCPeerClosedIsNotLost(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -3,8 +3,6 @@ package tests
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -25,26 +23,8 @@ import (
 // remote-writable buffer and waits to be killed.
 func runStaleTarget() error {
 	port, _ := strconv.Atoi(os.Getenv("FERRY_TEST_PORT"))
-	e, err := fabric.Open(context.Background(), fabric.Config{Transport: os.Getenv("FERRY_TEST_TRANSPORT"),
-		Node: os.Getenv("FERRY_TEST_NODE"), ListenPort: port})
-	if err != nil {
-		return err
-	}
-	buf, err := fabric.AllocHost(1 << 20)
-	if err != nil {
-		return err
-	}
-	r, err := e.RegisterHost(buf, fabric.AccessRemoteWrite)
-	if err != nil {
-		return err
-	}
-	d, err := r.Descriptor()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("DESC %s\n", d)
-	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
-	return nil
+	return runKilledTarget(fabric.Config{Transport: os.Getenv("FERRY_TEST_TRANSPORT"),
+		Node: os.Getenv("FERRY_TEST_NODE"), ListenPort: port}, 1<<20)
 }
 
 // startStaleTarget starts a target process and returns its descriptor.
@@ -68,11 +48,11 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// writeUntilStale writes through desc until a write fails, and returns the
-// error and how long it took from the first write. Writes that completed
+// writeUntilStale writes through desc until a write fails, and returns how
+// long that took from the first write and the error. Writes that completed
 // before it are logged: on tcp a writer that was connected to the old
 // process can see some complete before its liveness check answers.
-func writeUntilStale(t *testing.T, e *fabric.Engine, src *fabric.MemoryRegion, desc fabric.Descriptor) (error, time.Duration) {
+func writeUntilStale(t *testing.T, e *fabric.Engine, src *fabric.MemoryRegion, desc fabric.Descriptor) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	ok := 0
@@ -90,12 +70,12 @@ func writeUntilStale(t *testing.T, e *fabric.Engine, src *fabric.MemoryRegion, d
 		}
 		cancel()
 		if err != nil {
-			return err, time.Since(start)
+			return time.Since(start), err
 		}
 		ok++
 		time.Sleep(5 * time.Millisecond)
 	}
-	return nil, time.Since(start)
+	return time.Since(start), nil
 }
 
 // TestStaleDescriptorAfterRestart: a target process is killed and started
@@ -146,7 +126,7 @@ func TestStaleDescriptorAfterRestart(t *testing.T) {
 			}
 			require.NotEqual(t, oldDesc.NICs[0].Addr, newDesc.NICs[0].Addr)
 
-			err, took := writeUntilStale(t, e, src, oldDesc)
+			took, err := writeUntilStale(t, e, src, oldDesc)
 			require.Error(t, err, "a write through the old descriptor failed")
 			require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
 			t.Logf("%s: stale error after %v: %v", c.transport, took, err)
@@ -167,7 +147,7 @@ func TestStaleDescriptorAfterRestart(t *testing.T) {
 			})
 			src2, err := e2.RegisterHost(buf, fabric.AccessLocal)
 			require.NoError(t, err)
-			err, took = writeUntilStale(t, e2, src2, oldDesc)
+			took, err = writeUntilStale(t, e2, src2, oldDesc)
 			require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
 			t.Logf("%s: fresh writer: stale error after %v: %v", c.transport, took, err)
 		})
@@ -212,7 +192,7 @@ func TestStaleDescriptorMem(t *testing.T) {
 	t.Cleanup(func() { _ = t2.Close(context.Background()) })
 	newDesc := target(t2)
 
-	err, took := writeUntilStale(t, w, src, oldDesc)
+	took, err := writeUntilStale(t, w, src, oldDesc)
 	require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
 	t.Logf("mem: stale error after %v: %v", took, err)
 
@@ -221,7 +201,7 @@ func TestStaleDescriptorMem(t *testing.T) {
 	t.Cleanup(func() { _ = w2.Close(context.Background()) })
 	src2, err := w2.RegisterHost(buf, fabric.AccessLocal)
 	require.NoError(t, err)
-	err, _ = writeUntilStale(t, w2, src2, oldDesc)
+	_, err = writeUntilStale(t, w2, src2, oldDesc)
 	require.ErrorIs(t, err, fabric.ErrStaleDescriptor)
 
 	tr = fabric.NewTransfer()

@@ -7,15 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/ferryrdma/ferry/fabric"
-	"github.com/ferryrdma/ferry/fabric/fabrictest"
 )
 
 // Unregister during a flood, across processes: a target process
@@ -114,142 +109,20 @@ func TestUnregisterDuringFlood(t *testing.T) {
 	}
 }
 
+// unregisterDuringFlood: 64 KiB writes, at most 256 in flight
+// (unregisterUnderFlood). libfabric's shm either copies them itself,
+// checking no key, and fails those into unmapped memory with error
+// completions that name no operation, or its target drops them
+// unanswered: either way they end at their deadline, ErrTimeout
+// (efa/doc.go). tcp;ofi_rxm may have connected again by the later write
+// (the peer was lost, not for good), and a write into an unknown key can
+// then complete there successfully (tcp completes once sent; its target
+// drops the write and the connection again); shm's later writes can
+// complete too (its cross-memory copy checks no key) or end at their
+// deadline (README, efa/doc.go "Unregistered regions").
 func unregisterDuringFlood(t *testing.T, p params) {
-	fabrictest.RequireTransport(t, p.transport, p.config().Node)
-	e, err := fabric.Open(context.Background(), p.config())
-	require.NoError(t, err)
-	defer func() {
-		// shm keeps the unattributed writes: the close gives up on them
-		// at this deadline.
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		if err := e.Close(ctx); err != nil {
-			t.Logf("writer close: %v", err)
-		}
-	}()
-	src, err := fabric.AllocHost(unregBuf)
-	require.NoError(t, err)
-	defer src.Free()
-	sr, err := e.RegisterHost(src, fabric.AccessLocal)
-	require.NoError(t, err)
-
-	tg := startTarget(t, p)
-	desc, stdin, next := tg.desc, tg.stdin, func(prefix string) string { return tg.next(t, prefix) }
-	lines, cmd := tg.cmd.Lines, tg.cmd
-
-	// The flood: 64 KiB writes, at most 256 in flight, each with a 3 s
-	// deadline (libfabric's shm either copies them itself, checking no
-	// key, and fails those into unmapped memory with error completions
-	// that name no operation, or its target drops them unanswered: either
-	// way they end at their deadline, ErrTimeout; efa/doc.go).
+	e, _, sr := openFlooder(t, p)
+	tg := startTarget(t, p, false)
 	const chunk = 64 << 10
-	const deadline = 3 * time.Second
-	var (
-		inflight  = make(chan struct{}, 256)
-		wg        sync.WaitGroup
-		ok, fails atomic.Int64
-		firstMu   sync.Mutex
-		first     error
-		untyped   []error
-		maxSubmit atomic.Int64
-		stop      atomic.Bool
-	)
-	flood := make(chan struct{})
-	go func() {
-		defer close(flood)
-		for i := 0; !stop.Load(); i++ {
-			inflight <- struct{}{}
-			wg.Add(1)
-			c := fabric.OnDone(func(err error) {
-				defer wg.Done()
-				<-inflight
-				if err == nil {
-					ok.Add(1)
-					return
-				}
-				fails.Add(1)
-				firstMu.Lock()
-				if first == nil {
-					first = err
-				}
-				if !errors.Is(err, fabric.ErrProvider) && !errors.Is(err, fabric.ErrUnknownRegion) &&
-					!errors.Is(err, fabric.ErrPeerLost) && !errors.Is(err, fabric.ErrTimeout) {
-					untyped = append(untyped, err)
-				}
-				firstMu.Unlock()
-			}).WithDeadline(time.Now().Add(deadline))
-			off := uint64(i%(unregBuf/chunk)) * chunk
-			start := time.Now()
-			err := e.SubmitSingle(fabric.SingleWrite{Src: sr, SrcOffset: off, Length: chunk, Dst: desc, DstOffset: off}, c)
-			if d := time.Since(start); int64(d) > maxSubmit.Load() {
-				maxSubmit.Store(int64(d))
-			}
-			if err != nil {
-				// Refused at submit: the completion is not called.
-				wg.Done()
-				<-inflight
-				fails.Add(1)
-				firstMu.Lock()
-				if first == nil {
-					first = err
-				}
-				firstMu.Unlock()
-				time.Sleep(time.Millisecond)
-			}
-		}
-	}()
-	// Let the flood run, then unregister under it.
-	for ok.Load() < 500 {
-		time.Sleep(10 * time.Millisecond)
-		require.Zero(t, fails.Load(), "a write failed before the unregister")
-	}
-	_, err = fmt.Fprintln(stdin, "unregister")
-	require.NoError(t, err)
-	t.Logf("target: UNREG %s", next("UNREG "))
-	next("REUSED")
-	// Keep flooding a while after the unregister, then stop.
-	time.Sleep(time.Second)
-	stop.Store(true)
-	<-flood
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(deadline + 20*time.Second):
-		t.Fatalf("writes still pending long past their deadline: %d ok, %d failed", ok.Load(), fails.Load())
-	}
-	firstMu.Lock()
-	defer firstMu.Unlock()
-	t.Logf("%s: %d writes succeeded, %d failed; first failure: %v; longest submit %v", p.transport, ok.Load(), fails.Load(),
-		first, time.Duration(maxSubmit.Load()).Round(time.Millisecond))
-	require.Empty(t, untyped, "failures without a typed error")
-	require.Less(t, time.Duration(maxSubmit.Load()), deadline, "a submit blocked past the deadline")
-	// A later write to the descriptor. ipc names the cause (the key was
-	// revoked: ErrUnknownRegion) and the writer then fails such writes at
-	// once, without posting them.
-	posted := e.Stats().Domains[0].Posted
-	tr := fabric.NewTransfer()
-	start := time.Now()
-	require.NoError(t, e.SubmitSingle(fabric.SingleWrite{Src: sr, Length: chunk, Dst: desc},
-		fabric.Notify(tr).WithDeadline(time.Now().Add(deadline))))
-	lerr := tr.Wait(context.Background())
-	t.Logf("%s: a later write: %v after %v", p.transport, lerr, time.Since(start).Round(time.Millisecond))
-	// tcp;ofi_rxm may have connected again by then (the peer was lost, not
-	// for good), and a write into an unknown key can then complete there
-	// successfully (tcp completes once sent; its target drops the write and
-	// the connection again); shm's later writes can complete too (its
-	// cross-memory copy checks no key) or end at their deadline (README,
-	// efa/doc.go "Unregistered regions"): only ipc knows the region is gone.
-	if p.transport == "ipc" {
-		require.ErrorIs(t, first, fabric.ErrUnknownRegion, "ipc says the region is gone")
-		require.ErrorIs(t, lerr, fabric.ErrUnknownRegion)
-		require.Equal(t, posted, e.Stats().Domains[0].Posted, "the later write was not posted")
-	}
-	_, err = fmt.Fprintln(stdin, "quit")
-	require.NoError(t, err)
-	for l := range lines {
-		t.Logf("target: %s", l)
-		require.NotContains(t, l, "%!")
-	}
-	require.NoError(t, cmd.Wait(), "the target process failed")
+	unregisterUnderFlood(t, p.transport, "write", e, tg, 256, writeChunks(e, sr, tg.desc, chunk))
 }

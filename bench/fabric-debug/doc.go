@@ -110,7 +110,14 @@
 //
 //	fabric-debug loopback --transport ipc --workloads read,single --sizes 64M
 //
-// compares a read with a write of the same size in one run.
+// compares a read with a write of the same size in one run. A read and a
+// single write of one size run as a pair, in alternating rounds (a few
+// iterations of one, then of the other, which goes first alternating
+// too), so the two rows are measured on the same machine at the same time
+// rather than a second apart; without --iters a pair runs at least 16
+// iterations of each, one per round for large sizes. The first round
+// carries the warmup and the last one the check, so both rows are
+// verified as when run alone.
 //
 // --metrics HOST:PORT serves the counters of every engine the command
 // opens for Prometheus (package fabric/fabricmetrics, labelled

@@ -93,15 +93,15 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 	}
 
 	fmt.Fprintf(r.Out, "kv cache: %d layers x %d pages of %s (%d tokens x %d kv heads x %d x %d B, K and V), %s per request; prefill compute %v per layer\n",
-		c.Layers, c.blocks(), formatSize(int64(c.pageBytes())), c.PageTokens, c.KVHeads, c.HeadDim, c.DtypeBytes,
-		formatSize(int64(c.Layers*c.blocks()*c.pageBytes())), c.LayerTime)
-	t := newTable(r.Out, "stream", "requests", "TTFT p50 ms", "TTFT min ms", "= compute ms", "+ tail ms", "transfer ms", "GB/s", "pages/s")
+		c.Layers, c.blocks(), job.FormatSize(int64(c.pageBytes())), c.PageTokens, c.KVHeads, c.HeadDim, c.DtypeBytes,
+		job.FormatSize(int64(c.Layers*c.blocks()*c.pageBytes())), c.LayerTime)
+	t := job.NewTable(r.Out, "stream", "requests", "TTFT p50 ms", "TTFT min ms", "= compute ms", "+ tail ms", "transfer ms", "GB/s", "pages/s")
 	for _, m := range results {
-		t.row(fmt.Sprint(m.Stream), fmt.Sprint(m.Requests), fmt.Sprintf("%.2f", m.TTFT), fmt.Sprintf("%.2f", m.TTFTMin),
+		t.Row(fmt.Sprint(m.Stream), fmt.Sprint(m.Requests), fmt.Sprintf("%.2f", m.TTFT), fmt.Sprintf("%.2f", m.TTFTMin),
 			fmt.Sprintf("%.2f", m.Compute), fmt.Sprintf("%.2f", m.Tail), fmt.Sprintf("%.2f", m.Transfer),
 			rate("%.2f", m.GBps), rate("%.0f", m.PagesPerSec))
 	}
-	t.flush()
+	_ = t.Flush()
 	if len(results) == 2 {
 		fmt.Fprintf(r.Out, "streaming cuts the time to first token %.2fx (p50 %.2f -> %.2f ms); every page verified\n",
 			results[0].TTFT/results[1].TTFT, results[0].TTFT, results[1].TTFT)

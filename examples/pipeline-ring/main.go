@@ -115,7 +115,7 @@ func (c *config) finish(mode, probeBytes string) error {
 	if c.TP {
 		c.Modes = []string{"tp"}
 	}
-	n, err := parseSize(probeBytes)
+	n, err := job.ParseSize(probeBytes)
 	if err != nil {
 		return err
 	}

@@ -18,11 +18,11 @@ type decodeResult struct {
 }
 
 type decodeSummary struct {
-	Mode      string  `json:"mode"`
-	Tokens    int     `json:"tokens"`
-	HopBytes  int     `json:"hop_bytes"`
-	PerToken  summary `json:"per_token"`
-	TokensPer float64 `json:"tokens_per_s"`
+	Mode      string      `json:"mode"`
+	Tokens    int         `json:"tokens"`
+	HopBytes  int         `json:"hop_bytes"`
+	PerToken  job.Summary `json:"per_token"`
+	TokensPer float64     `json:"tokens_per_s"`
 }
 
 type results struct {
@@ -83,7 +83,7 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 		res.Overlap = res.StageMs / res.PrefillMs
 	}
 	for _, d := range all[0].Decode {
-		s := decodeSummary{Mode: d.Mode, Tokens: len(d.Times), HopBytes: 2 * c.Hidden, PerToken: summarize(slices.Clone(d.Times))}
+		s := decodeSummary{Mode: d.Mode, Tokens: len(d.Times), HopBytes: 2 * c.Hidden, PerToken: job.Summarize(slices.Clone(d.Times))}
 		s.TokensPer = 1e6 / s.PerToken.Mean
 		res.Decode = append(res.Decode, s)
 	}
@@ -91,24 +91,24 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 	w := r.Out
 	if c.TP {
 		fmt.Fprintf(w, "model: %d layers, hidden %d, tensor parallel over %d ranks: 2 all-reduces of %s per layer and token\n",
-			c.Layers, c.Hidden, c.Ranks, formatSize(int64(2*c.Hidden)))
+			c.Layers, c.Hidden, c.Ranks, job.FormatSize(int64(2*c.Hidden)))
 		fmt.Fprintf(w, "prefill: %d tokens in chunks of %d (all-reduces of %s): first token after %.2f ms, %.2f ms of it compute\n",
-			c.Prompt, c.Chunk, formatSize(int64(res.ChunkBytes)), res.PrefillMs, res.StageMs)
+			c.Prompt, c.Chunk, job.FormatSize(int64(res.ChunkBytes)), res.PrefillMs, res.StageMs)
 	} else {
 		var stages []string
 		for k := range c.Ranks {
 			stages = append(stages, fmt.Sprintf("%d-%d", k*c.Layers/c.Ranks, (k+1)*c.Layers/c.Ranks-1))
 		}
 		fmt.Fprintf(w, "model: %d layers, hidden %d, over %d ranks (layers %s); a decode hop is %s\n",
-			c.Layers, c.Hidden, c.Ranks, strings.Join(stages, " | "), formatSize(int64(2*c.Hidden)))
+			c.Layers, c.Hidden, c.Ranks, strings.Join(stages, " | "), job.FormatSize(int64(2*c.Hidden)))
 		fmt.Fprintf(w, "prefill: %d tokens in chunks of %d (%s per hop): first token after %.2f ms; the stages computed %.2f ms in all: overlap %.2fx\n",
-			c.Prompt, c.Chunk, formatSize(int64(res.ChunkBytes)), res.PrefillMs, res.StageMs, res.Overlap)
+			c.Prompt, c.Chunk, job.FormatSize(int64(res.ChunkBytes)), res.PrefillMs, res.StageMs, res.Overlap)
 	}
-	t := newTable(w, "decode", "tokens", "per-token p50 us", "p99 us", "min us", "tokens/s")
+	t := job.NewTable(w, "decode", "tokens", "per-token p50 us", "p99 us", "min us", "tokens/s")
 	for _, d := range res.Decode {
-		t.row(d.Mode, fmt.Sprint(d.Tokens), formatUs(d.PerToken.P50), formatUs(d.PerToken.P99), formatUs(d.PerToken.Min), fmt.Sprintf("%.0f", d.TokensPer))
+		t.Row(d.Mode, fmt.Sprint(d.Tokens), formatUs(d.PerToken.P50), formatUs(d.PerToken.P99), formatUs(d.PerToken.Min), fmt.Sprintf("%.0f", d.TokensPer))
 	}
-	t.flush()
+	_ = t.Flush()
 	if c.TP {
 		fmt.Fprintf(w, "per all-reduce (p50 token / %d): %.1f us\n", 2*c.Layers, res.Decode[0].PerToken.P50/float64(2*c.Layers))
 	}
@@ -146,9 +146,9 @@ func reportProbe(ctx context.Context, r *job.Rank, c config, mine []probeResult)
 		values [][]float64
 		format string
 	}{{"latency, us (half the median round trip of a zero-byte write)", lat, "%.1f"},
-		{fmt.Sprintf("bandwidth, GB/s (bursts of %d writes of %s)", probeBurst, formatSize(int64(c.ProbeBytes))), bw, "%.2f"}} {
+		{fmt.Sprintf("bandwidth, GB/s (bursts of %d writes of %s)", probeBurst, job.FormatSize(int64(c.ProbeBytes))), bw, "%.2f"}} {
 		fmt.Fprintln(r.Out, m.title)
-		t := newTable(r.Out, headers...)
+		t := job.NewTable(r.Out, headers...)
 		for i := range c.Ranks {
 			row := []string{fmt.Sprint(i)}
 			for j := range c.Ranks {
@@ -158,9 +158,9 @@ func reportProbe(ctx context.Context, r *job.Rank, c config, mine []probeResult)
 					row = append(row, fmt.Sprintf(m.format, m.values[i][j]))
 				}
 			}
-			t.row(row...)
+			t.Row(row...)
 		}
-		t.flush()
+		_ = t.Flush()
 	}
 	fmt.Fprintln(r.Out, "verified: every burst's bytes checked at its target")
 	return r.Emit(program, c, map[string]any{"latency_us": lat, "gbps": bw})

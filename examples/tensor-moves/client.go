@@ -106,7 +106,7 @@ func (cl *client) call(ctx context.Context, t *topology, m msg, kind string, byt
 	case rep.Flag == statusMismatch:
 		return job.Mismatch("client %d %s op %d: the workers' copies of the result differ", cl.id, kind, cl.ops)
 	case rep.Sum != want:
-		return job.Mismatch("client %d %s op %d (%s): checksum %#x, expected %#x", cl.id, kind, cl.ops, formatSize(int64(bytes)), rep.Sum, want)
+		return job.Mismatch("client %d %s op %d (%s): checksum %#x, expected %#x", cl.id, kind, cl.ops, job.FormatSize(int64(bytes)), rep.Sum, want)
 	}
 	cl.stats = append(cl.stats, opStat{Client: cl.id, Kind: kind, Bytes: bytes, Took: took})
 	return nil

@@ -96,14 +96,14 @@ func (c *config) finish(sizes, mode, arenaSize string) error {
 	default:
 		return fmt.Errorf("%w: -mode %q: want relay, direct or both", job.ErrUsage, mode)
 	}
-	ss, err := parseSizes(sizes)
+	ss, err := job.ParseSizes(sizes)
 	if err != nil {
 		return err
 	}
 	for _, s := range ss {
 		c.Sizes = append(c.Sizes, int(s))
 	}
-	a, err := parseSize(arenaSize)
+	a, err := job.ParseSize(arenaSize)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (c *config) finish(sizes, mode, arenaSize string) error {
 	case c.Clients < 1 || c.Clients > 255 || c.Ops < 1 || c.Warmup < 0 || c.MaxLive < 2:
 		return fmt.Errorf("%w: want 1 to 255 clients, at least one op and -max-live 2", job.ErrUsage)
 	case slices.Max(c.Sizes) > c.Arena/4:
-		return fmt.Errorf("%w: a %s tensor in a %s arena: raise -arena", job.ErrUsage, formatSize(int64(slices.Max(c.Sizes))), arenaSize)
+		return fmt.Errorf("%w: a %s tensor in a %s arena: raise -arena", job.ErrUsage, job.FormatSize(int64(slices.Max(c.Sizes))), arenaSize)
 	}
 	return nil
 }

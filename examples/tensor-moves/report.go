@@ -13,10 +13,10 @@ import (
 // op of b bytes counts under the smallest -sizes entry at least b (results
 // of reductions and shards are smaller than what was created).
 type opGroup struct {
-	Kind  string  `json:"kind"`
-	Bytes int     `json:"bytes_at_most"`
-	Mode  string  `json:"mode"`
-	Took  summary `json:"latency"`
+	Kind  string      `json:"kind"`
+	Bytes int         `json:"bytes_at_most"`
+	Mode  string      `json:"mode"`
+	Took  job.Summary `json:"latency"`
 }
 
 type modeSummary struct {
@@ -24,9 +24,9 @@ type modeSummary struct {
 	Ops      int           `json:"ops"`
 	Wall     float64       `json:"wall_s"`
 	OpsPerS  float64       `json:"ops_per_s"`
-	Took     summary       `json:"latency"`
+	Took     job.Summary   `json:"latency"`
 	Dispatch dispatchStats `json:"dispatcher"`
-	Clients  []summary     `json:"clients"`
+	Clients  []job.Summary `json:"clients"`
 	Jain     float64       `json:"fairness"` // Jain's index of the clients' throughputs
 }
 
@@ -67,15 +67,15 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 		}
 		p50[mode], count[mode] = map[opKey]float64{}, map[opKey]int{}
 		for k, d := range groups {
-			g := opGroup{Kind: k.kind, Bytes: k.bytes, Mode: mode, Took: summarize(d)}
+			g := opGroup{Kind: k.kind, Bytes: k.bytes, Mode: mode, Took: job.Summarize(d)}
 			res.Groups = append(res.Groups, g)
 			p50[mode][k], count[mode][k] = g.Took.P50, g.Took.N
 		}
-		m := modeSummary{Mode: mode, Ops: len(every), Wall: cl.Wall[i].Seconds(), Took: summarize(every), Dispatch: all[0].Dispatch[i]}
+		m := modeSummary{Mode: mode, Ops: len(every), Wall: cl.Wall[i].Seconds(), Took: job.Summarize(every), Dispatch: all[0].Dispatch[i]}
 		m.OpsPerS = float64(m.Ops) / m.Wall
 		var sum, sq float64
 		for _, d := range perClient {
-			s := summarize(d)
+			s := job.Summarize(d)
 			m.Clients = append(m.Clients, s)
 			tput := float64(s.N) / (s.Mean * float64(s.N)) // ops per microsecond busy
 			sum, sq = sum+tput, sq+tput*tput
@@ -100,7 +100,7 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 	if len(c.Modes) == 2 {
 		headers = append(headers, "direct/relay speedup")
 	}
-	t := newTable(w, headers...)
+	t := job.NewTable(w, headers...)
 	seen := map[opKey]bool{}
 	for _, g := range res.Groups {
 		k := opKey{g.Kind, g.Bytes}
@@ -108,7 +108,7 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 			continue
 		}
 		seen[k] = true
-		row := []string{g.Kind, "<= " + formatSize(int64(g.Bytes))}
+		row := []string{g.Kind, "<= " + job.FormatSize(int64(g.Bytes))}
 		for _, mode := range c.Modes {
 			row = append(row, cell(p50[mode], k), fmt.Sprint(count[mode][k]))
 		}
@@ -122,11 +122,11 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 				row = append(row, "-")
 			}
 		}
-		t.row(row...)
+		t.Row(row...)
 	}
-	t.flush()
+	_ = t.Flush()
 	fmt.Fprintln(w)
-	t = newTable(w, "mode", "ops", "ops/s", "p50 ms", "p99 ms", "tensor bytes via dispatcher", "control bytes", "client p99 ms (each)", "fairness")
+	t = job.NewTable(w, "mode", "ops", "ops/s", "p50 ms", "p99 ms", "tensor bytes via dispatcher", "control bytes", "client p99 ms (each)", "fairness")
 	for _, m := range res.Modes {
 		var each string
 		for i, s := range m.Clients {
@@ -135,10 +135,10 @@ func report(ctx context.Context, r *job.Rank, c config, mine outcome) error {
 			}
 			each += fmt.Sprintf("%.1f", s.P99/1e3)
 		}
-		t.row(m.Mode, fmt.Sprint(m.Ops), fmt.Sprintf("%.0f", m.OpsPerS), fmt.Sprintf("%.2f", m.Took.P50/1e3), fmt.Sprintf("%.2f", m.Took.P99/1e3),
-			formatSize(m.Dispatch.DataBytes), formatSize(m.Dispatch.ControlBytes), each, fmt.Sprintf("%.3f", m.Jain))
+		t.Row(m.Mode, fmt.Sprint(m.Ops), fmt.Sprintf("%.0f", m.OpsPerS), fmt.Sprintf("%.2f", m.Took.P50/1e3), fmt.Sprintf("%.2f", m.Took.P99/1e3),
+			job.FormatSize(m.Dispatch.DataBytes), job.FormatSize(m.Dispatch.ControlBytes), each, fmt.Sprintf("%.3f", m.Jain))
 	}
-	t.flush()
+	_ = t.Flush()
 	fmt.Fprintln(w, "fairness: Jain's index of the clients' throughputs (1 = equal); every result checksummed against the client's copy")
 	return r.Emit(program, c, res)
 }
@@ -175,7 +175,7 @@ func cell(m map[opKey]float64, k opKey) string {
 func sizeList(s []int) []string {
 	var out []string
 	for _, n := range s {
-		out = append(out, formatSize(int64(n)))
+		out = append(out, job.FormatSize(int64(n)))
 	}
 	return out
 }

@@ -17,7 +17,7 @@ func describe(r *job.Rank, c config, ts []tensor, s schedule) {
 		name = fmt.Sprintf("%s with widths / %d", c.Model, c.Shrink)
 	}
 	fmt.Fprintf(r.Out, "model: %s: %d layers, hidden %d, %d tensors, %.1fM parameters, %s in bf16\n",
-		name, c.Shape.Layers, c.Shape.Hidden, len(ts), float64(n)/1e6, formatSize(2*n))
+		name, c.Shape.Layers, c.Shape.Hidden, len(ts), float64(n)/1e6, job.FormatSize(2*n))
 	if c.Shrink > 1 {
 		full := presets[c.Model]
 		full.Layers = c.Shape.Layers
@@ -108,13 +108,13 @@ func report(ctx context.Context, r *job.Rank, c config, s schedule, times []time
 	res.GBps = float64(res.Bytes) / sorted[0].Seconds() / 1e9
 	res.GBpsP50 = float64(res.Bytes) / sorted[len(sorted)/2].Seconds() / 1e9
 
-	t := newTable(r.Out, "rank", "role", "bytes", "p50 ms", "best ms", "GB/s (p50)")
+	t := job.NewTable(r.Out, "rank", "role", "bytes", "p50 ms", "best ms", "GB/s (p50)")
 	for _, rr := range res.Ranks {
-		t.row(fmt.Sprint(rr.Rank), rr.Role, formatSize(rr.Bytes), fmt.Sprintf("%.2f", rr.P50), fmt.Sprintf("%.2f", rr.Best), fmt.Sprintf("%.2f", rr.GBps))
+		t.Row(fmt.Sprint(rr.Rank), rr.Role, job.FormatSize(rr.Bytes), fmt.Sprintf("%.2f", rr.P50), fmt.Sprintf("%.2f", rr.Best), fmt.Sprintf("%.2f", rr.GBps))
 	}
-	t.flush()
+	_ = t.Flush()
 	fmt.Fprintln(r.Out, "trainer: from the start line until its writes completed locally; inference: until its last trainer's notification")
 	fmt.Fprintf(r.Out, "update of %s (%d updates): best %.2f ms (%.2f GB/s), p50 %.2f ms (%.2f GB/s); every weight verified on every inference rank\n",
-		formatSize(res.Bytes), c.Updates, res.Best, res.GBps, res.P50, res.GBpsP50)
+		job.FormatSize(res.Bytes), c.Updates, res.Best, res.GBps, res.P50, res.GBpsP50)
 	return r.Emit(program, c, res)
 }

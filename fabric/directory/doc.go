@@ -26,9 +26,10 @@
 // refused rather than handed to the engine. A region's descriptor must
 // have its engine's NIC count and only addresses its engine published.
 //
-// What the directory does not do yet: descriptors carry no engine
-// incarnation, so a descriptor of an engine that was replaced by a new one
-// on the same address is not told apart (see fabric.Descriptor).
+// Addresses carry their engine's incarnation (see fabric.Descriptor), so a
+// region left behind by an engine that was replaced by a new one at the
+// same endpoint is told apart when read back against the new entry: it
+// is refused with an error wrapping fabric.ErrStaleDescriptor.
 //
 // Stored form, shared by both backends (JSON, version 1, at most
 // MaxValueSize bytes): PREFIX/engines/NAME holds an entry, and

@@ -28,6 +28,11 @@
 // packages it runs on (github.com/ferryrdma/ferry/providers for all of
 // them).
 //
+// The programs print their results the same way: Table for aligned
+// columns, FormatSize and ParseSize for byte counts with binary suffixes
+// (a bad size is a usage error), Summarize for latency percentiles in the
+// JSON reports.
+//
 // Errors follow one convention, so a parent can tell what its children
 // found: bad flags wrap ErrUsage (exit status 2), a payload that did not
 // verify wraps ErrMismatch (3), an interrupted run ErrInterrupted (130),

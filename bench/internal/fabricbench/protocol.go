@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +51,11 @@ type message struct {
 	Imm    uint32             `json:"imm,omitempty"`
 	Info   *PeerInfo          `json:"info,omitempty"`
 	Result *Result            `json:"result,omitempty"`
-	Err    string             `json:"err,omitempty"`
+	// LatNs are a result's timed iterations, in nanoseconds, in the order
+	// they ran: a client that runs a case in rounds (see pairs.go) merges
+	// them.
+	LatNs []int64 `json:"lat_ns,omitempty"`
+	Err   string  `json:"err,omitempty"`
 }
 
 // mailbox receives control messages on a side until closed.
@@ -201,27 +207,59 @@ func (c *Client) run(ctx context.Context, spec Spec, mode string, sink Sink) (*R
 	rep := newReport(newHeader(mode, spec, c.Server), sink)
 	span := min(c.Server.Buffer, uint64(c.side.Buf.Len()))
 	var errs []error
-	for i, cs := range spec.Cases() {
+	cases := spec.Cases()
+	partner := readPairs(cases)
+	// A pair runs when its first case comes up; the row of its second
+	// waits here for its own place, so rows keep the order of Cases.
+	ran := make(map[int]Result)
+	for i, cs := range cases {
+		if res, ok := ran[i]; ok {
+			rep.add(res)
+			delete(ran, i)
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, fmt.Errorf("stopped before %s %s: %w", cs.Workload, FormatBytes(cs.Bytes), err))
 			break
 		}
-		res, err := c.runCase(ctx, spec, cs, span, uint32(0x0FE00000+i))
-		if err != nil {
-			res.Error = err.Error()
-			errs = append(errs, err)
+		var err error
+		if j := partner[i]; j > i {
+			var res [2]Result
+			res, err = c.runPair(ctx, spec, cases, i, j, span)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			rep.add(res[0])
+			ran[j] = res[1]
+		} else {
+			var res Result
+			res, _, err = c.runCase(ctx, spec, cs, span, caseImm(i))
+			if err != nil {
+				res.Error = err.Error()
+				errs = append(errs, err)
+			}
+			rep.add(res)
 		}
-		rep.add(res)
 		if errors.Is(err, errNoReply) {
 			// The server is gone or stuck: every further case would wait
 			// out its whole timeout too.
 			break
 		}
 	}
+	// A run cut short still reports the rows of pairs that ran.
+	for _, i := range slices.Sorted(maps.Keys(ran)) {
+		rep.add(ran[i])
+	}
 	return rep, errors.Join(errs...)
 }
 
-func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, imm uint32) (Result, error) {
+// caseImm is the immediate (and the seed offset) of the i-th case of a
+// run.
+func caseImm(i int) uint32 { return uint32(0x0FE00000 + i) }
+
+// runCase runs cs on the server and returns its row and its timed
+// iterations.
+func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, imm uint32) (Result, []time.Duration, error) {
 	res := newResult(cs)
 	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
@@ -229,12 +267,12 @@ func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, i
 	var tgt *Target
 	if cs.Verify && cs.Workload == Read {
 		if err := c.side.offerRead(job); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	} else if cs.Verify {
 		var err error
 		if tgt, err = c.side.Expect(job, c.Server.NICs, spec.Corrupt); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
 	reply, err := c.call(ctx, message{Kind: msgRun, Dst: &job.Dst, Case: &cs, Seed: job.Seed, Span: span, Imm: imm})
@@ -248,19 +286,20 @@ func (c *Client) runCase(ctx context.Context, spec Spec, cs Case, span uint64, i
 		if tgt != nil {
 			tgt.Cancel()
 		}
-		return res, err
+		return res, nil, err
 	}
 	res = *reply.Result
+	lat := durations(reply.LatNs)
 	res.Checked = cs.Verify
 	// The reader checked every byte it read before it replied.
 	res.Verified = cs.Verify && cs.Workload == Read
 	if tgt != nil {
 		if err := tgt.Check(ctx, job.Seed, 0); err != nil {
-			return res, err
+			return res, lat, err
 		}
 		res.Verified = true
 	}
-	return res, nil
+	return res, lat, nil
 }
 
 // caseName says which case c is: "paged 4 KiB x 100", "single 1 MiB", "imm".

@@ -124,7 +124,7 @@ func serveOne(ctx context.Context, s *Side, msg message, log io.Writer) {
 		fmt.Fprintf(log, "# client %s connected\n", msg.From)
 	case msgRun:
 		reply.Kind = msgResult
-		res, err := serveRun(ctx, s, msg)
+		res, lat, err := serveRun(ctx, s, msg)
 		if err != nil {
 			reply.Err = err.Error()
 			fmt.Fprintf(log, "# request of %s failed: %v\n", msg.From, err)
@@ -136,6 +136,7 @@ func serveOne(ctx context.Context, s *Side, msg message, log io.Writer) {
 			fmt.Fprintf(log, "# wrote %s: %d iters, p50 %.2f us%s\n", caseName(*msg.Case), res.Iters, res.Lat.P50, bw)
 		}
 		reply.Result = &res
+		reply.LatNs = nanos(lat)
 	default:
 		fmt.Fprintf(log, "# ignored control message %q: %s\n", msg.Kind, msg.Err)
 		return
@@ -150,9 +151,9 @@ func serveOne(ctx context.Context, s *Side, msg message, log io.Writer) {
 // serveRun runs one case for a client, within the case timeout, from the
 // side's source buffer or, when another client's case holds it, from a
 // buffer of its own.
-func serveRun(ctx context.Context, s *Side, msg message) (Result, error) {
+func serveRun(ctx context.Context, s *Side, msg message) (Result, []time.Duration, error) {
 	if msg.Case == nil || msg.Dst == nil {
-		return Result{}, fmt.Errorf("run request without case or destination: %w", fabric.ErrInvalidArgument)
+		return Result{}, nil, fmt.Errorf("run request without case or destination: %w", fabric.ErrInvalidArgument)
 	}
 	c := *msg.Case
 	job := Job{Case: c, Dst: *msg.Dst, Seed: msg.Seed, Span: msg.Span, Imm: msg.Imm}
@@ -161,7 +162,7 @@ func serveRun(ctx context.Context, s *Side, msg message) (Result, error) {
 	} else {
 		src, err := s.privateSource()
 		if err != nil {
-			return newResult(c), err
+			return newResult(c), nil, err
 		}
 		job.src = src
 		defer s.releaseSource(src)
@@ -176,10 +177,10 @@ func serveRun(ctx context.Context, s *Side, msg message) (Result, error) {
 		if job.src != nil {
 			job.src.failed = true
 		}
-		return newResult(c), err
+		return newResult(c), nil, err
 	}
 	in := s.Info()
-	return Summarize(c, lat, in.NICs, in.LinkSpeed), nil
+	return Summarize(c, lat, in.NICs, in.LinkSpeed), lat, nil
 }
 
 // source is a registered buffer writes read from.
