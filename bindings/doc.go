@@ -74,6 +74,8 @@
 // cuda-emu backends, as threads and as processes; gpu.c: GPU memory with
 // no driver and with the cuda tests' fake driver; directory.c: the
 // directory on mem:// and a real etcd; read.c: reads and
-// ferry_expected_imms, 1.5), check that the library exports exactly ferry.h's functions, and
+// ferry_expected_imms, 1.5; notified.c: notifications attached to writes
+// and scatters, queued mailboxes, registration stats and huge-page host
+// memory, 1.6), check that the library exports exactly ferry.h's functions, and
 // run the Python example.
 package main

@@ -47,7 +47,9 @@ const (
 	codeLeasesOut      = -31
 	// Reads (1.5).
 	codeNotReadable = -32
-	codeInternal    = -99
+	// Notified requests (1.6).
+	codeNotificationsLost = -33
+	codeInternal          = -99
 )
 
 // Errors the bindings themselves raise, beside fabric's sentinels.
@@ -100,6 +102,7 @@ var codes = []struct {
 	{fabric.ErrUnknownProvider, codeUnknownProv},
 	{fabric.ErrBusy, codeBusy},
 	{fabric.ErrNotifyTooLarge, codeNotifyTooLarge},
+	{fabric.ErrNotificationsLost, codeNotificationsLost},
 	{fabric.ErrNotLeased, codeNotLeased},
 	{fabric.ErrLeasesExhausted, codeLeasesOut},
 	{fabric.ErrTooLarge, codeTooLarge},

@@ -44,8 +44,9 @@ func TestCodesMatchHeader(t *testing.T) {
 		"FERRY_E_NOT_FOUND": codeNotFound, "FERRY_E_EXISTS": codeExists, "FERRY_E_UNAVAILABLE": codeUnavailable,
 		"FERRY_E_STALE_DESCRIPTOR": codeStale,
 		"FERRY_E_NOT_LEASED":       codeNotLeased, "FERRY_E_NOTIFY_TOO_LARGE": codeNotifyTooLarge,
-		"FERRY_E_LEASES_EXHAUSTED": codeLeasesOut,
-		"FERRY_E_NOT_READABLE":     codeNotReadable,
+		"FERRY_E_LEASES_EXHAUSTED":   codeLeasesOut,
+		"FERRY_E_NOT_READABLE":       codeNotReadable,
+		"FERRY_E_NOTIFICATIONS_LOST": codeNotificationsLost,
 	}
 	require.Equal(t, want, got)
 }

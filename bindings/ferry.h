@@ -77,7 +77,7 @@ extern "C" {
  * version only adds functions and appends fields to structs that carry a
  * struct_size. */
 #define FERRY_VERSION_MAJOR 1
-#define FERRY_VERSION_MINOR 5
+#define FERRY_VERSION_MINOR 6
 #define FERRY_VERSION_PATCH 0
 #define FERRY_VERSION                                                          \
 	((FERRY_VERSION_MAJOR << 16) | (FERRY_VERSION_MINOR << 8) |            \
@@ -1157,9 +1157,12 @@ int ferry_lease_mailbox(ferry_lease_t l, uint8_t *buf, size_t cap,
  * FERRY_E_NOTIFY_TOO_LARGE before anything is sent) to a lease's mailbox
  * (mailbox_len bytes from ferry_lease_mailbox of the target engine). The
  * payload is copied before the call returns. The target hands it over
- * (ferry_lease_wait_notification) only after every write that e reported
- * complete before this call is visible there: submit a request's writes,
- * wait for their completions, then notify. e sends its notifications one
+ * (ferry_lease_wait_notification) after the writes that e reported
+ * complete before this call, where a completion means delivery (verbs,
+ * ipc, mem, shm, and libfabric writes through NIC 0; a tcp;ofi_rxm or efa
+ * write through another NIC completes once sent): from 1.6,
+ * ferry_submit_notified attaches the notification to the request itself,
+ * which holds over every transport and NIC. e sends its notifications one
  * at a time, in the order of these calls, so they arrive in that order.
  * c reports when the notification was written into the mailbox. */
 int ferry_notify(ferry_engine_t e, const uint8_t *mailbox, size_t mailbox_len,
@@ -1171,16 +1174,21 @@ int ferry_notify(ferry_engine_t e, const uint8_t *mailbox, size_t mailbox_len,
  * number at this engine (from 1, over all leases). A payload larger than
  * cap fails with FERRY_E_BUFFER_TOO_SMALL and is lost: pass
  * FERRY_MAX_NOTIFY_PAYLOAD bytes. FERRY_E_TIMEOUT when none came,
- * FERRY_E_INVALID for a lease without a mailbox. */
+ * FERRY_E_INVALID for a lease without a mailbox. From 1.6 a mailbox
+ * queues FERRY_MAILBOX_DEPTH notifications, returned in the order they
+ * were sent, and notifications that were lost (a second engine sending to
+ * the same mailbox) are reported once, in their place, with
+ * FERRY_E_NOTIFICATIONS_LOST (ferry_last_error says how many); the next
+ * call goes on with those after them. */
 int ferry_lease_wait_notification(ferry_lease_t l, int64_t timeout_ms,
                                   void *buf, size_t cap, size_t *len,
                                   uint64_t *seq);
 
 /* The engine's drop counters: immediates dropped because their value was
  * a lease's that is not live (a retired request's late writes), and
- * notifications received that could not be delivered (queue of 16 per
- * lease full, or a mailbox overwritten by a retired lease's late
- * notification). Either pointer may be NULL. */
+ * notifications lost at this engine (a second engine sending to the same
+ * mailbox; each is also reported by ferry_lease_wait_notification, from
+ * 1.6 as FERRY_E_NOTIFICATIONS_LOST). Either pointer may be NULL. */
 int ferry_engine_drops(ferry_engine_t e, uint64_t *imms_dropped,
                        uint64_t *notifications_dropped);
 #endif
@@ -1291,6 +1299,87 @@ int ferry_submit_scatter_read(ferry_engine_t e, const ferry_scatter_read *r,
 int ferry_expected_imms(int32_t shape, const ferry_route *route,
                         int64_t count, int32_t writer_nics,
                         int32_t target_nics, int64_t *out);
+#endif
+
+/* --------------- notified requests, registration stats, huge pages (1.6) */
+
+/* A mailbox queues FERRY_MAILBOX_DEPTH notifications its lease has not
+ * taken (ferry_lease_wait_notification). A sender that many ahead waits,
+ * reading the mailbox's free slots (an RDMA READ, only then), until the
+ * target takes one or the request's deadline passes (FERRY_E_TIMEOUT); its
+ * later notifications wait behind it, keeping their order. One engine
+ * sends to a mailbox: another engine's notifications to it collide and are
+ * lost, reported as FERRY_E_NOTIFICATIONS_LOST, never dropped silently. */
+#define FERRY_MAILBOX_DEPTH 8
+
+#define FERRY_E_NOTIFICATIONS_LOST (-33) /* notifications to this lease were lost; reported in their place */
+
+/* One notification of a request: payload (len bytes, at most
+ * FERRY_MAX_NOTIFY_PAYLOAD) for the mailbox of mailbox_len bytes from
+ * ferry_lease_mailbox at the target. Both are copied at submit. */
+typedef struct ferry_notification {
+	const uint8_t *mailbox;
+	size_t mailbox_len;
+	const void *payload;
+	size_t len;
+} ferry_notification;
+
+/* Where an engine's groups register (ferry_registration_stats.modes). */
+#define FERRY_REGISTER_ON_WORKER 0      /* on the group's worker, one NIC after another */
+#define FERRY_REGISTER_NICS_IN_PARALLEL 1 /* beside the worker, NICs at once, the worker waiting */
+#define FERRY_REGISTER_BESIDE 2         /* beside the worker, which keeps transferring */
+
+/* The engine's registrations: live region handles, the provider
+ * registrations behind them (fewer when handles share one: ranges inside
+ * a live registration are cache hits), the range cache's hits and misses,
+ * and where each group registers (groups entries of modes, in
+ * ferry_engine_info's group order; at most 16 are written). */
+typedef struct ferry_registration_stats {
+	uint32_t struct_size; /* the caller's sizeof(ferry_registration_stats), set before the call */
+	uint32_t groups;
+	uint64_t handles;
+	uint64_t registrations;
+	uint64_t hits;
+	uint64_t misses;
+	int32_t modes[16]; /* FERRY_REGISTER_* */
+} ferry_registration_stats;
+
+/* Huge-page policies of ferry_host_alloc_with. */
+#define FERRY_HUGE_PAGES_AUTO 0     /* huge pages when the system has enough free and the size is at least one (rounding up adds at most an eighth); else base pages */
+#define FERRY_HUGE_PAGES_NEVER 1    /* base pages, as ferry_host_alloc */
+#define FERRY_HUGE_PAGES_REQUIRED 2 /* huge pages or an error: FERRY_E_NOT_SUPPORTED (no hugetlbfs) or FERRY_E_NO_MEMORY (too few free) */
+
+#ifndef FERRY_NO_PROTOTYPES
+/* Submits request with notifications attached: request is a
+ * ferry_single_write, ferry_paged_write or ferry_scatter_write, as shape
+ * (FERRY_SHAPE_SINGLE, FERRY_SHAPE_PAGED, FERRY_SHAPE_SCATTER) says, and
+ * notes holds count notifications: exactly 1 for a single or paged write;
+ * 1 or more for a scatter (one per target peer, to a lease's mailbox
+ * there). They are sent once every write of the request completed, and
+ * the request's writes complete only once visible at their target (on
+ * tcp;ofi_rxm and efa they ask delivery completion), so each target hands
+ * its notification over (ferry_lease_wait_notification) after all of the
+ * request's bytes are in place there, over every transport and NIC. The
+ * request, the notifications and their payloads are validated and copied
+ * in the caller's thread (FERRY_E_NOTIFY_TOO_LARGE, FERRY_E_BAD_ENCODING
+ * for a mailbox that is not one, FERRY_E_INVALID for a count the shape
+ * does not take); c reports the writes and the notifications together. */
+int ferry_submit_notified(ferry_engine_t e, int32_t shape, const void *request,
+                          const ferry_notification *notes, size_t count,
+                          ferry_completion_t c);
+
+/* The engine's registration counts (Engine.RegistrationStats in Go).
+ * out->struct_size must be set; fields past it are not written. */
+int ferry_engine_registration_stats(ferry_engine_t e,
+                                    ferry_registration_stats *out);
+
+/* ferry_host_alloc with a huge-page policy (FERRY_HUGE_PAGES_*): *ptr gets
+ * the memory, *page_size (may be NULL) the size of the pages backing it
+ * (the base page size, or the huge page size). Huge pages make a large
+ * registration cheaper (fewer pages to pin and map). Free it with
+ * ferry_host_free. */
+int ferry_host_alloc_with(size_t size, int32_t huge_pages, void **ptr,
+                          size_t *page_size);
 #endif
 
 #ifdef __cplusplus

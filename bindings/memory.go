@@ -33,16 +33,21 @@ func ferry_host_alloc(size C.size_t, ptr *unsafe.Pointer) (rc C.int) {
 	if err != nil {
 		return fail(err)
 	}
+	keepHost(b)
+	// The mapping is outside the Go heap, so handing its address to C
+	// breaks no cgo rule.
+	*ptr = unsafe.Pointer(unsafe.SliceData(b.Bytes()))
+	return C.int(codeOK)
+}
+
+// keepHost records b for ferry_host_free.
+func keepHost(b *fabric.HostBuffer) {
 	hostBuffers.mu.Lock()
 	if hostBuffers.m == nil {
 		hostBuffers.m = map[uintptr]*fabric.HostBuffer{}
 	}
 	hostBuffers.m[b.Addr()] = b
 	hostBuffers.mu.Unlock()
-	// The mapping is outside the Go heap, so handing its address to C
-	// breaks no cgo rule.
-	*ptr = unsafe.Pointer(unsafe.SliceData(b.Bytes()))
-	return C.int(codeOK)
 }
 
 //export ferry_host_free

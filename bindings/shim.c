@@ -71,6 +71,7 @@ const char *ferry_strerror(int code) {
 	case FERRY_E_EXISTS: return "FERRY_E_EXISTS";
 	case FERRY_E_UNAVAILABLE: return "FERRY_E_UNAVAILABLE";
 	case FERRY_E_NOT_READABLE: return "FERRY_E_NOT_READABLE";
+	case FERRY_E_NOTIFICATIONS_LOST: return "FERRY_E_NOTIFICATIONS_LOST";
 	case FERRY_E_INTERNAL: return "FERRY_E_INTERNAL";
 	}
 	return "FERRY_E_UNKNOWN_CODE";

@@ -88,6 +88,78 @@ func u32s(op, what string, p *C.uint32_t, n C.size_t) ([]uint32, error) {
 	return slices.Clone(unsafe.Slice((*uint32)(unsafe.Pointer(p)), int(n))), nil
 }
 
+// singleWrite translates a C single write for engine o.
+func singleWrite(op string, o *engineObj, w *C.ferry_single_write) (fabric.SingleWrite, error) {
+	if w == nil {
+		return fabric.SingleWrite{}, errInvalid(op, "nil request")
+	}
+	req := fabric.SingleWrite{SrcOffset: uint64(w.src_offset), Length: uint64(w.length),
+		DstOffset: uint64(w.dst_offset), Imm: cImm(w.has_imm, w.imm)}
+	var err error
+	if req.Src, err = srcRegion(op, o, w.src); err != nil {
+		return req, err
+	}
+	if req.Dst, err = dstDescriptor(op, w.dst); err != nil {
+		return req, err
+	}
+	req.Route, err = routing(op, &w.route)
+	return req, err
+}
+
+// pagedWrite translates a C paged write for engine o, copying the page
+// arrays.
+func pagedWrite(op string, o *engineObj, w *C.ferry_paged_write) (fabric.PagedWrite, error) {
+	if w == nil {
+		return fabric.PagedWrite{}, errInvalid(op, "nil request")
+	}
+	req := fabric.PagedWrite{SrcStride: uint64(w.src_stride), SrcOffset: uint64(w.src_offset),
+		DstStride: uint64(w.dst_stride), DstOffset: uint64(w.dst_offset), Length: uint64(w.length),
+		Imm: cImm(w.has_imm, w.imm)}
+	var err error
+	if req.Src, err = srcRegion(op, o, w.src); err != nil {
+		return req, err
+	}
+	if req.Dst, err = dstDescriptor(op, w.dst); err != nil {
+		return req, err
+	}
+	if req.SrcPages, err = u32s(op, "source pages", w.src_pages, w.pages); err != nil {
+		return req, err
+	}
+	req.DstPages, err = u32s(op, "destination pages", w.dst_pages, w.pages)
+	return req, err
+}
+
+// scatterWrite translates a C scatter for engine o, copying the targets.
+func scatterWrite(op string, o *engineObj, w *C.ferry_scatter_write) (fabric.ScatterWrite, error) {
+	if w == nil {
+		return fabric.ScatterWrite{}, errInvalid(op, "nil request")
+	}
+	if w.count > maxArray || (w.count > 0 && w.targets == nil) {
+		return fabric.ScatterWrite{}, errInvalid(op, "%d targets at %p", uint64(w.count), w.targets)
+	}
+	req := fabric.ScatterWrite{Imm: cImm(w.has_imm, w.imm)}
+	var err error
+	if req.Src, err = srcRegion(op, o, w.src); err != nil {
+		return req, err
+	}
+	if req.Route, err = scatterRouting(&w.route); err != nil {
+		return req, err
+	}
+	if w.count > 0 {
+		ts := unsafe.Slice(w.targets, int(w.count))
+		req.Targets = make([]fabric.ScatterTarget, len(ts))
+		for i, t := range ts {
+			d, err := dstDescriptor(fmt.Sprintf("%s target %d", op, i), t.dst)
+			if err != nil {
+				return req, err
+			}
+			req.Targets[i] = fabric.ScatterTarget{Dst: d, Length: uint64(t.length),
+				SrcOffset: uint64(t.src_offset), DstOffset: uint64(t.dst_offset)}
+		}
+	}
+	return req, nil
+}
+
 //export ferry_submit_single
 func ferry_submit_single(h C.ferry_engine_t, w *C.ferry_single_write, c C.ferry_completion_t) (rc C.int) {
 	defer guard(&rc)
@@ -96,18 +168,8 @@ func ferry_submit_single(h C.ferry_engine_t, w *C.ferry_single_write, c C.ferry_
 	if err != nil {
 		return fail(err)
 	}
-	if w == nil {
-		return fail(errInvalid(op, "nil request"))
-	}
-	req := fabric.SingleWrite{SrcOffset: uint64(w.src_offset), Length: uint64(w.length),
-		DstOffset: uint64(w.dst_offset), Imm: cImm(w.has_imm, w.imm)}
-	if req.Src, err = srcRegion(op, o, w.src); err != nil {
-		return fail(err)
-	}
-	if req.Dst, err = dstDescriptor(op, w.dst); err != nil {
-		return fail(err)
-	}
-	if req.Route, err = routing(op, &w.route); err != nil {
+	req, err := singleWrite(op, o, w)
+	if err != nil {
 		return fail(err)
 	}
 	comp, err := completionOf(op, c)
@@ -125,22 +187,8 @@ func ferry_submit_paged(h C.ferry_engine_t, w *C.ferry_paged_write, c C.ferry_co
 	if err != nil {
 		return fail(err)
 	}
-	if w == nil {
-		return fail(errInvalid(op, "nil request"))
-	}
-	req := fabric.PagedWrite{SrcStride: uint64(w.src_stride), SrcOffset: uint64(w.src_offset),
-		DstStride: uint64(w.dst_stride), DstOffset: uint64(w.dst_offset), Length: uint64(w.length),
-		Imm: cImm(w.has_imm, w.imm)}
-	if req.Src, err = srcRegion(op, o, w.src); err != nil {
-		return fail(err)
-	}
-	if req.Dst, err = dstDescriptor(op, w.dst); err != nil {
-		return fail(err)
-	}
-	if req.SrcPages, err = u32s(op, "source pages", w.src_pages, w.pages); err != nil {
-		return fail(err)
-	}
-	if req.DstPages, err = u32s(op, "destination pages", w.dst_pages, w.pages); err != nil {
+	req, err := pagedWrite(op, o, w)
+	if err != nil {
 		return fail(err)
 	}
 	comp, err := completionOf(op, c)
@@ -158,30 +206,9 @@ func ferry_submit_scatter(h C.ferry_engine_t, w *C.ferry_scatter_write, c C.ferr
 	if err != nil {
 		return fail(err)
 	}
-	if w == nil {
-		return fail(errInvalid(op, "nil request"))
-	}
-	if w.count > maxArray || (w.count > 0 && w.targets == nil) {
-		return fail(errInvalid(op, "%d targets at %p", uint64(w.count), w.targets))
-	}
-	req := fabric.ScatterWrite{Imm: cImm(w.has_imm, w.imm)}
-	if req.Src, err = srcRegion(op, o, w.src); err != nil {
+	req, err := scatterWrite(op, o, w)
+	if err != nil {
 		return fail(err)
-	}
-	if req.Route, err = scatterRouting(&w.route); err != nil {
-		return fail(err)
-	}
-	if w.count > 0 {
-		ts := unsafe.Slice(w.targets, int(w.count))
-		req.Targets = make([]fabric.ScatterTarget, len(ts))
-		for i, t := range ts {
-			d, err := dstDescriptor(fmt.Sprintf("%s target %d", op, i), t.dst)
-			if err != nil {
-				return fail(err)
-			}
-			req.Targets[i] = fabric.ScatterTarget{Dst: d, Length: uint64(t.length),
-				SrcOffset: uint64(t.src_offset), DstOffset: uint64(t.dst_offset)}
-		}
 	}
 	comp, err := completionOf(op, c)
 	if err != nil {

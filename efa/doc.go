@@ -145,6 +145,26 @@
 // A region must not be unregistered while peers may still write into it;
 // the deadline of each transfer bounds the writer's wait.
 //
+// # Write completion
+//
+// tcp;ofi_rxm completes a write once it was sent, and efa once its
+// packets left: neither means the bytes are in the target's memory. Writes
+// that must be visible when they complete ask FI_DELIVERY_COMPLETE per op:
+// heartbeats (rdma.WriteDelivered) and the writes of a request that
+// carries a notification (rdma.WriteVisible; the engine sends the
+// notification once they completed). shm's completion already means the
+// copy into the target is done, so there WriteVisible asks nothing:
+// libfabric 1.17's shm never completed delivery-complete writes posted on
+// several endpoints of one process at once (a 2-NIC group). The choice is
+// made per endpoint when it opens (ofi.Endpoint.VisibleNeedsDelivery) and
+// costs the post loop nothing. On efa (read in libfabric 2.1's source; no
+// EFA device here to measure): writes the device carries out as RDMA
+// writes are posted the same with or without FI_DELIVERY_COMPLETE, their
+// completion coming on the responder's acknowledgement; writes emulated
+// over sends use efa's delivery-complete packets, which a peer whose
+// libfabric lacks them refuses (FI_EOPNOTSUPP: the request fails, with the
+// provider's error).
+//
 // # Errors
 //
 // Bad input wraps rdma.ErrInvalidArgument, unknown registrations

@@ -135,6 +135,16 @@ func Open(info rdma.DomainInfo, opts rdma.DomainOptions) (*Domain, error) {
 	d.mrMode = neg.MRMode()
 	d.hmem = neg.Caps()&ofi.CapHMEM != 0
 	d.strAddr = neg.AddrFormat() == ofi.AddrFormatStr
+	// Writes followed by a notification (rdma.WriteVisible) must complete
+	// only once visible at the target. shm completes a write once its
+	// copy into the target is done, which is that already (and libfabric
+	// 1.17's shm never completed delivery-complete writes posted on
+	// several endpoints of one process at once); tcp completes a write
+	// once sent, and so does efa for the writes it emulates over sends
+	// (see "Write completion" in doc.go), so they ask for delivery.
+	if d.provName != "shm" {
+		ep.VisibleNeedsDelivery()
+	}
 	d.info.Provider = ProviderName
 	if srcName != "" {
 		d.lockShmRegion()

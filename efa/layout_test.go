@@ -54,6 +54,10 @@ func TestLayout(t *testing.T) {
 	if rdma.WriteHasImm != ofi.WriteHasImm {
 		t.Errorf("WriteHasImm %d in Go, %d in C", rdma.WriteHasImm, ofi.WriteHasImm)
 	}
+	if rdma.WriteDelivered != ofi.WriteDelivered || rdma.WriteVisible != ofi.WriteVisible {
+		t.Errorf("WriteDelivered/WriteVisible %d/%d in Go, %d/%d in C", rdma.WriteDelivered, rdma.WriteVisible,
+			ofi.WriteDelivered, ofi.WriteVisible)
+	}
 	if rdma.WriteRead != ofi.WriteRead {
 		t.Errorf("WriteRead %d in Go, %d in C", rdma.WriteRead, ofi.WriteRead)
 	}

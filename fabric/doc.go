@@ -42,11 +42,17 @@
 // the immediates that arrive for them are dropped and counted
 // (Stats.ImmsDropped), never credited to a later lease, whose values differ
 // even when it reuses the same slots. A lease's mailbox (Lease.Mailbox)
-// takes a notification of up to MaxNotifyPayload bytes that a writer
-// attaches to a SingleWrite or PagedWrite (Notify) or sends on its own
-// (SubmitNotification); the target's Lease.WaitNotification returns it
-// once every write of the request is visible there (Notification says
-// what that rests on, and in which order notifications arrive).
+// takes notifications of up to MaxNotifyPayload bytes that a writer
+// attaches to a SingleWrite or PagedWrite (Notify), to a ScatterWrite (one
+// per target peer, Notify) or sends on its own (SubmitNotification); the
+// target's Lease.WaitNotification returns each once every write of its
+// request is visible there, over every transport and NIC (the request's
+// writes complete only once delivered), in the order they were sent. A
+// mailbox queues up to MailboxDepth notifications not yet taken; a sender
+// that far ahead waits (up to the request's deadline, then ErrTimeout),
+// and a notification lost anyway (a second engine sending to the same
+// mailbox) is reported in its place (ErrNotificationsLost), never dropped
+// silently. Notification says what this rests on.
 //
 // # Unequal NIC groups
 //

@@ -76,6 +76,11 @@ var (
 	// ErrLeasesExhausted means no run of free lease slots, or no free
 	// mailbox, is left for a new lease.
 	ErrLeasesExhausted = errors.New("immediate leases exhausted")
+	// ErrNotificationsLost is what Lease.WaitNotification reports in
+	// place of notifications that were lost: overwritten in the mailbox
+	// before the engine read them, or arriving while MaxQueuedNotices
+	// waited to be taken (a *NotificationsLostError says how many).
+	ErrNotificationsLost = errors.New("notifications lost")
 )
 
 // PeerError is an operation or a wait that failed because a peer was

@@ -79,8 +79,9 @@ type Stats struct {
 	// never credited to a later lease.
 	ImmsDropped uint64
 	// NotificationsDropped counts notifications that arrived but could
-	// not be delivered: their lease's queue was full, or a retired lease's
-	// late notification had overwritten the mailbox.
+	// not be delivered: their lease's queue was full, or they were
+	// overwritten in the mailbox before they were read. Each is also
+	// reported to the lease's WaitNotification (ErrNotificationsLost).
 	NotificationsDropped uint64
 	Domains              []DomainSnapshot
 }

@@ -74,15 +74,15 @@ func (t *leaseTable) leased(imm uint32) bool {
 // (Engine.LeaseImms), plus one value of its own for the request's
 // notification (see Mailbox). Safe for concurrent use.
 type Lease struct {
-	e     *Engine
-	slot  int
-	n     int
-	gen   uint32
-	mu    sync.Mutex
-	gone  bool
-	done  chan struct{} // closed by Retire
-	box   int           // mailbox slot + 1; 0 while none
-	notes chan Notice
+	e    *Engine
+	slot int
+	n    int
+	gen  uint32
+	mu   sync.Mutex
+	gone bool
+	done chan struct{} // closed by Retire
+	box  int           // mailbox slot + 1; 0 while none
+	q    *noticeQueue  // notifications read and not yet taken
 }
 
 // LeaseImms leases n consecutive immediate values (1 to MaxLeaseImms) for
@@ -219,6 +219,9 @@ func (l *Lease) Retire() error {
 		ent.remove()
 	}
 	if l.box != 0 {
+		// Notices still queued stay takeable, but no longer free slots
+		// of a mailbox a later lease may be given.
+		l.q.detach()
 		e.notes.freeBox(l.box - 1)
 		l.box = 0
 	}
@@ -242,27 +245,40 @@ func (e *Engine) checkLeased(op string, imm uint32) error {
 // mailbox (see Mailbox), waiting for it until ctx ends (ctx's error,
 // wrapping ErrTimeout on deadline), the lease is retired (ErrNotLeased) or
 // the engine closes (ErrClosed). Notifications already delivered are
-// returned first, in arrival order.
+// returned first, in the order their sender sent them (up to
+// MaxQueuedNotices wait). Where notifications were lost (see
+// Notification), it returns a *NotificationsLostError (wrapping
+// ErrNotificationsLost) once, in their place, and the next call goes on
+// with those after them.
 func (l *Lease) WaitNotification(ctx context.Context) (Notice, error) {
 	l.mu.Lock()
-	ch := l.notes
+	q := l.q
 	l.mu.Unlock()
-	if ch == nil {
+	if q == nil {
 		return Notice{}, fmt.Errorf("wait notification: lease %#x has no mailbox: %w", l.First(), ErrInvalidArgument)
 	}
-	select {
-	case n := <-ch:
-		return n, nil
-	default:
-	}
-	select {
-	case n := <-ch:
-		return n, nil
-	case <-l.done:
-		return Notice{}, fmt.Errorf("wait notification: lease %#x: %w", l.First(), ErrNotLeased)
-	case <-l.e.life.closing:
-		return Notice{}, ErrClosed
-	case <-ctx.Done():
-		return Notice{}, ctxErr(ctx)
+	for {
+		n, lost, ok := q.take()
+		if lost > 0 {
+			return Notice{}, &NotificationsLostError{Lease: l.First(), Lost: lost}
+		}
+		if ok {
+			return n, nil
+		}
+		select {
+		case <-q.wake:
+		case <-l.done:
+			if n, lost, ok := q.take(); ok || lost > 0 {
+				if lost > 0 {
+					return Notice{}, &NotificationsLostError{Lease: l.First(), Lost: lost}
+				}
+				return n, nil
+			}
+			return Notice{}, fmt.Errorf("wait notification: lease %#x: %w", l.First(), ErrNotLeased)
+		case <-l.e.life.closing:
+			return Notice{}, ErrClosed
+		case <-ctx.Done():
+			return Notice{}, ctxErr(ctx)
+		}
 	}
 }

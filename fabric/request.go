@@ -137,12 +137,18 @@ type ScatterTarget struct {
 // the group's peer order and as many as its peers; their addresses were
 // resolved when the group was added. The receiver of each target sees one
 // immediate (ShardPeers, ScatterPinned) or one per NIC (ShardBytes).
+// Notify, when set, are notifications (typically one per target peer, to
+// a lease's mailbox there) sent once every write of the scatter completed,
+// so each reaches its peer after that peer's writes are visible there; they
+// go in the order given, one at a time (see Notification), and the
+// scatter's completion reports them too. The slice is copied at submit.
 type ScatterWrite struct {
 	Src     *MemoryRegion
 	Targets []ScatterTarget
 	Imm     Imm
 	Route   ScatterRouting
 	Group   PeerGroup
+	Notify  []Notification
 }
 
 // PeerGroup is a handle to a cached list of peers (see Engine.AddPeerGroup).

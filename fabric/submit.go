@@ -70,7 +70,7 @@ func (e *Engine) SubmitSingle(r SingleWrite, c Completion) error {
 	q := request{kind: reqSingle, c: c, imm: r.Imm.v, hasImm: r.Imm.set, route: r.Route, src: r.Src,
 		srcOff: r.SrcOffset, dstOff: r.DstOffset, length: r.Length, dst: r.Dst}
 	if r.Notify != nil {
-		return e.submitNotified(op, r.Notify, w, &q)
+		return e.submitNotified(op, []Notification{*r.Notify}, w, &q)
 	}
 	return e.enqueue(w, &q)
 }
@@ -110,7 +110,7 @@ func (e *Engine) SubmitPaged(r PagedWrite, c Completion) error {
 		srcPages: r.SrcPages, dstPages: r.DstPages, srcStride: r.SrcStride, dstStride: r.DstStride,
 		srcOff: r.SrcOffset, dstOff: r.DstOffset, length: r.Length, dst: r.Dst}
 	if r.Notify != nil {
-		return e.submitNotified(op, r.Notify, w, &q)
+		return e.submitNotified(op, []Notification{*r.Notify}, w, &q)
 	}
 	return e.enqueue(w, &q)
 }
@@ -146,6 +146,9 @@ func (e *Engine) SubmitScatter(r ScatterWrite, c Completion) error {
 	}
 	q := request{kind: reqScatter, c: c, imm: r.Imm.v, hasImm: r.Imm.set, src: r.Src,
 		targets: r.Targets, sroute: r.Route, group: r.Group}
+	if len(r.Notify) > 0 {
+		return e.submitNotified(op, r.Notify, w, &q)
+	}
 	return e.enqueue(w, &q)
 }
 

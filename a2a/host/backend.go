@@ -53,7 +53,28 @@ type Options struct {
 	// (runtime.NumCPU over the ranks of its domain, which share the
 	// host): on a machine with no spare cores the caller reduces alone.
 	ReduceThreads int
+	// Doorbells says when signals go to doorbells in the peers' memory
+	// and token rows are shared, where the transport lends its mappings
+	// (ipc; see the package documentation). Every rank must be given the
+	// same.
+	Doorbells Doorbells
 }
+
+// Doorbells is Options.Doorbells.
+type Doorbells uint8
+
+const (
+	// DoorbellsAuto uses them unless the members outnumber the CPUs of
+	// the member with fewest (each rank's count travels with its
+	// descriptors): ranks that must take turns on cores wait better
+	// asleep on the engine's counters.
+	DoorbellsAuto Doorbells = iota
+	// DoorbellsOn uses them however many CPUs there are.
+	DoorbellsOn
+	// DoorbellsOff keeps every signal and row on the engine's path (for
+	// comparisons).
+	DoorbellsOff
+)
 
 // reduceThreads is how many goroutines a rank's reduction may use: what
 // was asked, at most the rank's share of cpus among the domain's ranks
@@ -106,6 +127,7 @@ type Backend struct {
 	// peer's receive buffer (direct, per rank; cdst, per combine write).
 	eagerT, overT, combT []a2a.Transfer
 	direct, cdst         [][]byte
+	sh                   shared
 	w                    *worker
 	timeout              time.Duration
 	joining              bool
@@ -146,6 +168,7 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	b.eagerT = make([]a2a.Transfer, 0, l.WorldSize)
 	b.overT = make([]a2a.Transfer, 0, l.WorldSize)
 	b.combT = make([]a2a.Transfer, 0, l.WorldSize)
+	b.initShared()
 	b.reduce = rows.NewReducer(&b.l, reduceThreads(opt.ReduceThreads, runtime.NumCPU(), l.NVLinkSize))
 	b.base = l.Node(l.Rank) * l.NVLinkSize
 	b.me = l.Rank - b.base
@@ -164,11 +187,11 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	if err != nil {
 		return nil, fmt.Errorf("a2a host backend: share node buffers: %w", err)
 	}
-	if b.table, err = fabric.AllocHost(l.CountTableBytes); err != nil {
+	if b.table, err = fabric.AllocHost(wire.TableBytes(&b.l)); err != nil {
 		return nil, err
 	}
 	tb := b.table.Bytes()
-	b.words = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tb))), len(tb)/4)
+	b.words = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tb))), l.CountTableBytes/4)
 
 	reg := func(p []byte, access fabric.Access) (*fabric.MemoryRegion, error) {
 		span := fabric.MemorySpan{Addr: uintptr(unsafe.Pointer(unsafe.SliceData(p))), Len: uint64(len(p)),
@@ -193,7 +216,8 @@ func New(ctx context.Context, cfg a2a.Config, opt Options) (_ *Backend, err erro
 	}
 	b.wire, err = wire.New(ctx, &b.l, wire.Options{Engine: b.eng, Exchange: opt.Exchange,
 		Send: sendReg, Recv: recvReg, Table: tableReg, Device: fabric.HostDevice, Join: opt.Join,
-		NodeRemaps: true})
+		NodeRemaps: true, Doorbells: opt.Doorbells != DoorbellsOff, Crowded: opt.Doorbells == DoorbellsOn,
+		TableMem: tb})
 	if err != nil {
 		return nil, err
 	}
@@ -302,3 +326,10 @@ func (b *Backend) Close() error {
 func (b *Backend) Traffic(t a2a.Tag) a2a.Traffic { return b.wire.Traffic(t) }
 
 var _ a2a.TrafficCounter = (*Backend)(nil)
+
+// Doorbells returns how many signals this rank stored into a peer's
+// doorbell (a count row with its signal, the signal that rows are
+// written, a barrier or node signal) instead of posting a write through
+// the engine: over a transport that lends its mappings of peers' memory
+// (ipc), every signal from the first iteration on; elsewhere none.
+func (b *Backend) Doorbells() uint64 { return b.wire.Rung() }

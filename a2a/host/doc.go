@@ -57,6 +57,32 @@
 // Options.ReduceThreads goroutines where the rank's share of the CPUs
 // has them.
 //
+// Over a transport that lends its mappings (ipc), the signals need no
+// engine either: each rank's count table ends in a doorbell area, one
+// line per peer, and a rank stores its count row into each peer's table
+// itself, then a sequence-numbered word saying so; the signals that rows
+// are written (dispatch, combine, node) and the barriers' signals are such
+// words too (package a2a/internal/wire, doorbell.go). A wait spins
+// briefly, then sleeps on the peer-written doorbell word (a futex on the
+// shared page), and takes whatever still comes as immediates through the
+// engine (the first writes, before a mapping is lent) alike; it checks
+// its deadline and the engine's lost ranks between naps, so a dead peer
+// still ends it with an *a2a.RankError. Every wait then costs the other
+// ranks' lateness, not two engine workers' handoffs and polls. An
+// iteration with every mapping lent posts nothing to the engine. Where
+// the ranks outnumber the CPUs (of the rank with fewest; each rank's count
+// travels with its descriptors, so all decide alike), doorbells and the
+// shared tokens below stay off unless Options.Doorbells says otherwise:
+// ranks that take turns on cores wait better asleep on the engine.
+//
+// Where a rank stores its dispatch rows straight into a receiver's memory
+// (a node peer's receive buffer, or one the transport lends), it stores
+// each token bound for that receiver once, in free rows of its window
+// there, and each copy's slot holds only the number of its token's row
+// (tokens.go): top-K routing sends a token to several experts of one
+// rank, so the bytes written shrink by about that factor, and the
+// receiver reads each token's row from memory once.
+//
 // A barrier waits for the completion of every transfer this rank posted,
 // so a buffer is reused only after the NIC is done reading it and every
 // peer is done reading what this rank exposed. Receive calls return as

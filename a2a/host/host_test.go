@@ -81,8 +81,10 @@ func worldBackends(t testing.TB, cfg a2a.Config, transport string) ([]*a2a.Conte
 			engines[r] = e
 			c := cfg
 			c.Rank = r
+			// Doorbells whatever the CPUs, so that ipc worlds of more ranks
+			// than this machine has cores exercise them.
 			b, err := host.New(ctx, c, host.Options{Engine: e, Exchange: x.Member(r),
-				Node: nodes[l.Node(r)].Member(r % l.NVLinkSize)})
+				Node: nodes[l.Node(r)].Member(r % l.NVLinkSize), Doorbells: host.DoorbellsOn})
 			if err != nil {
 				errs[r] = err
 				return

@@ -81,7 +81,8 @@ func runKillRank(ctx context.Context, j killJob, cfg a2a.Config, g *rendezvous.G
 		defer ccancel()
 		_ = e.Close(cctx)
 	}()
-	opt := host.Options{Engine: e, Timeout: j.Timeout, Join: g == nil}
+	// Doorbells whatever the CPUs: the ipc worlds exercise them here too.
+	opt := host.Options{Engine: e, Timeout: j.Timeout, Join: g == nil, Doorbells: host.DoorbellsOn}
 	var ex host.Exchanger // a nil *rendezvous.Group must stay a nil interface
 	if g != nil {
 		ex, opt.Exchange = g, g
@@ -98,14 +99,17 @@ func runKillRank(ctx context.Context, j killJob, cfg a2a.Config, g *rendezvous.G
 		return err
 	}
 	defer c.Close()
-	j.AfterRejoin = nodeMappings(cfg)
+	j.AfterRejoin = nodeMappings(cfg, j.Transport == "ipc")
 	return role(ctx, cfg, c, j.KillJob)
 }
 
 // nodeMappings checks that a rank maps exactly the node buffers of its
 // domain's current members, two memfds each (a ProcessNode's, named
-// ferry-a2a-*): none left of a dead incarnation.
-func nodeMappings(cfg a2a.Config) func() error {
+// ferry-a2a-*): none left of a dead incarnation. Over ipc the transport
+// maps the receive buffers of the peers it writes to as well (the node
+// peers' are the same files; one more file per rank of another domain),
+// so there the distinct files are counted.
+func nodeMappings(cfg a2a.Config, ipc bool) func() error {
 	return func() error {
 		maps, err := os.ReadFile("/proc/self/maps")
 		if err != nil {
@@ -114,6 +118,19 @@ func nodeMappings(cfg a2a.Config) func() error {
 		l, err := cfg.Layout()
 		if err != nil {
 			return err
+		}
+		if ipc {
+			files := map[string]bool{}
+			for _, line := range bytes.Split(maps, []byte("\n")) {
+				if f := bytes.Fields(line); len(f) >= 6 && bytes.HasPrefix(f[5], []byte("/memfd:ferry-a2a-")) {
+					files[string(f[4])] = true
+				}
+			}
+			if n, want := len(files), 2*l.NVLinkSize+l.WorldSize-l.NVLinkSize; n != want {
+				return fmt.Errorf("%d node and peer buffer files mapped, want %d (two per member of the domain, one per other rank):\n%s",
+					n, want, maps)
+			}
+			return nil
 		}
 		n := bytes.Count(maps, []byte("/memfd:ferry-a2a-"))
 		if n != 2*l.NVLinkSize {
@@ -150,7 +167,8 @@ func TestKilledRankProcesses(t *testing.T) {
 		t.Logf("one world; FERRY_A2A_FULL=1 (make test-a2a-full) runs more")
 	}
 	for _, w := range worlds {
-		for _, transport := range []string{"shm", "tcp;ofi_rxm"} {
+		// ipc: the ranks ring each other's doorbells (no engine in between).
+		for _, transport := range []string{"shm", "tcp;ofi_rxm", "ipc"} {
 			cfg := w.cfg
 			l, err := cfg.Layout()
 			if err != nil {
@@ -191,7 +209,7 @@ func TestKilledRankRestartsProcesses(t *testing.T) {
 		Experts: 7, ExpertsPerToken: 2, PrivateTokens: 1}
 	pairs := a2a.Config{WorldSize: 4, NVLinkSize: 2, MaxTokens: 8, Hidden: 16, Scales: 2, DispatchType: a2a.FP8,
 		CombineType: a2a.BF16, Experts: 10, ExpertsPerToken: 3, PrivateTokens: 2}
-	runs := []run{{single, 2, "shm"}, {single, 2, "tcp;ofi_rxm"}, {pairs, 1, "shm"}}
+	runs := []run{{single, 2, "shm"}, {single, 2, "tcp;ofi_rxm"}, {pairs, 1, "shm"}, {pairs, 1, "ipc"}}
 	if os.Getenv("FERRY_A2A_FULL") != "" {
 		// make test-a2a-full: the node peer's rejoin over tcp too, and a
 		// replica lost in a domain of four whose other members stay.

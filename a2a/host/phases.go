@@ -36,6 +36,7 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 	}); err != nil {
 		return err
 	}
+	b.wire.BeginIteration()
 	l, sp := &b.l, p.Send()
 	RW, g := l.RowWords, l.Group(l.Rank)
 	copy(b.words[g*RW:(g+1)*RW], sp.Row)
@@ -69,20 +70,18 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 			b.overT[i].Rows = 0
 		}
 	}
+	b.shareTokens(p, sp)
 	window := int32(l.Group(l.Rank) * l.MaxCopiesFrom)
 	for i := range sp.Tokens * K {
 		if c := sp.Copy(i); c.Path == a2a.PathEager || c.Path == a2a.PathOverflow {
 			if dst := b.direct[c.Dest]; dst != nil {
-				rows.Pack(l, b.drow(dst, window+c.Pos-int32(sp.Segments[c.Dest])), in, i/K)
+				b.pack(c.Dest, b.drow(dst, window+c.Pos-int32(sp.Segments[c.Dest])), in, i/K)
 			} else {
 				rows.Pack(l, b.drow(own, c.Pos), in, i/K)
 			}
 		}
 	}
-	if err := b.wire.Eager(b.eagerT); err != nil {
-		return err
-	}
-	if err := b.wire.Overflow(b.overT); err != nil {
+	if err := b.wire.Dispatch(b.eagerT, b.overT); err != nil {
 		return err
 	}
 	for i := range sp.Tokens * K {
@@ -90,9 +89,9 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 		case a2a.PathSelf:
 			b.selfTok[c.Pos-selfBase] = int32(i / K)
 		case a2a.PathNodePull:
-			rows.Pack(l, b.drow(own, c.Pos), in, i/K)
+			b.pack(c.Dest, b.drow(own, c.Pos), in, i/K)
 		case a2a.PathNodePush:
-			rows.Pack(l, b.drow(b.recv[b.peer(c.Dest)], c.PushRow), in, i/K)
+			b.pack(c.Dest, b.drow(b.recv[b.peer(c.Dest)], c.PushRow), in, i/K)
 		}
 	}
 	if err := b.wire.Signal(a2a.TagNodeDispatch); err != nil {
@@ -113,7 +112,8 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 	rp := p.Recv()
 	in, selfBase := b.din, int32(p.Send().Segments[l.Rank])
 	b.din = nil
-	copyRuns := func(runs []a2a.Run) {
+	b.resetShared()
+	copyRuns := func(runs []a2a.Run) error {
 		for i := range runs {
 			run := &runs[i]
 			buf := b.recv[b.me]
@@ -127,20 +127,31 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 			case a2a.SourcePeerSend:
 				buf = b.send[b.peer(run.Source)]
 			}
+			if b.sharesFrom(run.Source) {
+				if err := b.unpackShared(run, buf, out); err != nil {
+					return err
+				}
+				continue
+			}
 			for c := int32(0); c < run.Count; c++ {
 				rows.Unpack(l, out, int(run.Padded+c), b.drow(buf, run.SrcRow+c))
 			}
 		}
+		return nil
 	}
 	// Node rows first, while RDMA rows may still be landing.
 	if err := b.wire.Wait(ctx, a2a.TagNodeDispatch, rp.Imm[a2a.TagNodeDispatch].Expected); err != nil {
 		return err
 	}
-	copyRuns(rp.Runs[rp.RemoteRuns:])
+	if err := copyRuns(rp.Runs[rp.RemoteRuns:]); err != nil {
+		return err
+	}
 	if err := b.wire.Wait(ctx, a2a.TagDispatch, rp.Imm[a2a.TagDispatch].Expected); err != nil {
 		return err
 	}
-	copyRuns(rp.Runs[:rp.RemoteRuns])
+	if err := copyRuns(rp.Runs[:rp.RemoteRuns]); err != nil {
+		return err
+	}
 	copy(out.ExpertTokens, rp.TokensPerExpert)
 	if out.ExpertOffsets != nil {
 		copy(out.ExpertOffsets, rp.ExpertOffsets)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
+	"github.com/ferryrdma/ferry/a2a/host"
 	"github.com/ferryrdma/ferry/bench/internal/a2abench"
 	"github.com/ferryrdma/ferry/bench/internal/cliflag"
 	"github.com/ferryrdma/ferry/fabric"
@@ -32,6 +33,8 @@ type options struct {
 	verbose bool
 	// poll is --poll: auto, spin or adaptive (Spec.Spin).
 	poll string
+	// doorbells is --doorbells (Spec.Doorbells).
+	doorbells string
 	// listTransports prints the transport table and exits (--list-transports
 	// or the transports subcommand).
 	listTransports bool
@@ -97,6 +100,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.StringVar(&o.poll, "poll", "auto", "how the CUDA backends' worker waits for the kernels' flags: spin (never sleeps, a core per rank; forces it on the emulator), "+
 		"adaptive (backs off to sleeps; not on a GPU, whose worker always spins here) or auto (spin on a GPU, adaptive on the emulator); the engine itself polls adaptively with --backend host and cuda-emu")
 	cliflag.Spin(fs, &o.poll, "auto")
+	fs.StringVar(&o.doorbells, "doorbells", "auto", "host backend over a transport that lends mappings (ipc): auto (doorbells in the peers' memory and shared token rows, unless the ranks outnumber the CPUs), on, or off (every signal and row through the engine, for comparisons)")
 	fs.IntVar(&s.ReduceThreads, "reduce-threads", 1, "host backend: goroutines per rank that combine's weighted sum splits its tokens over (more where cores are spare)")
 	fs.IntVar(&s.Block, "block", 0, "threads per block of the CUDA backends, a multiple of 32 (0: 512 on a GPU, 64 on the emulator)")
 	fs.StringVar(&s.Transport, "transport", "", `fabric transport: shm, ipc, "tcp;ofi_rxm", efa, verbs, auto (default: shm with --spawn, else auto)`)
@@ -133,6 +137,16 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	}
 	if err := o.setPoll(); err != nil {
 		return nil, err
+	}
+	switch o.doorbells {
+	case "auto":
+		s.Doorbells = host.DoorbellsAuto
+	case "on":
+		s.Doorbells = host.DoorbellsOn
+	case "off":
+		s.Doorbells = host.DoorbellsOff
+	default:
+		return nil, fmt.Errorf("%w: --doorbells %q: want auto, on or off", errUsage, o.doorbells)
 	}
 	if s.Tokens, err = parseTokens(*tokens); err != nil {
 		return nil, fmt.Errorf("%w: --tokens: %w", errUsage, err)

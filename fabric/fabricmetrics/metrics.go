@@ -40,7 +40,7 @@ var engineMetrics = []engineMetric{
 		prometheus.GaugeValue, func(s *fabric.Stats) float64 { return float64(s.Unclaimed) }},
 	{"ImmsDropped", "immediates_dropped_total", "Immediates dropped because their lease-range value was not leased (a retired lease's late writes).",
 		prometheus.CounterValue, func(s *fabric.Stats) float64 { return float64(s.ImmsDropped) }},
-	{"NotificationsDropped", "notifications_dropped_total", "Notifications that arrived but could not be delivered (queue full, mailbox overwritten).",
+	{"NotificationsDropped", "notifications_dropped_total", "Notifications lost at this target (overwritten in a mailbox by a second sender, or a lease's queue full), each reported to WaitNotification.",
 		prometheus.CounterValue, func(s *fabric.Stats) float64 { return float64(s.NotificationsDropped) }},
 }
 

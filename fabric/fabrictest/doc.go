@@ -11,7 +11,10 @@
 //     writes, a busy provider, a fatal poll error.
 //   - the conformance suite (Run): every request type, the
 //     immediate-count wire contract, the three counter kinds, the side
-//     channel, bad input, unregistration and Close, run through real
+//     channel, leases and notifications (each request's bytes all in
+//     place when its notification is handed over, scatters with one per
+//     target, mailbox queueing and back-pressure, losses reported), bad
+//     input, unregistration and Close, run through real
 //     engines over any registered transport. A provider author runs it
 //     against a new provider; ferry runs it over mem, tcp;ofi_rxm, shm and
 //     verbs.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,9 @@ func runLeases(t *testing.T, p Params) {
 	t.Run("NotifyAfterWrites", func(t *testing.T) { testNotifyAfterWrites(t, p) })
 	t.Run("NotifyOrder", func(t *testing.T) { testNotifyOrder(t, p) })
 	t.Run("NotifyLimit", func(t *testing.T) { testNotifyLimit(t, p) })
+	t.Run("NotifyEveryWrite", func(t *testing.T) { testNotifyEveryWrite(t, p) })
+	t.Run("NotifyScatter", func(t *testing.T) { testNotifyScatter(t, p) })
+	t.Run("NotifyQueued", func(t *testing.T) { testNotifyQueued(t, p) })
 }
 
 // waitStat polls get until it reaches want, failing after Timeout.
@@ -316,4 +320,275 @@ func testNotifyLimit(t *testing.T, p Params) {
 	n, err = l.WaitNotification(Ctx(t))
 	require.NoError(t, err)
 	require.Empty(t, n.Payload)
+}
+
+// testNotifyEveryWrite: over many requests striped over every NIC, each
+// request's bytes are all in place when its notification is handed over
+// (checked right then, before anything else runs at the target). On a
+// multi-NIC tcp;ofi_rxm group this fails unless the request's writes ask
+// for delivery completion: tcp completes a write once sent, and the
+// notification, which travels through NIC 0, would overtake a write
+// through another NIC.
+func testNotifyEveryWrite(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	src, dst := env.Src.Bytes(), env.Dst.Bytes()
+	const size = 1 << 20
+	rounds := 64
+	if testing.Short() {
+		rounds = 16
+	}
+	l, err := env.B.LeaseImms(1)
+	require.NoError(t, err)
+	defer func() { _ = l.Retire() }()
+	mb, err := l.Mailbox()
+	require.NoError(t, err)
+	for i := range rounds {
+		slot := i % (BufSize / size)
+		from := (i * 4099) % (BufSize - size)
+		to := dst[slot*size : slot*size+size]
+		clear(to)
+		// Alternate sharded single writes and paged writes, whose pages
+		// are spread over the NICs.
+		var submit func(c fabric.Completion) error
+		want := src[from : from+size]
+		if i%2 == 0 {
+			submit = func(c fabric.Completion) error {
+				return env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, SrcOffset: uint64(from), Length: size,
+					Dst: env.Desc, DstOffset: uint64(slot * size), Route: fabric.Sharded(0),
+					Notify: &fabric.Notification{To: mb, Payload: fmt.Appendf(nil, "%d", i)}}, c)
+			}
+		} else {
+			const page = 16 << 10
+			idx := make([]uint32, size/page)
+			for j := range idx {
+				idx[j] = uint32(j)
+			}
+			submit = func(c fabric.Completion) error {
+				return env.A.SubmitPaged(fabric.PagedWrite{Src: env.SrcReg, SrcOffset: uint64(from), SrcPages: idx,
+					SrcStride: page, Dst: env.Desc, DstOffset: uint64(slot * size), DstPages: idx, DstStride: page,
+					Length: page, Notify: &fabric.Notification{To: mb, Payload: fmt.Appendf(nil, "%d", i)}}, c)
+			}
+		}
+		tr := fabric.NewTransfer()
+		require.NoError(t, submit(fabric.Notify(tr)))
+		n, err := l.WaitNotification(Ctx(t))
+		require.NoError(t, err)
+		if !bytes.Equal(want, to) {
+			first := 0
+			for first < size && want[first] == to[first] {
+				first++
+			}
+			t.Fatalf("request %d: byte %d of %d not in place when its notification arrived", i, first, size)
+		}
+		require.Equal(t, fmt.Sprint(i), string(n.Payload))
+		require.NoError(t, tr.Wait(Ctx(t)))
+	}
+}
+
+// testNotifyScatter: a scatter to two target engines carries one
+// notification per target engine; each target finds all of its ranges in
+// place when its notification is handed over, over both routings that
+// spread a scatter over the NICs.
+func testNotifyScatter(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	dst2, err := fabric.AllocHost(BufSize)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dst2.Free() })
+	c := OpenEngine(t, p.target())
+	reg2, err := c.RegisterHost(dst2, fabric.AccessRemoteWrite)
+	require.NoError(t, err)
+	desc2, err := reg2.Descriptor()
+	require.NoError(t, err)
+	src := env.Src.Bytes()
+	const size = 512 << 10
+	type peer struct {
+		dst  []byte
+		desc fabric.Descriptor
+		e    *fabric.Engine
+	}
+	peers := []peer{{env.Dst.Bytes(), env.Desc, env.B}, {dst2.Bytes(), desc2, c}}
+	for round, route := range []fabric.ScatterRouting{fabric.ShardPeers(), fabric.ShardBytes(), fabric.ShardPeers(), fabric.ShardBytes()} {
+		var ts []fabric.ScatterTarget
+		var nts []fabric.Notification
+		leases := make([]*fabric.Lease, len(peers))
+		for i, pr := range peers {
+			clear(pr.dst)
+			l, err := pr.e.LeaseImms(1)
+			require.NoError(t, err)
+			leases[i] = l
+			mb, err := l.Mailbox()
+			require.NoError(t, err)
+			nts = append(nts, fabric.Notification{To: mb, Payload: fmt.Appendf(nil, "%d/%d", round, i)})
+			// Three ranges per peer, from distinct parts of the source.
+			for k := range 3 {
+				ts = append(ts, fabric.ScatterTarget{Dst: pr.desc, Length: size,
+					SrcOffset: uint64((i*3+k)*size/2 + round*4099), DstOffset: uint64(k * size)})
+			}
+		}
+		tr := fabric.NewTransfer()
+		require.NoError(t, env.A.SubmitScatter(fabric.ScatterWrite{Src: env.SrcReg, Targets: ts, Route: route,
+			Notify: nts}, fabric.Notify(tr)))
+		var wg sync.WaitGroup
+		errs := make([]error, len(peers))
+		for i, pr := range peers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := leases[i].WaitNotification(Ctx(t))
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				for _, tg := range ts[i*3 : i*3+3] {
+					if !bytes.Equal(src[tg.SrcOffset:tg.SrcOffset+tg.Length], pr.dst[tg.DstOffset:tg.DstOffset+tg.Length]) {
+						errs[i] = fmt.Errorf("round %d peer %d: range at %d not in place when the notification arrived", round, i, tg.DstOffset)
+						return
+					}
+				}
+				if want := fmt.Sprintf("%d/%d", round, i); string(n.Payload) != want {
+					errs[i] = fmt.Errorf("payload %q, want %q", n.Payload, want)
+				}
+			}()
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...))
+		require.NoError(t, tr.Wait(Ctx(t)))
+		for _, l := range leases {
+			require.NoError(t, l.Retire())
+		}
+	}
+	// A bad notification refuses the whole scatter at submit.
+	l, err := env.B.LeaseImms(1)
+	require.NoError(t, err)
+	defer func() { _ = l.Retire() }()
+	mb, err := l.Mailbox()
+	require.NoError(t, err)
+	err = env.A.SubmitScatter(fabric.ScatterWrite{Src: env.SrcReg,
+		Targets: []fabric.ScatterTarget{{Dst: env.Desc, Length: 1}},
+		Notify:  []fabric.Notification{{To: mb}, {To: mb, Payload: make([]byte, fabric.MaxNotifyPayload+1)}}}, fabric.Completion{})
+	require.ErrorIs(t, err, fabric.ErrNotifyTooLarge)
+}
+
+// testNotifyQueued: a mailbox queues notifications: MailboxDepth sent
+// before the target takes any come back in order; the sender waits with
+// the next ones (back-pressure) until the target takes some, then they
+// follow, in order, nothing lost, also when the target's dispatcher was
+// held up while they landed; one that waits past its deadline ends with
+// ErrTimeout. A second engine sending to the same mailbox collides with
+// the first: what it sent is reported lost (ErrNotificationsLost with the
+// count), never dropped silently.
+func testNotifyQueued(t *testing.T, p Params) {
+	env := NewEnv(t, p)
+	l, err := env.B.LeaseImms(1)
+	require.NoError(t, err)
+	defer func() { _ = l.Retire() }()
+	mb, err := l.Mailbox()
+	require.NoError(t, err)
+	var done atomic.Int64
+	var mu sync.Mutex
+	var errs []error
+	submit := func(from *fabric.Engine, src *fabric.MemoryRegion, i int, c fabric.Completion) error {
+		return from.SubmitSingle(fabric.SingleWrite{Src: src, Length: 64, Dst: env.Desc,
+			DstOffset: uint64(i%1000) * 64, Notify: &fabric.Notification{To: mb, Payload: fmt.Appendf(nil, "%d", i)}}, c)
+	}
+	async := func(i int) {
+		require.NoError(t, submit(env.A, env.SrcReg, i, fabric.OnDone(func(err error) {
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			done.Add(1)
+		})))
+	}
+	send := func(i int) {
+		require.NoError(t, Wait(t, func(c fabric.Completion) error { return submit(env.A, env.SrcReg, i, c) }))
+	}
+	take := func(want int) {
+		t.Helper()
+		n, err := l.WaitNotification(Ctx(t))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(want), string(n.Payload))
+	}
+	waitDone := func(n int64) {
+		t.Helper()
+		waitStat(t, "notified requests done", uint64(n), func() uint64 { return uint64(done.Load()) })
+	}
+	noErrs := func() {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		require.NoError(t, errors.Join(errs...))
+	}
+	dropped0 := env.B.Stats().NotificationsDropped
+
+	// A full mailbox holds its sender back.
+	const extra = 3
+	for i := range fabric.MailboxDepth + extra {
+		async(i)
+	}
+	waitDone(fabric.MailboxDepth)
+	Settle()
+	require.EqualValues(t, fabric.MailboxDepth, done.Load(), "notifications past a full mailbox went out")
+	for i := range fabric.MailboxDepth + extra {
+		take(i)
+	}
+	waitDone(fabric.MailboxDepth + extra)
+	noErrs()
+
+	// One that waits past its deadline ends with ErrTimeout, and takes no
+	// slot: the next one arrives after those queued.
+	for i := range fabric.MailboxDepth {
+		send(100 + i)
+	}
+	tr := fabric.NewTransfer()
+	require.NoError(t, submit(env.A, env.SrcReg, 199, fabric.Notify(tr).WithDeadline(time.Now().Add(100*time.Millisecond))))
+	require.ErrorIs(t, tr.Wait(Ctx(t)), fabric.ErrTimeout)
+	for i := range fabric.MailboxDepth {
+		take(100 + i)
+	}
+	send(200)
+	take(200)
+
+	// The target's dispatcher held up (a callback of its own that blocks)
+	// while more than a mailbox's worth is sent: nothing is lost.
+	const hold = 77
+	entered, release := make(chan struct{}), make(chan struct{})
+	_, _, err = env.B.ExpectImm(hold, 1, func() bool {
+		close(entered)
+		<-release
+		return false
+	})
+	require.NoError(t, err)
+	require.NoError(t, Wait(t, immTo(env, hold)))
+	<-entered
+	done.Store(0)
+	const landed = fabric.MailboxDepth + 2
+	for i := range landed {
+		async(300 + i)
+	}
+	waitDone(fabric.MailboxDepth)
+	close(release)
+	for i := range landed {
+		take(300 + i)
+	}
+	waitDone(landed)
+	noErrs()
+	require.Equal(t, dropped0, env.B.Stats().NotificationsDropped)
+
+	// A second sender to the same mailbox numbers from 0 again: its
+	// notification is reported lost.
+	c := OpenEngine(t, p)
+	csrc, err := c.RegisterHost(env.Aux, fabric.AccessLocal)
+	require.NoError(t, err)
+	require.NoError(t, Wait(t, func(cc fabric.Completion) error { return submit(c, csrc, 400, cc) }))
+	_, err = l.WaitNotification(Ctx(t))
+	require.ErrorIs(t, err, fabric.ErrNotificationsLost)
+	var le *fabric.NotificationsLostError
+	require.ErrorAs(t, err, &le)
+	require.EqualValues(t, 1, le.Lost)
+	require.Equal(t, l.First(), le.Lease)
+	require.Equal(t, dropped0+1, env.B.Stats().NotificationsDropped)
+	send(401)
+	take(401)
 }

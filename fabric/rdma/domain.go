@@ -115,6 +115,17 @@ const (
 	// call posts writes and reads alike, with no op type of its own to
 	// convert. Only domains whose DomainInfo.Reads is set get it.
 	WriteRead uint32 = 1 << 2
+	// WriteVisible marks a write of a request whose notification follows
+	// it: its completion must mean that its bytes are visible at the
+	// target, because the engine sends the notification once the
+	// request's writes completed, possibly through another NIC. Providers
+	// whose write completion already means that (verbs RC, shm, ipc, mem)
+	// ignore it; libfabric providers that complete a write once it was
+	// sent (tcp;ofi_rxm; efa's writes emulated over sends) ask delivery
+	// completion for it, as for WriteDelivered. Providers that do not know
+	// the flag must treat a write completion as delivery or the engine's
+	// notifications may overtake their writes.
+	WriteVisible uint32 = 1 << 3
 )
 
 // WriteOp is one RDMA write, fully resolved. Its layout is shared with C

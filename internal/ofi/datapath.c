@@ -44,7 +44,7 @@ int ferry_post_writes(struct ferry_ep *e, const struct ferry_write_op *ops, int 
 
 		if (op->flags & FERRY_WRITE_HAS_IMM)
 			flags |= FI_REMOTE_CQ_DATA;
-		if (op->flags & FERRY_WRITE_DELIVERED)
+		if (op->flags & e->delivered_mask)
 			flags |= FI_DELIVERY_COMPLETE;
 		if (op->flags & FERRY_WRITE_READ)
 			ret = fi_readmsg(ep, &msg, FI_COMPLETION);

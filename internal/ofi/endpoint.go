@@ -173,6 +173,11 @@ func (ep *Endpoint) PostWrites(ops *rdma.WriteOp, n int) (int, error) {
 	return k, fromRet(ep.e.last_err)
 }
 
+// VisibleNeedsDelivery makes writes flagged rdma.WriteVisible ask
+// FI_DELIVERY_COMPLETE, for providers whose write completion means only
+// that the write was sent. Call it before the first post.
+func (ep *Endpoint) VisibleNeedsDelivery() { ep.e.delivered_mask |= C.FERRY_WRITE_VISIBLE }
+
 // PostSends is PostWrites for struct ferry_send_op.
 func (ep *Endpoint) PostSends(ops *rdma.SendOp, n int) (int, error) {
 	k := int(C.ferry_post_sends(ep.e, (*C.struct_ferry_send_op)(unsafe.Pointer(ops)), C.int(n)))

@@ -54,6 +54,13 @@ const WriteHasImm = uint32(C.FERRY_WRITE_HAS_IMM)
 // WriteRead is the op flag that posts the op with fi_readmsg instead.
 const WriteRead = uint32(C.FERRY_WRITE_READ)
 
+// WriteDelivered is the op flag that asks FI_DELIVERY_COMPLETE.
+const WriteDelivered = uint32(C.FERRY_WRITE_DELIVERED)
+
+// WriteVisible is the op flag that asks FI_DELIVERY_COMPLETE on endpoints
+// told VisibleNeedsDelivery.
+const WriteVisible = uint32(C.FERRY_WRITE_VISIBLE)
+
 // Errno is a positive libfabric error number (FI_E*).
 type Errno int
 

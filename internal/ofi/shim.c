@@ -168,6 +168,7 @@ int ferry_open(struct fi_info *info, size_t cq_size, int efa_opts, struct ferry_
 	}
 	e->info = info;
 	e->rules = ferry_gen_rules(fi_version());
+	e->delivered_mask = FERRY_WRITE_DELIVERED;
 
 	*step = FERRY_STEP_FABRIC;
 	ret = fi_fabric(info->fabric_attr, &e->fabric, NULL);

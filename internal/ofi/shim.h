@@ -62,6 +62,10 @@ struct ferry_event {
 #define FERRY_WRITE_DELIVERED 2u
 /* The op is an RDMA READ (fi_readmsg): remote into local. */
 #define FERRY_WRITE_READ 4u
+/* rdma.WriteVisible: the write's completion must mean delivery where the
+ * endpoint's delivered_mask includes it (providers whose completion means
+ * less, see ferry_ep.delivered_mask). */
+#define FERRY_WRITE_VISIBLE 8u
 
 /* fabric.EventKind values. */
 enum {
@@ -97,6 +101,10 @@ struct ferry_ep {
 	struct fid_ep *ep;
 	/* FERRY_RULE_* bits for the library loaded (generation.h) */
 	uint32_t rules;
+	/* op flags that ask FI_DELIVERY_COMPLETE: FERRY_WRITE_DELIVERED always,
+	 * FERRY_WRITE_VISIBLE where the provider completes a write once sent
+	 * (ferry_ep_visible_needs_delivery) */
+	uint32_t delivered_mask;
 	/* error of the op a post call stopped at, 0 if none or -FI_EAGAIN */
 	int last_err;
 	/* error completions read by the last poll */

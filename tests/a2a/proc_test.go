@@ -97,7 +97,8 @@ func runRank(j job) (err error) {
 	var b a2a.Backend
 	switch j.Backend {
 	case "", "host":
-		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node})
+		// Doorbells whatever the CPUs: the ipc worlds exercise them.
+		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node, Doorbells: host.DoorbellsOn})
 	case "cuda-emu":
 		b, err = cudabackend.New(ctx, cfg, cudabackend.Options{Engine: eng, Exchange: g, Device: emulated.NewDevice(),
 			Node: emulated.NewHostNode(node, node.me)})

@@ -11,6 +11,10 @@
 //     peers, dispatch- and combine-barrier to every other rank;
 //   - one counter per tag: a credit ImmCounter, or a FlagCounter for the
 //     tags a kernel waits on;
+//   - doorbells (doorbell.go, Options.Doorbells): where the transport
+//     lends its mapping of a peer's count table (ipc), a signal of any
+//     tag is a word stored there instead of a write, and a count row is
+//     stored there too; waits count both;
 //   - a TransferCounter drained at each barrier, so a buffer is reused
 //     only after every request that read it completed;
 //   - membership changes (members.go): every target, signal, watch and

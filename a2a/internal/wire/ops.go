@@ -47,7 +47,100 @@ func (w *Wiring) targets(dst []fabric.ScatterTarget, ts []a2a.Transfer, tag a2a.
 // Routes posts this rank's count row (row Group(Rank) of its table) to
 // the same row of every other group's serving replica.
 func (w *Wiring) Routes() error {
-	return w.scatter(w.routeT, uint64(len(w.routeT)), w.tableReg, a2a.TagRoute, fabric.ShardPeers(), w.routeG)
+	if !w.ringing() {
+		return w.scatter(w.routeT, uint64(len(w.routeT)), w.tableReg, a2a.TagRoute, fabric.ShardPeers(), w.routeG)
+	}
+	// A peer whose table is lent gets the row stored, then its bell rung.
+	w.routeLeft = w.routeLeft[:0]
+	for i, q := range w.routeRanks {
+		t := &w.routeT[i]
+		b, m := w.peerTable(int(q))
+		if b == nil {
+			w.routeLeft = append(w.routeLeft, *t)
+			continue
+		}
+		copy(b[t.DstOffset:t.DstOffset+t.Length], w.bell.own[t.SrcOffset:t.SrcOffset+t.Length])
+		w.ringHeld(b, a2a.TagRoute, 1)
+		m.Release()
+		w.traffic[a2a.TagRoute].add(0, 1)
+	}
+	g := w.routeG
+	if len(w.routeLeft) != len(w.routeT) {
+		g = fabric.PeerGroup{}
+	}
+	return w.scatter(w.routeLeft, uint64(len(w.routeLeft)), w.tableReg, a2a.TagRoute, fabric.ShardPeers(), g)
+}
+
+// Dispatch posts the eager and the overflow writes (Eager, then
+// Overflow); with doorbells, a write of zero rows (its rows stored into
+// the peer's buffer already, or none) to a peer whose table is lent is
+// not posted: the peer's bell is rung for all of them at once, after
+// them.
+func (w *Wiring) Dispatch(eager, over []a2a.Transfer) error {
+	if !w.ringing() {
+		if err := w.Eager(eager); err != nil {
+			return err
+		}
+		return w.Overflow(over)
+	}
+	var rows uint64
+	w.eagerT, rows = w.targets(w.eagerT, eager, a2a.TagDispatch)
+	w.eagerLeft = w.keep(w.eagerLeft, w.eagerT, eager, 1)
+	g := w.eagerG
+	if len(w.eagerLeft) != len(w.eagerT) {
+		g = fabric.PeerGroup{}
+	}
+	if err := w.scatter(w.eagerLeft, rows, w.sendReg, a2a.TagDispatch, fabric.ShardPeers(), g); err != nil {
+		return err
+	}
+	w.overT, rows = w.targets(w.overT, over, a2a.TagDispatch)
+	w.overLeft = w.keep(w.overLeft, w.overT, over, w.l.NICsPerGPU)
+	if err := w.scatter(w.overLeft, rows, w.sendReg, a2a.TagDispatch, fabric.ShardBytes(), fabric.PeerGroup{}); err != nil {
+		return err
+	}
+	return w.ringPending(a2a.TagDispatch)
+}
+
+// keep copies into left the targets that must go through the engine and
+// adds imms credits to w.pend for each zero-row one whose peer's table is
+// lent.
+func (w *Wiring) keep(left, ts []fabric.ScatterTarget, tr []a2a.Transfer, imms int) []fabric.ScatterTarget {
+	left = left[:0]
+	for i := range ts {
+		q := tr[i].Peer
+		if tr[i].Rows == 0 && w.lent(int(q)) {
+			w.pend[q] += imms
+			continue
+		}
+		left = append(left, ts[i])
+	}
+	return left
+}
+
+// lent says whether rank q's table is lent here (mapping it if it can).
+func (w *Wiring) lent(q int) bool {
+	b, m := w.peerTable(q)
+	if b == nil {
+		return false
+	}
+	m.Release()
+	return true
+}
+
+// ringPending rings every rank with pending credits of tag. A mapping
+// taken away meanwhile cannot happen quietly: the peer is lost, and its
+// waits end anyway.
+func (w *Wiring) ringPending(tag a2a.Tag) error {
+	for q, n := range w.pend {
+		if n == 0 {
+			continue
+		}
+		w.pend[q] = 0
+		if !w.ring(q, tag, n) {
+			return fmt.Errorf("a2a rank %d: rank %d's table was taken away: %w", w.l.Rank, q, w.LostRankOr(q))
+		}
+	}
+	return nil
 }
 
 // Eager posts the eager writes (SendPlan.Eager: one per served rank of
@@ -69,15 +162,35 @@ func (w *Wiring) Overflow(ts []a2a.Transfer) error {
 func (w *Wiring) Combine(ts []a2a.Transfer) error {
 	var rows uint64
 	w.combT, rows = w.targets(w.combT, ts, a2a.TagCombine)
-	return w.scatter(w.combT, rows, w.sendReg, a2a.TagCombine, fabric.ShardBytes(), w.combG)
+	if !w.ringing() {
+		return w.scatter(w.combT, rows, w.sendReg, a2a.TagCombine, fabric.ShardBytes(), w.combG)
+	}
+	w.combLeft = w.keep(w.combLeft, w.combT, ts, w.l.NICsPerGPU)
+	g := w.combG
+	if len(w.combLeft) != len(w.combT) {
+		g = fabric.PeerGroup{}
+	}
+	if err := w.scatter(w.combLeft, rows, w.sendReg, a2a.TagCombine, fabric.ShardBytes(), g); err != nil {
+		return err
+	}
+	return w.ringPending(a2a.TagCombine)
 }
 
 // Signal sends one zero-byte immediate of tag to each active node peer
 // (node tags) or to every other active rank (barrier and join tags).
 func (w *Wiring) Signal(tag a2a.Tag) error {
-	dsts := w.allDsts
+	dsts, ranks := w.allDsts, w.allRanks
 	if tag == a2a.TagNodeDispatch || tag == a2a.TagNodeCombine {
-		dsts = w.nodeDsts
+		dsts, ranks = w.nodeDsts, w.nodeRanks
+	}
+	if w.ringing() {
+		left := w.sigLeft[tag][:0]
+		for i, q := range ranks {
+			if !w.ring(int(q), tag, 1) {
+				left = append(left, dsts[i])
+			}
+		}
+		w.sigLeft[tag], dsts = left, left
 	}
 	if len(dsts) == 0 {
 		return nil
@@ -94,20 +207,13 @@ func (w *Wiring) Wait(ctx context.Context, tag a2a.Tag, n int) error {
 	if n == 0 {
 		return nil
 	}
-	c := w.counters[tag]
-	if c == nil {
+	if w.ringing() {
+		return w.waitBells(ctx, tag, n)
+	}
+	if w.counters[tag] == nil {
 		return fmt.Errorf("a2a wait %v: %w", tag, ErrNoCounter)
 	}
-	if err := c.Wait(ctx, int64(n)); err != nil {
-		if re := w.rankError(err); re != nil {
-			return fmt.Errorf("a2a rank %d: waiting for %d %v immediates: %w", w.l.Rank, n, tag, re)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("a2a rank %d: waiting for %d %v immediates (%s): %w: %w", w.l.Rank, n, tag, w.suspects(), a2a.ErrTimeout, err)
-		}
-		return fmt.Errorf("a2a rank %d: waiting for %v immediates: %w", w.l.Rank, tag, err)
-	}
-	return nil
+	return w.waitImm(ctx, tag, n)
 }
 
 // Arm asks the flag counter of tag to raise its flag once n more

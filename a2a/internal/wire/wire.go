@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
 // Exchanger all-gathers one message per rank over the whole world, in rank
@@ -45,6 +47,14 @@ type Options struct {
 	// its new descriptors); without it such a peer is refused
 	// (a2a.ErrNotSupported), its buffers being mapped once, at New.
 	NodeRemaps bool
+	// Doorbells lets signals to a peer whose count table the transport
+	// lends skip the engine (doorbell.go). Table must then be
+	// TableBytes long and TableMem this rank's mapping of it.
+	Doorbells bool
+	TableMem  []byte
+	// Crowded keeps the doorbells on where the members outnumber the
+	// CPUs (off by default then: see doorbell.go).
+	Crowded bool
 }
 
 // Wiring is one rank's fabric wiring. See the package documentation.
@@ -86,6 +96,15 @@ type Wiring struct {
 	peerMem []*fabric.PeerMemory
 	held    []*fabric.PeerMemory
 	noLend  bool
+	crowdOK bool // Options.Crowded
+	bell    bells
+	// Ranks behind the target and destination lists (same order), and
+	// what is left for the engine of each once bells are rung (per tag
+	// for signals: the engine shares the lists until they complete).
+	routeRanks, allRanks, nodeRanks          []int32
+	routeLeft, eagerLeft, overLeft, combLeft []fabric.ScatterTarget
+	sigLeft                                  [NumTags][]fabric.Descriptor
+	pend                                     []int // per rank: credits to ring for the dispatch tag
 
 	posted int64 // transfers posted this generation
 	done   *fabric.TransferCounter
@@ -113,15 +132,32 @@ func New(ctx context.Context, l *a2a.Layout, o Options) (_ *Wiring, err error) {
 			_ = w.Close()
 		}
 	}()
+	if o.Doorbells {
+		if len(o.TableMem) < TableBytes(l) {
+			return nil, fmt.Errorf("a2a wiring: doorbells need a table of %d bytes, have %d: %w", TableBytes(l), len(o.TableMem), a2a.ErrInvalidArgument)
+		}
+		w.bell = bells{on: true, own: o.TableMem, peer: make([]*fabric.PeerMemory, l.WorldSize),
+			miss: make([]uint32, l.WorldSize), yield: osyield.New()}
+		w.pend = make([]int, l.WorldSize)
+		w.crowdOK = o.Crowded
+	}
 	rd, _ := o.Recv.Descriptor()
 	td, _ := o.Table.Descriptor()
 	if w.msg, err = encodeDescs(rd, td); err != nil {
 		return nil, err
 	}
+	// The CPUs this rank may run on ride after the descriptors (decodeDescs
+	// ignores them): every member decides alike whether its host has a
+	// core per rank (doorbell.go).
+	w.msg = binary.LittleEndian.AppendUint32(w.msg, uint32(runtime.NumCPU()))
 	w.eagerT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	w.overT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	w.combT = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	w.routeT = make([]fabric.ScatterTarget, 0, l.WorldSize)
+	w.routeLeft = make([]fabric.ScatterTarget, 0, l.WorldSize)
+	w.eagerLeft = make([]fabric.ScatterTarget, 0, l.WorldSize)
+	w.overLeft = make([]fabric.ScatterTarget, 0, l.WorldSize)
+	w.combLeft = make([]fabric.ScatterTarget, 0, l.WorldSize)
 	if o.Join {
 		return w, nil
 	}
@@ -158,24 +194,41 @@ func (w *Wiring) wireUp(ctx context.Context, m *a2a.Members, ex Exchanger) error
 	// Descriptors may change with the membership (a rank rejoins with new
 	// buffers): mappings are asked for again.
 	clear(w.peerMem)
+	clear(w.bell.peer)
+	for q := range w.bell.miss {
+		w.bell.miss[q] = ^uint32(0)
+	}
+	w.bell.iter = 0
 	if ex != nil {
 		if err := w.exchange(ctx, m, ex); err != nil {
 			return err
 		}
 	}
+	w.bell.crowded = !w.crowdOK && w.crowded(m)
 	w.allDsts, w.nodeDsts = w.allDsts[:0], w.nodeDsts[:0]
+	w.allRanks = append(w.allRanks[:0], m.Others...)
+	w.nodeRanks = append(w.nodeRanks[:0], m.Node...)
 	for _, q := range m.Others {
 		w.allDsts = append(w.allDsts, w.recvDesc[q])
 	}
 	for _, q := range m.Node {
 		w.nodeDsts = append(w.nodeDsts, w.recvDesc[q])
 	}
+	for t := range w.sigLeft {
+		w.sigLeft[t] = make([]fabric.Descriptor, 0, len(w.allDsts))
+	}
 	w.joinWait = m.Count - 1
 	w.active = append(w.active[:0], m.Active...)
 	if err := w.watchRanks(m); err != nil {
 		return err
 	}
-	return w.addGroups(m)
+	if err := w.addGroups(m); err != nil {
+		return err
+	}
+	if w.bell.on {
+		return w.warmBells(ctx, m)
+	}
+	return nil
 }
 
 // exchange all-gathers this rank's descriptors over the members of m.
@@ -229,6 +282,7 @@ func (w *Wiring) addGroups(m *a2a.Members) error {
 	RW, g := l.RowWords, l.Group(l.Rank)
 	off := uint64(g * RW * 4)
 	w.routeT = w.routeT[:0]
+	w.routeRanks = append(w.routeRanks[:0], m.Routes...)
 	for _, q := range m.Routes {
 		w.routeT = append(w.routeT, fabric.ScatterTarget{Dst: w.tableDesc[q], Length: uint64(RW * 4), SrcOffset: off, DstOffset: off})
 	}

@@ -40,7 +40,8 @@ func newBackend(ctx context.Context, spec Spec, cfg a2a.Config, l *a2a.Layout, e
 		Spin: spec.Spin}
 	switch spec.Backend {
 	case BackendHost:
-		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node, ReduceThreads: spec.ReduceThreads})
+		b, err = host.New(ctx, cfg, host.Options{Engine: eng, Exchange: g, Node: node, ReduceThreads: spec.ReduceThreads,
+			Doorbells: spec.Doorbells})
 	case BackendCUDAEmu:
 		dev := emulated.NewDevice()
 		copt.Device = dev

@@ -34,6 +34,8 @@ type Spec struct {
 	// ReduceThreads splits the host backend's combine reduction over
 	// this many goroutines per rank (host.Options.ReduceThreads).
 	ReduceThreads int
+	// Doorbells is the host backend's host.Options.Doorbells.
+	Doorbells host.Doorbells
 	// Transport is the fabric transport ("auto", "efa", "verbs",
 	// "tcp;ofi_rxm", "shm", "ipc", or "mem" for ranks in one process).
 	Transport string

@@ -47,7 +47,7 @@ from .errors import (AbandonedError, BadEncodingError, BrokenError, BusyError, C
                      NoMemoryError, NotReadableError, NotSupportedError, OutOfBoundsError, PeerLostError, ProviderError,
                      QueueFullError, RemovedError, RendezvousError, StaleDescriptorError, TimeoutError_,
                      TooLargeError, UnknownRegionError, UnknownTransportError, NotLeasedError,
-                     NotifyTooLargeError, LeasesExhaustedError)
+                     NotifyTooLargeError, LeasesExhaustedError, NotificationsLostError)
 from .group import Group, SubGroup, TorchGroup
 
 __all__ = [
@@ -62,4 +62,5 @@ __all__ = [
     "ExpertOverflowError", "NotFoundError", "ExistsError", "UnavailableError", "StaleDescriptorError",
     "Directory", "Publication", "Watch", "Entry", "Event", "address_from_hex",
     "NotReadableError", "expected_imms",
+    "NotificationsLostError",
 ]

@@ -52,6 +52,15 @@ LEASE_BASE = 0xC0000000
 MAX_LEASE_IMMS = 4096
 MAX_NOTIFY_PAYLOAD = 4096
 E_NOT_READABLE = -32  # 1.5 reads
+# Notified requests, registration stats, huge pages (1.6):
+E_NOTIFICATIONS_LOST = -33
+MAILBOX_DEPTH = 8
+REGISTER_ON_WORKER = 0
+REGISTER_NICS_IN_PARALLEL = 1
+REGISTER_BESIDE = 2
+HUGE_PAGES_AUTO = 0
+HUGE_PAGES_NEVER = 1
+HUGE_PAGES_REQUIRED = 2
 E_INTERNAL = -99
 
 POLL_ADAPTIVE = 0
@@ -307,8 +316,33 @@ class ScatterRead(C.Structure):
     ]
 
 
+# 1.6: notified requests, registration stats.
+class Notification(C.Structure):
+    _c_name_ = "ferry_notification"
+    _fields_ = [
+        ("mailbox", C.POINTER(C.c_uint8)),
+        ("mailbox_len", C.c_size_t),
+        ("payload", C.c_void_p),
+        ("len", C.c_size_t),
+    ]
+
+
+class RegistrationStats(C.Structure):
+    _c_name_ = "ferry_registration_stats"
+    _fields_ = [
+        ("struct_size", C.c_uint32),
+        ("groups", C.c_uint32),
+        ("handles", C.c_uint64),
+        ("registrations", C.c_uint64),
+        ("hits", C.c_uint64),
+        ("misses", C.c_uint64),
+        ("modes", C.c_int32 * 16),
+    ]
+
+
 STRUCTS: List[Any] = [Config, Stats, Route, SingleWrite, PagedWrite, ScatterTarget, ScatterWrite, Tensor,
-                      A2AConfig, A2AInfo, SingleRead, PagedRead, ScatterSource, ScatterRead]
+                      A2AConfig, A2AInfo, SingleRead, PagedRead, ScatterSource, ScatterRead, Notification,
+                      RegistrationStats]
 
 # Callback types (ferry.h typedefs). ctypes takes the GIL when the library
 # calls them on an engine's dispatcher thread.
@@ -326,7 +360,7 @@ _pi64 = C.POINTER(C.c_int64)
 _pi32 = C.POINTER(C.c_int32)
 _pu8 = C.POINTER(C.c_uint8)
 
-# name: (result type, argument types). Every function of ferry.h 1.5.
+# name: (result type, argument types). Every function of ferry.h 1.6.
 PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_strerror": (C.c_char_p, [C.c_int]),
     "ferry_last_error": (C.c_size_t, [C.c_char_p, C.c_size_t]),
@@ -433,6 +467,10 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "ferry_submit_paged_read": (C.c_int, [_u64, C.POINTER(PagedRead), _u64]),
     "ferry_submit_scatter_read": (C.c_int, [_u64, C.POINTER(ScatterRead), _u64]),
     "ferry_expected_imms": (C.c_int, [C.c_int32, C.POINTER(Route), C.c_int64, C.c_int32, C.c_int32, _pi64]),
+    # 1.6: notified requests, registration stats, huge pages
+    "ferry_submit_notified": (C.c_int, [_u64, C.c_int32, C.c_void_p, C.POINTER(Notification), C.c_size_t, _u64]),
+    "ferry_engine_registration_stats": (C.c_int, [_u64, C.POINTER(RegistrationStats)]),
+    "ferry_host_alloc_with": (C.c_int, [C.c_size_t, C.c_int32, C.POINTER(C.c_void_p), _psz]),
 }
 
 

@@ -17,10 +17,13 @@ engines write into must be writable.
 from __future__ import annotations
 
 import ctypes as C
+import mmap
 import weakref
 from typing import Any, Optional, Sequence
 
-from ._lib_handle import check, lib
+from . import _abi
+from ._lib_handle import check, has, lib
+from .errors import NotSupportedError
 
 CPU = "cpu"
 CUDA = "cuda"
@@ -119,19 +122,42 @@ def _free_host(addr: int) -> None:
         pass
 
 
+_HUGE_PAGES = {"auto": _abi.HUGE_PAGES_AUTO, "never": _abi.HUGE_PAGES_NEVER,
+               "required": _abi.HUGE_PAGES_REQUIRED}
+
+
 class HostBuffer:
     """Page-aligned, zeroed host memory from ferry_host_alloc, outside any
     garbage-collected heap. The memory that "ipc" peers map: over ipc, a
     region written by peers must be a HostBuffer. view(), numpy() and
     torch() are zero-copy views that keep the buffer alive; close() (or
     the garbage collector, or interpreter exit) frees it, which the
-    library refuses while a region still covers it."""
+    library refuses while a region still covers it.
 
-    def __init__(self, nbytes: int) -> None:
+    huge_pages (library 1.6) picks the pages backing it: "auto" (huge
+    pages when the system has enough free and the buffer is at least one,
+    else base pages), "never", or "required" (huge pages or an error:
+    NotSupportedError without hugetlbfs, NoMemoryError when too few are
+    free). Huge pages make a large registration cheaper. page_size says
+    which it got. The default, None, is base pages, as before 1.6."""
+
+    def __init__(self, nbytes: int, huge_pages: Optional[str] = None) -> None:
         if nbytes <= 0:
             raise ValueError("HostBuffer size must be positive, got %r" % (nbytes,))
         p = C.c_void_p()
-        check("ferry_host_alloc", nbytes, C.byref(p))
+        self.page_size: int = mmap.PAGESIZE
+        if huge_pages is None:
+            check("ferry_host_alloc", nbytes, C.byref(p))
+        else:
+            if huge_pages not in _HUGE_PAGES:
+                raise ValueError("huge_pages must be one of %s, got %r" % (sorted(_HUGE_PAGES), huge_pages))
+            if not has("ferry_host_alloc_with"):
+                raise NotSupportedError("ferry_host_alloc_with", _abi.E_NOT_SUPPORTED, "FERRY_E_NOT_SUPPORTED",
+                                        "libferry %s has no huge-page allocation (1.6 or later needed)" %
+                                        lib().ferry_version_string().decode())
+            ps = C.c_size_t(0)
+            check("ferry_host_alloc_with", nbytes, _HUGE_PAGES[huge_pages], C.byref(p), C.byref(ps))
+            self.page_size = ps.value
         assert p.value is not None
         self.addr: int = p.value
         self.nbytes: int = nbytes

@@ -183,6 +183,10 @@ class Callback(Handle):
 
 Completion = Union[Transfer, Counter, Callback, None]
 
+# A notification to attach to a request: (mailbox bytes from the target's
+# Lease.mailbox(), payload: bytes or any buffer, at most MAX_NOTIFY_PAYLOAD).
+Notify = Tuple[bytes, Any]
+
 
 def _completion(c: Completion) -> int:
     return 0 if c is None else c.handle
@@ -234,7 +238,11 @@ class Lease(Handle):
 
     def wait_notification(self, timeout: float = 30.0) -> Tuple[bytes, int]:
         """The next notification's payload and its arrival number at this
-        engine; FerryTimeoutError when none came within timeout."""
+        engine; FerryTimeoutError when none came within timeout. The
+        mailbox queues MAILBOX_DEPTH notifications (library 1.6), returned
+        in the order they were sent; notifications that were lost (a
+        second engine sending to the same mailbox) raise
+        NotificationsLostError once, in their place."""
         buf = (C.c_uint8 * _abi.MAX_NOTIFY_PAYLOAD)()
         n, seq = C.c_size_t(0), C.c_uint64(0)
         check("ferry_lease_wait_notification", self.handle, ms(timeout), buf, len(buf), C.byref(n), C.byref(seq))
@@ -461,25 +469,55 @@ class Engine(Handle):
 
     def write(self, src: Region, dst: Descriptor, length: Optional[int] = None, *, src_offset: int = 0,
               dst_offset: int = 0, imm: Optional[int] = None, route: Optional[Tuple[str, int]] = None,
-              done: Completion = None) -> None:
+              notify: Optional[Notify] = None, done: Completion = None) -> None:
         """One write of length bytes (default: the rest of src) from src at
         src_offset to dst at dst_offset. Sharded over n NICs the receiver
-        sees n immediates (one per shard); route=("pinned", nic) posts one."""
+        sees n immediates (one per shard); route=("pinned", nic) posts one.
+        notify=(mailbox, payload) attaches a notification (library 1.6):
+        the target's Lease.wait_notification hands it over once every byte
+        of the write is in place there, over every transport and NIC."""
         if length is None:
             length = src.nbytes - src_offset
         r = _route(route)
         w = _abi.SingleWrite(src=src.handle, src_offset=src_offset, length=length, dst=dst.handle,
                              dst_offset=dst_offset, imm=imm or 0, has_imm=imm is not None,
                              route=r if r is not None else _abi.Route())
+        if notify is not None:
+            self._submit_notified(_abi.SHAPE_SINGLE, w, [notify], done)
+            return
         check("ferry_submit_single", self.handle, C.byref(w), _completion(done))
+
+    def _submit_notified(self, shape: int, req: Any, notes: Sequence[Notify], done: Completion) -> None:
+        """ferry_submit_notified: req with notes, (mailbox, payload) pairs
+        (the library copies both before it returns)."""
+        if not has("ferry_submit_notified"):
+            raise NotSupportedError("ferry_submit_notified", _abi.E_NOT_SUPPORTED, "FERRY_E_NOT_SUPPORTED",
+                                    "libferry %s cannot attach notifications (1.6 or later needed)" %
+                                    lib().ferry_version_string().decode())
+        arr = (_abi.Notification * max(len(notes), 1))()
+        keep: List[Any] = []
+        try:
+            for i, (box, payload) in enumerate(notes):
+                b = (C.c_uint8 * max(len(box), 1)).from_buffer_copy(bytes(box) or b"\0")
+                mem = as_memory(payload)
+                keep.append(mem)
+                arr[i] = _abi.Notification(C.cast(b, C.POINTER(C.c_uint8)), len(box), C.c_void_p(mem.addr),
+                                           mem.nbytes)
+                keep.append(b)
+            check("ferry_submit_notified", self.handle, shape, C.byref(req), arr, len(notes), _completion(done))
+        finally:
+            for k in keep:
+                if isinstance(k, Memory):
+                    k.release()
 
     def write_pages(self, src: Region, dst: Descriptor, src_pages: Sequence[int], dst_pages: Sequence[int],
                     length: int, *, src_stride: Optional[int] = None, dst_stride: Optional[int] = None,
                     src_offset: int = 0, dst_offset: int = 0, imm: Optional[int] = None,
-                    done: Completion = None) -> None:
+                    notify: Optional[Notify] = None, done: Completion = None) -> None:
         """Independent page writes: page i from src_offset + src_stride *
         src_pages[i] to dst_offset + dst_stride * dst_pages[i], length bytes
-        each (strides default to length); one immediate per page."""
+        each (strides default to length); one immediate per page.
+        notify=(mailbox, payload) as for write."""
         if len(src_pages) != len(dst_pages):
             raise ValueError("src_pages and dst_pages differ in length: %d != %d" % (len(src_pages), len(dst_pages)))
         n = len(src_pages)
@@ -488,14 +526,20 @@ class Engine(Handle):
                             src_offset=src_offset, dst=dst.handle, dst_pages=dp,
                             dst_stride=length if dst_stride is None else dst_stride, dst_offset=dst_offset,
                             pages=n, length=length, imm=imm or 0, has_imm=imm is not None)
+        if notify is not None:
+            self._submit_notified(_abi.SHAPE_PAGED, w, [notify], done)
+            return
         check("ferry_submit_paged", self.handle, C.byref(w), _completion(done))
 
     def scatter(self, src: Region, targets: Iterable[Tuple[Descriptor, int, int, int]], *,
                 imm: Optional[int] = None, route: Optional[Tuple[str, int]] = None,
-                done: Completion = None) -> None:
+                notify: Optional[Sequence[Notify]] = None, done: Completion = None) -> None:
         """Ranges of src to many peers: targets are (dst, length, src_offset,
         dst_offset). Each receiver sees one immediate per target naming it
-        (times the NICs with route=("shard_bytes", 0))."""
+        (times the NICs with route=("shard_bytes", 0)). notify, a list of
+        (mailbox, payload) pairs (library 1.6), typically one per target
+        peer: each is sent once every write of the scatter completed, so
+        its peer finds all of its ranges in place when it arrives."""
         ts = list(targets)
         arr = (_abi.ScatterTarget * max(len(ts), 1))()
         for i, (d, length, so, do) in enumerate(ts):
@@ -503,6 +547,9 @@ class Engine(Handle):
         r = _route(route)
         w = _abi.ScatterWrite(src=src.handle, targets=arr, count=len(ts), imm=imm or 0, has_imm=imm is not None,
                               route=r if r is not None else _abi.Route())
+        if notify is not None:
+            self._submit_notified(_abi.SHAPE_SCATTER, w, list(notify), done)
+            return
         check("ferry_submit_scatter", self.handle, C.byref(w), _completion(done))
 
     def write_imm(self, imm: int, dst: Descriptor, *, route: Optional[Tuple[str, int]] = None,
@@ -628,9 +675,27 @@ class Engine(Handle):
         finally:
             mem.release()
 
+    def registration_stats(self) -> Dict[str, Any]:
+        """The engine's registrations (library 1.6): live region handles,
+        the provider registrations behind them (fewer when handles share
+        one), the range cache's hits and misses, and where each group
+        registers ("on_worker", "nics_in_parallel" or "beside")."""
+        if not has("ferry_engine_registration_stats"):
+            raise NotSupportedError("ferry_engine_registration_stats", _abi.E_NOT_SUPPORTED,
+                                    "FERRY_E_NOT_SUPPORTED", "libferry %s has no registration stats (1.6 or later "
+                                    "needed)" % lib().ferry_version_string().decode())
+        s = _abi.RegistrationStats(struct_size=C.sizeof(_abi.RegistrationStats))
+        check("ferry_engine_registration_stats", self.handle, C.byref(s))
+        names = {_abi.REGISTER_ON_WORKER: "on_worker", _abi.REGISTER_NICS_IN_PARALLEL: "nics_in_parallel",
+                 _abi.REGISTER_BESIDE: "beside"}
+        modes = [names.get(s.modes[i], str(s.modes[i])) for i in range(min(s.groups, len(s.modes)))]
+        return {"handles": s.handles, "registrations": s.registrations, "hits": s.hits, "misses": s.misses,
+                "modes": modes}
+
     def drops(self) -> Dict[str, int]:
         """Immediates dropped for values not leased (a retired request's
-        late writes) and notifications that could not be delivered."""
+        late writes) and notifications lost at this engine (each is also
+        raised by Lease.wait_notification as NotificationsLostError)."""
         imms, notes = C.c_uint64(), C.c_uint64()
         check("ferry_engine_drops", self.handle, C.byref(imms), C.byref(notes))
         return {"imms_dropped": imms.value, "notifications_dropped": notes.value}
@@ -686,7 +751,9 @@ def version() -> str:
 def abi_version() -> Tuple[int, int, int]:
     """The library's ABI version (major, minor, patch): 1.2 has the
     all-to-all and GPU registration, 1.3 the directory, 1.4 connect, 1.5
-    reads and expected_imms."""
+    reads and expected_imms, 1.6 notifications attached to writes and
+    scatters, queued mailboxes, registration stats and huge-page host
+    buffers."""
     v = int(lib().ferry_version())
     return v >> 16, (v >> 8) & 0xFF, v & 0xFF
 

@@ -22,6 +22,7 @@ of the built-in exception a Python caller would catch for it.
       ExistsError                    ValueError: a live publication already holds the engine name
       UnavailableError               ConnectionError: the directory's server cannot be reached
       NotReadableError               PermissionError: a read of a region its owner did not make readable
+      NotificationsLostError         LookupError: notifications to a lease were lost; reported in their place
       ProviderError, BusyError, QueueFullError, RemovedError, AbandonedError,
       UnknownRegionError, InternalError
 """
@@ -139,6 +140,13 @@ class NotifyTooLargeError(TooLargeError):
     """A notification payload over MAX_NOTIFY_PAYLOAD bytes."""
 
 
+class NotificationsLostError(FerryError, LookupError):
+    """Notifications to the lease were lost (a second engine sending to
+    the same mailbox); raised once, in their place, by
+    Lease.wait_notification, whose next call goes on with those after
+    them. The message says how many."""
+
+
 class LeasesExhaustedError(FerryError, RuntimeError):
     """No free run of lease values, or no free mailbox."""
 
@@ -193,6 +201,7 @@ _BY_CODE: Dict[int, Type[FerryError]] = {
     _abi.E_NOT_LEASED: NotLeasedError,
     _abi.E_NOTIFY_TOO_LARGE: NotifyTooLargeError,
     _abi.E_LEASES_EXHAUSTED: LeasesExhaustedError,
+    _abi.E_NOTIFICATIONS_LOST: NotificationsLostError,
     _abi.E_QUEUE_FULL: QueueFullError,
     _abi.E_ABANDONED: AbandonedError,
     _abi.E_NO_MEMORY: NoMemoryError,
