@@ -122,14 +122,18 @@ type TransferCounter struct {
 	done   atomic.Int64
 	errors atomic.Int64
 	first  atomic.Pointer[error]
-	// A Wait that spun and yielded in vain sleeps until a completion
-	// wakes it: sleepers counts such waits, so a completion with nobody
-	// asleep pays one atomic load. The first sleeper waits on wake (made
-	// once, one slot: a completion's token is never lost, a stale one
-	// only costs a look); further concurrent sleepers back off with
-	// sleeps, as every wait did before.
+	// A Wait that spun and yielded in vain sleeps until the completion
+	// that brings Done to its count wakes it: sleepers counts such waits,
+	// so a completion with nobody asleep pays one atomic load; want is
+	// the lowest count a sleeping wait asked for (noWant when none). They
+	// sleep on the futex word wakes (futex_linux.go says why not on a
+	// channel), which that completion bumps before waking them all; the
+	// waits not yet satisfied register again. Completions below want wake
+	// nobody: a wait for the 256th completion from now is not woken 256
+	// times.
 	sleepers atomic.Int32
-	wake     atomic.Pointer[chan struct{}]
+	wakes    atomic.Uint32
+	want     atomic.Int64
 }
 
 // noteErr records err; only the error path pays for the heap copy.
@@ -138,29 +142,38 @@ func (c *TransferCounter) noteErr(err error) {
 	c.errors.Add(1)
 }
 
-// arrived wakes the sleeping wait after Done moved.
-func (c *TransferCounter) arrived() {
+// noWant is TransferCounter.want with no wait asleep. The zero value
+// (a new counter) means the same: lowerWant treats both as unset.
+const noWant = math.MaxInt64
+
+// arrived wakes the sleeping waits once Done, now done, reached the
+// lowest count one of them waits for.
+func (c *TransferCounter) arrived(done int64) {
 	if c.sleepers.Load() == 0 {
 		return
 	}
-	if ch := c.wake.Load(); ch != nil {
-		select {
-		case *ch <- struct{}{}:
-		default: // a token is already waiting
-		}
+	w := c.want.Load()
+	if w == 0 || done < w {
+		return
 	}
+	// Reset only what was read: a wait that lowered it since keeps its
+	// count (and is woken now anyway).
+	c.want.CompareAndSwap(w, noWant)
+	c.wakes.Add(1)
+	futexWakeAll(&c.wakes)
 }
 
-// wakeChan returns the channel completions wake the first sleeper on.
-func (c *TransferCounter) wakeChan() chan struct{} {
-	if ch := c.wake.Load(); ch != nil {
-		return *ch
+// lowerWant makes want at most n.
+func (c *TransferCounter) lowerWant(n int64) {
+	for {
+		w := c.want.Load()
+		if w != 0 && w <= n {
+			return
+		}
+		if c.want.CompareAndSwap(w, n) {
+			return
+		}
 	}
-	ch := make(chan struct{}, 1)
-	if !c.wake.CompareAndSwap(nil, &ch) {
-		return *c.wake.Load()
-	}
-	return ch
 }
 
 // Err returns the first error counted, or nil.
@@ -178,11 +191,10 @@ func (c *TransferCounter) Done() int64 { return c.done.Load() }
 func (c *TransferCounter) Errors() int64 { return c.errors.Load() }
 
 // Wait waits until Done reaches n or ctx ends: it spins and yields
-// briefly, then sleeps until a completion wakes it (no sleep ladder for
-// one waiter at a time; concurrent waiters beyond the first sleep in
-// growing steps). It allocates nothing after the counter's first sleep.
-// It returns ErrProvider-wrapping information only through Errors; its
-// own error is only the context's.
+// briefly, then sleeps until a completion wakes it (any number of waits at
+// once), looking at ctx at least every waitCtxStep while asleep. It
+// allocates nothing. It returns ErrProvider-wrapping information only
+// through Errors; its own error is only the context's.
 func (c *TransferCounter) Wait(ctx context.Context, n int64) error {
 	var b backoff
 	for i := 1; c.done.Load() < n; i++ {
@@ -192,31 +204,41 @@ func (c *TransferCounter) Wait(ctx context.Context, n int64) error {
 			}
 			continue
 		}
-		ch := c.wakeChan()
-		if c.sleepers.Add(1) > 1 {
-			// Another wait owns the channel: the sleep ladder.
-			c.sleepers.Add(-1)
-			if err := b.wait(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		// A completion after this load sees sleepers and leaves a token.
-		if c.done.Load() >= n {
-			c.sleepers.Add(-1)
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		c.sleepers.Add(-1)
-		if ctx.Err() != nil && c.done.Load() < n {
+		if err := ctx.Err(); err != nil {
 			return ctxErr(ctx)
 		}
+		step := waitCtxStep
+		if ctx.Done() == nil {
+			step = waitIdleStep
+		}
+		if d, ok := ctx.Deadline(); ok {
+			step = min(step, time.Until(d))
+		}
+		// In this order: counted among the sleepers, the word read, the
+		// count registered, Done read. A completion reaching n before
+		// that read of Done is seen by it; one after it sees this wait
+		// and n in want (arrived loads them after adding to Done), or a
+		// want reset after this wait found its count covered, and then
+		// it changes the word after this wait read it: either way the
+		// sleep below does not start or ends.
+		c.sleepers.Add(1)
+		v := c.wakes.Load()
+		c.lowerWant(n)
+		if c.done.Load() < n {
+			futexSleep(&c.wakes, v, step)
+		}
+		c.sleepers.Add(-1)
 	}
 	return nil
 }
+
+// A sleeping TransferCounter.Wait looks at its context every waitCtxStep
+// (a completion wakes it at once); without a context that can end, every
+// waitIdleStep, only as a guard.
+const (
+	waitCtxStep  = time.Millisecond
+	waitIdleStep = 100 * time.Millisecond
+)
 
 func (c Completion) begin() error {
 	if c.t != nil && !c.t.busy.CompareAndSwap(false, true) {
@@ -241,8 +263,7 @@ func (c Completion) finishDirect(err error) {
 		if err != nil {
 			c.counter.noteErr(err)
 		}
-		c.counter.done.Add(1)
-		c.counter.arrived()
+		c.counter.arrived(c.counter.done.Add(1))
 	}
 	if c.t != nil {
 		c.t.finish(err)

@@ -54,14 +54,14 @@ func (w *worker) scanDeadlines() {
 			continue
 		}
 		if x.deadline <= w.now {
-			w.expire(uint32(i), reqErr(x.kind.String(), ErrTimeout, "deadline passed %v after the transfer was accepted",
+			w.expire(uint32(i), reqErr(x.name(), ErrTimeout, "deadline passed %v after the transfer was accepted",
 				time.Duration(w.now-x.start).Round(time.Millisecond)))
 			continue
 		}
 		if ctx := x.c.ctx; ctx != nil {
 			select {
 			case <-ctx.Done():
-				w.expire(uint32(i), reqErr(x.kind.String(), ctxErr(ctx), "context ended %v after the transfer was accepted",
+				w.expire(uint32(i), reqErr(x.name(), ctxErr(ctx), "context ended %v after the transfer was accepted",
 					time.Duration(w.now-x.start).Round(time.Millisecond)))
 				continue
 			default:

@@ -12,12 +12,13 @@ func PerOpOnWorker(e *Engine, fn func()) {
 }
 
 // PerOpPass runs one pass of the main worker's loop as loop does when it
-// has work: clock, up to reqsPerPass requests, post and poll, flush
-// (scripts/perop-cg.sh gives revisions before acceptPass its own copy).
+// has work: the clock when due (tick), up to reqsPerPass requests, post and poll, the end of
+// the pass (scripts/perop-cg.sh gives revisions before acceptPass its own
+// copy).
 func PerOpPass(e *Engine) {
 	w := e.main()
-	w.now = nanotime()
+	w.tick(0)
 	w.acceptPass()
 	w.progress()
-	w.flush()
+	w.endPass()
 }

@@ -11,8 +11,8 @@ import (
 // reports them: from data the worker already holds (the transfer's start
 // and the loop's clock), in plain counters only it touches, so the
 // per-operation path gains no allocation, no lock, no atomic and no shared
-// cache line. Once per pass (flush) the worker adds what it counted to
-// the buckets readers load, a few atomic adds for the buckets the pass
+// cache line. Every publishEvery (publishCounts) the worker adds what it
+// counted to the buckets readers load, a few atomic adds for the buckets
 // touched. Readers (TransferHistograms, a Prometheus scrape) first ask
 // each worker to hand over its current pass (syncCounts), then add the
 // workers' buckets up: a transfer whose completion was delivered before
@@ -108,9 +108,10 @@ func (h *xferHist) publish() {
 	}
 }
 
-// publishCounts hands over the counts the worker keeps per pass: the
-// histograms and Stats.Completed. It runs on the worker's goroutine, once
-// per pass (flush) and when a reader asks (syncCounts).
+// publishCounts hands over the counts the worker keeps: the histograms,
+// Stats.Completed and the live transfer count. It runs on the worker's
+// goroutine, from the loop every publishEvery and after control calls,
+// in every flush, and when a reader asks (syncCounts).
 func (w *worker) publishCounts() {
 	if w.hist.dirty != 0 {
 		w.hist.publish()
@@ -118,6 +119,12 @@ func (w *worker) publishCounts() {
 	if w.completed != 0 {
 		w.e.completed.Add(w.completed)
 		w.completed = 0
+	}
+	if n := int64(w.queue.inflight); n != w.queue.liveSeen {
+		// Not per transfer: an atomic add per transfer would cost two
+		// locked instructions on each.
+		w.queue.live.Store(n)
+		w.queue.liveSeen = n
 	}
 }
 

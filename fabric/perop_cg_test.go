@@ -15,7 +15,7 @@ import (
 // counter sees only that path: scripts/perop-cg.sh runs it under valgrind
 // callgrind with collection on in perOpMeasure alone and divides by the
 // operations. FERRY_PEROP_CG picks the case: imm (immediate-only writes,
-// 256 in flight), paged100 or paged10000 (64 B pages, 4 requests in
+// 256 in flight), imm1 (one at a time, a pass each), paged100 or paged10000 (64 B pages, 4 requests in
 // flight), idle (1000 empty passes a round); FERRY_PEROP_N the number of
 // rounds.
 func TestPerOpInstructions(t *testing.T) {
@@ -36,6 +36,23 @@ func TestPerOpInstructions(t *testing.T) {
 	var round func()
 	var done int64
 	switch mode {
+	case "imm1":
+		// One request per pass: a worker that keeps up with its
+		// submitter, as in BenchmarkNullImm, pays each pass's fixed costs
+		// per request.
+		req := fabric.ImmWrite{Imm: 1, Dst: desc}
+		round = func() {
+			for i := 0; i < 256; i++ {
+				if err := a.SubmitImm(req, fabric.Count(tc)); err != nil {
+					t.Error(err)
+					return
+				}
+				done++
+				for tc.Done() < done {
+					fabric.PerOpPass(a)
+				}
+			}
+		}
 	case "imm":
 		req := fabric.ImmWrite{Imm: 1, Dst: desc}
 		round = func() {
@@ -80,7 +97,7 @@ func TestPerOpInstructions(t *testing.T) {
 			}
 		}
 	default:
-		t.Fatalf("FERRY_PEROP_CG=%q: want imm, paged100, paged10000 or idle", mode)
+		t.Fatalf("FERRY_PEROP_CG=%q: want imm, imm1, paged100, paged10000 or idle", mode)
 	}
 	fabric.PerOpOnWorker(a, func() {
 		perOpWarm(round, warm)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Submission and back-pressure: submitters queue requests to a worker's
@@ -36,21 +37,41 @@ type workQueue struct {
 // Each slot's seq says what it holds: pos when it is free for the request
 // at position pos, pos+1 once that request is in it; taking the request
 // sets it to pos+len(slots), freeing it for the next lap.
+//
+// The fields are kept on three groups of cache lines, by who writes them:
+// what both sides only read (mask, slots, room, and waiters, written only
+// by a submitter that waits); tail, which submitters change per request;
+// head, which the taker changes per request, followed by the worker's own
+// counters (workQueue). With head beside mask and slots, as before, every
+// request the worker took moved the line the next submit read away from
+// the submitter's core. A slot's sequence number has a line of its own,
+// which an idle worker polls, and the request the lines after it: the
+// submitter writes them without the poll pulling them back (the worker
+// reads them once, after seq said they are ready), and no line holds
+// parts of two slots.
 type reqRing struct {
-	tail  atomic.Uint64 // the next position submitters claim
-	_     [56]byte      // tail's cache line is the submitters'
-	head  uint64        // the next position the taker takes
 	mask  uint64
 	slots []reqSlot
+	room  chan struct{}
 	// waiters counts submitters waiting for room (enqueueFull): the
 	// worker then leaves a token in room after taking requests.
 	waiters atomic.Int32
-	room    chan struct{}
+	_       [cacheLine]byte
+	tail    atomic.Uint64 // the next position submitters claim
+	_       [cacheLine]byte
+	head    uint64 // the next position the taker takes
 }
+
+// cacheLine is the size of a cache line (on amd64 and arm64 servers), and
+// the gap that keeps fields written by different cores apart wherever the
+// structure holding them starts.
+const cacheLine = 64
 
 type reqSlot struct {
 	seq atomic.Uint64
+	_   [cacheLine - 8]byte
 	r   request
+	_   [(cacheLine - unsafe.Sizeof(request{})%cacheLine) % cacheLine]byte
 }
 
 // init sizes the ring to n (a power of two).
@@ -207,11 +228,11 @@ func (e *Engine) enqueueFull(w *worker, r *request) error {
 		case <-e.life.closing:
 			return ErrClosed
 		case <-w.abandon:
-			return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
+			return fmt.Errorf("%s: group %s: %w", r.kind.name(r.flags), w.dev, ErrAbandoned)
 		case <-timeout:
-			return reqErr(r.kind.String(), ErrQueueFull, "the worker's queue stayed full until the request's deadline")
+			return reqErr(r.kind.name(r.flags), ErrQueueFull, "the worker's queue stayed full until the request's deadline")
 		case <-done:
-			return reqErr(r.kind.String(), ctxErr(r.c.ctx), "context ended while the worker's queue was full")
+			return reqErr(r.kind.name(r.flags), ctxErr(r.c.ctx), "context ended while the worker's queue was full")
 		}
 	}
 }
@@ -230,7 +251,7 @@ func (e *Engine) enqueue(w *worker, r *request) error {
 	if w.exitState.Load() == workerAbandoned {
 		e.leave()
 		r.c.abort()
-		return fmt.Errorf("%s: group %s: %w", r.kind, w.dev, ErrAbandoned)
+		return fmt.Errorf("%s: group %s: %w", r.kind.name(r.flags), w.dev, ErrAbandoned)
 	}
 	if t := r.c.t; t != nil && t.abandon.Load() != &w.abandon {
 		// A Transfer is usually reused on one worker: the store (a locked

@@ -1,6 +1,10 @@
 package fabric
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/ferryrdma/ferry/fabric/rdma"
+)
 
 // Routing says how a Single, Imm or Barrier request uses the group's NICs.
 // The zero value shards over every NIC of the group.
@@ -182,6 +186,22 @@ func (k reqKind) String() string {
 		return "recv"
 	}
 	return "request"
+}
+
+// name is what errors call a request of kind k with op flags flags: the
+// kinds a read shares with writes (rdma.WriteRead) are named reads.
+func (k reqKind) name(flags uint32) string {
+	if flags&rdma.WriteRead != 0 {
+		switch k {
+		case reqSingle:
+			return "single read"
+		case reqPaged:
+			return "paged read"
+		case reqScatter:
+			return "scatter read"
+		}
+	}
+	return k.String()
 }
 
 // request is what travels from a submitting goroutine to a worker: a copy

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 type sleepState struct {
 	sleeping atomic.Bool
 	yielder  osyield.Yielder // chosen when the worker started (see yield)
+	procs    int32           // GOMAXPROCS when the worker started
 	wake     waker
 	sleepers []rdma.Sleeper // domains whose peers can wake the worker
 	busyPoll bool           // an empty poll looked like provider progress work
@@ -55,7 +57,32 @@ func (w *worker) idle(n int) {
 
 // yield gives the worker's core away once (osyield: sched_yield keeps the
 // locked worker's P, Gosched would hand it off through two futex calls).
-func (w *worker) yield() { w.sleep.yielder.Yield() }
+// While the process's workers hold every P, a worker keeping its P would
+// keep every other goroutine off the CPU for its whole yield phase, the
+// submitter that would give it work among them (BenchmarkNullImm: two
+// engines in one process on 2 Ps, a spinning writer and an adaptive
+// target; the submitter's scheduling delay was most of the run), so it
+// hands its P over then, as every yield did before fd077c0.
+func (w *worker) yield() {
+	if liveWorkers.Load() >= w.sleep.procs {
+		runtime.Gosched()
+		return
+	}
+	w.sleep.yielder.Yield()
+}
+
+// liveWorkers counts the process's running workers: each holds a P while
+// it polls or yields (see yield).
+var liveWorkers atomic.Int32
+
+// startPolling is called on the worker's locked thread before its loop:
+// it chooses how the worker yields; the returned func undoes it.
+func (w *worker) startPolling() func() {
+	w.sleep.yielder = osyield.New()
+	w.sleep.procs = int32(runtime.GOMAXPROCS(0))
+	liveWorkers.Add(1)
+	return func() { liveWorkers.Add(-1) }
+}
 
 // prepareSleep arms the domains peers can wake (see Sleeper); false means
 // one of them has work already, and nothing is left armed.

@@ -9,10 +9,9 @@ import (
 )
 
 // TestTransferCounterWakes checks that a wait past its spins sleeps until
-// a completion wakes it, that concurrent waits (one on the wake channel,
-// the others backing off) are each released by the completion that
-// reaches their count, and that a deadline still ends a wait no
-// completion satisfies.
+// a completion wakes it, that concurrent waits (all asleep on the futex
+// word) are each released by the completion that reaches their count,
+// and that a deadline still ends a wait no completion satisfies.
 func TestTransferCounterWakes(t *testing.T) {
 	c := new(TransferCounter)
 	done := Count(c)
@@ -29,7 +28,7 @@ func TestTransferCounterWakes(t *testing.T) {
 		}
 	}
 
-	// One waiter: asleep on the channel, woken by the completion.
+	// One waiter: asleep, woken by the completion.
 	errc := make(chan error, 1)
 	go func() { errc <- c.Wait(ctx, 1) }()
 	asleep()

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferryrdma/ferry/fabric/rdma"
-	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
 // A worker owns one group's domains. Its goroutine is locked to an OS
@@ -40,12 +39,19 @@ type worker struct {
 	deadlines  deadlineScan  // transfer deadlines (deadline.go)
 	peerHealth peerHealth    // peer liveness (liveness.go)
 	watchdog   watchdogState // stuck provider calls (watchdog.go)
-	sleep      sleepState    // polling policy and sleep (sleep.go)
-	hist       xferHist      // transfer latency and size (histogram.go)
-	// completed counts the transfers of this pass that succeeded, added
-	// to the engine's count once per pass (publishCounts).
+	// Every submit reads sleep.sleeping (kick), and the worker writes
+	// watchdog.callStart around each provider call: apart, the line
+	// stays in both cores' caches.
+	_     [cacheLine]byte
+	sleep sleepState // polling policy and sleep (sleep.go)
+	hist  xferHist   // transfer latency and size (histogram.go)
+	// completed counts the transfers that succeeded since the last
+	// publishCounts, which adds them to the engine's count.
 	completed uint64
 
+	// Submitters read abandon and exitState, which change once: apart
+	// from the fields changed per pass or per request, before and after.
+	_        [cacheLine]byte
 	initDone chan error
 	exited   chan struct{}
 	// abandon is closed by a Close that gave up on this worker (see
@@ -55,12 +61,17 @@ type worker struct {
 	stopping  bool
 	deadline  time.Time
 	closeErr  error
+	_         [cacheLine]byte
 
 	rr int // the NIC round-robin routing takes next (nextNIC)
+	// nextPublish is when the loop next publishes its counts
+	// (publishEvery), on the clock of now.
+	nextPublish int64
 
 	// now is the monotonic clock (nanotime), read at most once per pass
-	// (see clockEvery).
-	now int64
+	// (see clockEvery and tick); clock counts the passes since it was.
+	now   int64
+	clock struct{ since, stride int }
 	// missed are the immediates of this pass no counter took, with no
 	// OnImm callback installed, run-length counted: flush settles them
 	// under the engine's immediate lock, once per pass (settleMissed).
@@ -145,7 +156,7 @@ func (w *worker) run(opts DomainOptions) {
 		}
 	}()
 	runtime.LockOSThread()
-	w.sleep.yielder = osyield.New()
+	defer w.startPolling()()
 	defer runtime.UnlockOSThread()
 	w.sleep.wake.tune()
 	if err := w.open(opts); err != nil {
@@ -244,9 +255,7 @@ func (w *worker) loop() {
 	idle := 0
 	for !w.stopping {
 		did := false
-		if idle == 0 || idle%clockEvery == 0 || idle >= idleSpins && w.e.cfg.Poll != PollSpin {
-			w.now = nanotime()
-		}
+		w.tick(idle)
 		if w.now >= w.deadlines.nextScan {
 			w.scanDeadlines()
 		}
@@ -257,6 +266,7 @@ func (w *worker) loop() {
 		case f := <-w.queue.ctl:
 			f(w)
 			did = true
+			w.nextPublish = 0 // a reader may count on this pass (syncCounts)
 			continue
 		default:
 		}
@@ -269,7 +279,7 @@ func (w *worker) loop() {
 		if len(w.peerHealth.lostLater) > 0 {
 			w.declareLostLater()
 		}
-		w.flush()
+		w.endPass()
 		if did {
 			idle = 0
 			continue
@@ -302,7 +312,35 @@ const (
 // passes per op. So w.now lags by at most clockEvery empty passes, which
 // deadlines (milliseconds and up), liveness and the watchdog (seconds)
 // do not notice.
-const clockEvery = 64
+//
+// Passes that did work read it every pass, unless the passes since the
+// last reading took less than shortPassNanos each (a fast provider, a
+// worker that keeps up with its submitter and takes a request or two per
+// pass): then every workClockEvery passes, so the clock lags by about a
+// microsecond at most, below the histograms' first bucket, and such a
+// pass does not spend a tenth of its time reading the clock (25 ns
+// here, of about 250).
+const (
+	clockEvery     = 64
+	workClockEvery = 4
+	shortPassNanos = 250
+)
+
+// tick reads the clock into w.now when the pass, the idle-th in a row
+// with nothing done before it, should (see clockEvery).
+func (w *worker) tick(idle int) {
+	c := &w.clock
+	c.since++
+	if idle == 0 && c.since >= c.stride || idle > 0 && idle%clockEvery == 0 ||
+		idle >= idleSpins && w.e.cfg.Poll != PollSpin {
+		t := nanotime()
+		c.stride = 1
+		if t-w.now < int64(c.since)*shortPassNanos {
+			c.stride = workClockEvery
+		}
+		w.now, c.since = t, 0
+	}
+}
 
 // drain fails everything not yet posted with ErrClosed and polls in-flight
 // ops until they complete or the deadline passes.
@@ -372,14 +410,31 @@ func (w *worker) workInFlight() int {
 // to readers (publishCounts).
 func (w *worker) flush() {
 	w.publishCounts()
+	w.handOver()
+}
+
+// publishEvery is how often the loop publishes its counts on its own
+// (publishCounts): readers ask for them first (syncCounts), so these
+// publications only bound how old the counts of a worker stuck in a
+// provider call are. Per pass they cost five or more locked adds, about
+// as many locked instructions as the rest of a pass that takes one
+// request.
+const publishEvery = time.Millisecond
+
+// endPass ends a pass of the loop: counts published every publishEvery,
+// completions handed over.
+func (w *worker) endPass() {
+	if w.now >= w.nextPublish {
+		w.publishCounts()
+		w.nextPublish = w.now + int64(publishEvery)
+	}
+	w.handOver()
+}
+
+// handOver hands this pass's completions to the dispatcher.
+func (w *worker) handOver() {
 	if len(w.missed) > 0 {
 		w.settleMissed()
-	}
-	if n := int64(w.queue.inflight); n != w.queue.liveSeen {
-		// Per pass, not per transfer: an atomic add per transfer would
-		// cost two locked instructions on each.
-		w.queue.live.Store(n)
-		w.queue.liveSeen = n
 	}
 	if len(w.pending) == 0 {
 		return

@@ -83,6 +83,7 @@ type xferSlot struct {
 	live       bool
 	reported   bool
 	kind       reqKind
+	read       bool // a read (rdma.WriteRead): errors name it so
 	c          Completion
 	pending    int
 	err        error
@@ -92,6 +93,14 @@ type xferSlot struct {
 	bytes      uint64     // what the request writes or sends (histogram.go)
 	peer       *peerState // a send's peer
 	peerLosses uint32     // peer.losses when the send was taken
+}
+
+// name is what errors call the transfer.
+func (x *xferSlot) name() string {
+	if x.read {
+		return x.kind.name(rdma.WriteRead)
+	}
+	return x.kind.String()
 }
 
 // enqueueCtx puts a prepared context on its domain's FIFO.
@@ -212,12 +221,12 @@ func (w *worker) target(c *opCtx, dst *Descriptor, nic int) error {
 		return err
 	}
 	if len(w.peerHealth.goneRegions) > 0 && c.kind != reqImm {
-		if err := w.checkRegion(c.kind.String(), p, rk.Key); err != nil {
+		if err := w.checkRegion(c.kind.name(c.flags), p, rk.Key); err != nil {
 			return err
 		}
 	}
 	if p.local {
-		if err := w.checkLocal(ds, p, c.kind.String(), rk, dst); err != nil {
+		if err := w.checkLocal(ds, p, c.kind.name(c.flags), rk, dst); err != nil {
 			return err
 		}
 	}
@@ -254,7 +263,7 @@ func (w *worker) nextNIC() int {
 // accept turns a request into op contexts on the worker's FIFOs.
 func (w *worker) accept(r *request) {
 	if r.src != nil && !r.src.usableFor(w.e) {
-		w.refuse(r, reqErr(r.kind.String(), ErrUnknownRegion, "source region was unregistered"))
+		w.refuse(r, reqErr(r.kind.name(r.flags), ErrUnknownRegion, "source region was unregistered"))
 		return
 	}
 	switch r.kind {
@@ -267,6 +276,9 @@ func (w *worker) accept(r *request) {
 	}
 	xi := w.newXfer(r.kind, r.c)
 	w.pool.xfers[xi].bytes = payload(r)
+	if r.flags&rdma.WriteRead != 0 {
+		w.pool.xfers[xi].read = true
+	}
 	n := len(w.doms)
 	fail := func(ci uint32, err error) {
 		w.failXfer(xi, err)
@@ -523,7 +535,7 @@ func (w *worker) deliver(c Completion, err error) {
 	if err != nil {
 		w.e.failures.Add(1)
 	} else {
-		w.completed++ // added to Stats.Completed once per pass (publishCounts)
+		w.completed++ // added to Stats.Completed by publishCounts
 	}
 	c.finishDirect(err)
 	if c.needsDispatch() {

@@ -6,14 +6,15 @@
 #
 #   scripts/perop-cg.sh [REV...]     (no REV, or ".": the work tree)
 #
-# For each revision it builds the fabric test binary (a revision without
-# the harness gets the work tree's fabric/perop_cg_test.go and
+# For each revision it builds the fabric test binary with the work tree's
+# fabric/perop_cg_test.go (a revision without the harness's hooks gets
 # fabric/export_perop_test.go, adapted to older field names) and runs
 # TestPerOpInstructions under callgrind, counting only perOpMeasure: the
 # submit -> accept -> post -> poll -> completion path over the null
 # provider, driven on the worker's own goroutine, no idle passes, no GC.
 # Printed per case: the engine's instructions per op (per page for paged,
-# per empty pass for idle), and in brackets the total including the null
+# per empty pass for idle; imm1 takes one request per pass, as a worker
+# that keeps up with its submitter does), and in brackets the total including the null
 # provider's PostWrites and Poll.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,8 +67,10 @@ build() { # rev out
 	rm -rf "$d"
 	mkdir -p "$d"
 	git -C "$root" archive "$rev" | tar -x -C "$d"
-	if [ ! -f "$d/fabric/perop_cg_test.go" ]; then
-		cp "$root/fabric/perop_cg_test.go" "$d/fabric/"
+	# Every revision runs the work tree's cases (a newer case, such as
+	# imm1, on an older revision too).
+	cp "$root/fabric/perop_cg_test.go" "$d/fabric/"
+	if [ ! -f "$d/fabric/export_perop_test.go" ]; then
 		legacy_export >"$d/fabric/export_perop_test.go"
 		# Older workers kept the queue's fields on the worker, and the
 		# oldest had no cached clock.
@@ -81,7 +84,7 @@ build() { # rev out
 	(cd "$d" && go test -c -o "$out" ./fabric)
 }
 
-printf '%-12s %-18s %-18s %-18s %-18s\n' rev "imm /op" "paged100 /page" "paged10000 /page" "idle /pass"
+printf '%-12s %-18s %-18s %-18s %-18s %-18s\n' rev "imm /op" "imm1 /op" "paged100 /page" "paged10000 /page" "idle /pass"
 for rev in "$@"; do
 	bin=$tmp/fabric.test
 	if ! build "$rev" "$bin" >"$tmp/build.log" 2>&1; then
@@ -90,7 +93,7 @@ for rev in "$@"; do
 		continue
 	fi
 	line=$(printf '%-12s' "$rev")
-	for m in imm:20:5120 paged100:20:8000 paged10000:2:80000 idle:5:5000; do
+	for m in imm:20:5120 imm1:20:5120 paged100:20:8000 paged10000:2:80000 idle:5:5000; do
 		IFS=: read -r mode rounds ops <<<"$m"
 		out=$tmp/cg.$mode
 		if ! GOGC=off GODEBUG=asyncpreemptoff=1 FERRY_PEROP_CG=$mode FERRY_PEROP_N=$rounds \
