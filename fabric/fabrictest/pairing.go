@@ -1,6 +1,7 @@
 package fabrictest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/testutil"
 )
 
 // GroupSizes are the NIC counts a group may have; RunPairings runs every
@@ -169,6 +171,60 @@ func RunPairing(t *testing.T, p Params) {
 			for i, tg := range ts {
 				same(tg.SrcOffset, tg.DstOffset, tg.Length, fmt.Sprintf("%s target %d", tc.name, i))
 			}
+		}
+	})
+
+	// Reads between unequal groups: the reader's n NICs pull from the
+	// target's m. A read delivers no immediate, so the count checked below
+	// is unchanged by it.
+	t.Run("Read", func(t *testing.T) {
+		const size = 2 << 20
+		buf, err := fabric.AllocHost(size)
+		require.NoError(t, err)
+		defer func() { _ = buf.Free() }()
+		copy(env.Dst.Bytes(), env.Src.Bytes())
+		readable, err := env.B.RegisterHost(env.Dst, fabric.AccessRemoteRead)
+		if errors.Is(err, fabric.ErrNotSupported) {
+			testutil.Skip(t, FeatureOf(p.Transport), "transport %s has no RDMA READ: %v", p.Transport, err)
+		}
+		require.NoError(t, err)
+		defer func() { require.NoError(t, env.B.Unregister(readable)) }()
+		from, err := readable.Descriptor()
+		require.NoError(t, err)
+		into, err := env.A.RegisterHost(buf, fabric.AccessLocal)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, env.A.Unregister(into)) }()
+		got := func(srcOff, dstOff, length uint64, what string) {
+			t.Helper()
+			require.Equal(t, env.Dst.Bytes()[srcOff:srcOff+length], buf.Bytes()[dstOff:dstOff+length], what)
+		}
+		single := func(route fabric.Routing, srcOff, dstOff, length uint64) {
+			t.Helper()
+			clear(buf.Bytes()[dstOff : dstOff+length])
+			r := fabric.SingleRead{Dst: into, DstOffset: dstOff, Length: length, Src: from, SrcOffset: srcOff, Route: route}
+			require.NoError(t, Wait(t, func(c fabric.Completion) error { return env.A.SubmitRead(r, c) }))
+			got(srcOff, dstOff, length, fmt.Sprintf("read %+v of %d bytes, %d to %d nics", route, length, n, m))
+		}
+		for _, length := range []uint64{1, 8193, 1<<20 + 3} {
+			single(fabric.Sharded(0), 11, 4097, length)
+		}
+		for k := 1; k <= n; k++ {
+			single(fabric.Sharded(k), 3, 5, 40000)
+		}
+		for d := 0; d < n; d++ {
+			single(fabric.Pinned(d), 70, 9, 70000)
+		}
+		const pages, length, stride = 33, 1000, 4096
+		src, dst := make([]uint32, pages), make([]uint32, pages)
+		for i := range src {
+			src[i], dst[i] = uint32(i*5%pages), uint32(pages-1-i)
+		}
+		clear(buf.Bytes()[:pages*stride+16])
+		r := fabric.PagedRead{Dst: into, DstPages: dst, DstStride: stride, DstOffset: 3, Src: from,
+			SrcPages: src, SrcStride: stride, SrcOffset: 13, Length: length}
+		require.NoError(t, Wait(t, func(c fabric.Completion) error { return env.A.SubmitPagedRead(r, c) }))
+		for i := range src {
+			got(13+stride*uint64(src[i]), 3+stride*uint64(dst[i]), length, fmt.Sprintf("read page %d of %d", i, pages))
 		}
 	})
 
