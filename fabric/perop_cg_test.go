@@ -21,7 +21,7 @@ import (
 func TestPerOpInstructions(t *testing.T) {
 	mode := os.Getenv("FERRY_PEROP_CG")
 	if mode == "" {
-		t.Skip("instruction-count harness: set FERRY_PEROP_CG=imm|paged100|paged10000|idle (scripts/perop-cg.sh)")
+		t.Skip("instruction-count harness: set FERRY_PEROP_CG=imm|imm1|paged100|paged10000|idle (scripts/perop-cg.sh)")
 	}
 	rounds, _ := strconv.Atoi(os.Getenv("FERRY_PEROP_N"))
 	if rounds <= 0 {
@@ -36,35 +36,27 @@ func TestPerOpInstructions(t *testing.T) {
 	var round func()
 	var done int64
 	switch mode {
-	case "imm1":
-		// One request per pass: a worker that keeps up with its
-		// submitter, as in BenchmarkNullImm, pays each pass's fixed costs
-		// per request.
+	case "imm1", "imm":
+		// imm drives the worker once per 256 requests; imm1 once per
+		// request, as a worker that keeps up with its submitter does in
+		// BenchmarkNullImm, so each pass's fixed costs fall on one request.
 		req := fabric.ImmWrite{Imm: 1, Dst: desc}
-		round = func() {
-			for i := 0; i < 256; i++ {
-				if err := a.SubmitImm(req, fabric.Count(tc)); err != nil {
-					t.Error(err)
-					return
-				}
-				done++
-				for tc.Done() < done {
-					fabric.PerOpPass(a)
-				}
-			}
+		perPass := int64(256)
+		if mode == "imm1" {
+			perPass = 1
 		}
-	case "imm":
-		req := fabric.ImmWrite{Imm: 1, Dst: desc}
 		round = func() {
-			for i := 0; i < 256; i++ {
+			for i := int64(1); i <= 256; i++ {
 				if err := a.SubmitImm(req, fabric.Count(tc)); err != nil {
 					t.Error(err)
 					return
 				}
-			}
-			done += 256
-			for tc.Done() < done {
-				fabric.PerOpPass(a)
+				if i%perPass == 0 {
+					done += perPass
+					for tc.Done() < done {
+						fabric.PerOpPass(a)
+					}
+				}
 			}
 		}
 	case "paged100", "paged10000":

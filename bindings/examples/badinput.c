@@ -18,28 +18,16 @@
 #include "check.h"
 
 int main(int argc, char **argv) {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s transport [node|-] [nics]\n", argv[0]);
-		return 2;
-	}
-	const char *transport = argv[1];
-	const char *node = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
-	int nics = argc > 3 ? atoi(argv[3]) : 1;
-	char label[128];
-	snprintf(label, sizeof label, "badinput %s", transport);
-	check_label = label;
+	ferry_config cfg;
+	example_config(argc, argv, "badinput", &cfg);
+	const char *transport = cfg.transport;
+	int nics = cfg.nics;
 	uint64_t handles_at_start, handles_now;
 	expect(ferry_live_handles(&handles_at_start), FERRY_OK);
 
 	/* Bad configurations. */
 	ferry_engine_t a, b, never;
 	expect(ferry_engine_open(NULL, TIMEOUT_MS, &never), FERRY_E_INVALID);
-	ferry_config cfg;
-	ferry_config_init(&cfg);
-	cfg.transport = transport;
-	cfg.node = node;
-	cfg.nics = nics;
-	cfg.log_level = FERRY_LOG_NONE;
 	ferry_config bad_cfg = cfg;
 	bad_cfg.struct_size = 4;
 	expect(ferry_engine_open(&bad_cfg, TIMEOUT_MS, &never), FERRY_E_INVALID);

@@ -89,4 +89,23 @@ static inline void open_or_skip(const ferry_config *cfg, ferry_engine_t *e) {
 	expect(rc, FERRY_OK);
 }
 
+/* example_config reads the arguments most examples take, "transport
+ * [node|-] [nics]", into cfg (logging off) and names the program and its
+ * transport in check_label; without a transport it prints the usage and
+ * exits 2. */
+static inline void example_config(int argc, char **argv, const char *name, ferry_config *cfg) {
+	static char label[128];
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s transport [node|-] [nics]\n", argv[0]);
+		exit(2);
+	}
+	snprintf(label, sizeof label, "%s %s", name, argv[1]);
+	check_label = label;
+	ferry_config_init(cfg);
+	cfg->transport = argv[1];
+	cfg->node = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
+	cfg->nics = argc > 3 ? atoi(argv[3]) : 1;
+	cfg->log_level = FERRY_LOG_NONE;
+}
+
 #endif

@@ -59,23 +59,12 @@ static void *race(void *p) {
 }
 
 int main(int argc, char **argv) {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s transport [node|-] [nics]\n", argv[0]);
-		return 2;
-	}
-	const char *transport = argv[1];
-	char label[128];
-	snprintf(label, sizeof label, "closerace %s", transport);
-	check_label = label;
+	ferry_config cfg;
+	example_config(argc, argv, "closerace", &cfg);
+	const char *transport = cfg.transport;
 	uint64_t handles_at_start, handles_now;
 	expect(ferry_live_handles(&handles_at_start), FERRY_OK);
 
-	ferry_config cfg;
-	ferry_config_init(&cfg);
-	cfg.transport = transport;
-	cfg.node = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
-	cfg.nics = argc > 3 ? atoi(argv[3]) : 1;
-	cfg.log_level = FERRY_LOG_NONE;
 	ferry_engine_t a, b;
 	open_or_skip(&cfg, &a);
 	expect(ferry_engine_open(&cfg, TIMEOUT_MS, &b), FERRY_OK);
@@ -104,7 +93,7 @@ int main(int argc, char **argv) {
 	for (int i = 0; i < THREADS; i++) {
 		check(pthread_join(rs[i].thread, NULL) == 0);
 		if (rs[i].bad_code != 0) {
-			fprintf(stderr, "%s: thread %d got %s\n", label, i, ferry_strerror(rs[i].bad_code));
+			fprintf(stderr, "%s: thread %d got %s\n", check_label, i, ferry_strerror(rs[i].bad_code));
 			return 1;
 		}
 		check(rs[i].closed == 1);

@@ -19,24 +19,11 @@
 #include "check.h"
 
 int main(int argc, char **argv) {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s transport [node|-] [nics]\n", argv[0]);
-		return 2;
-	}
-	const char *transport = argv[1];
-	const char *node = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
-	int nics = argc > 3 ? atoi(argv[3]) : 1;
-	char label[128];
-	snprintf(label, sizeof label, "connect %s", transport);
-	check_label = label;
+	ferry_config cfg;
+	example_config(argc, argv, "connect", &cfg);
+	const char *transport = cfg.transport;
 	check(ferry_version() >= ((1u << 16) | (4u << 8)));
 
-	ferry_config cfg;
-	ferry_config_init(&cfg);
-	cfg.transport = transport;
-	cfg.node = node;
-	cfg.nics = nics;
-	cfg.log_level = FERRY_LOG_NONE;
 	ferry_engine_t a, b, c;
 	open_or_skip(&cfg, &a);
 	expect(ferry_engine_open(&cfg, TIMEOUT_MS, &b), FERRY_OK);

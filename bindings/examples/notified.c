@@ -49,25 +49,12 @@ static void take(mailbox *m, const char *want) {
 }
 
 int main(int argc, char **argv) {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s transport [node|-] [nics]\n", argv[0]);
-		return 2;
-	}
-	const char *transport = argv[1];
-	const char *node = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
-	int nics = argc > 3 ? atoi(argv[3]) : 1;
-	char label[128];
-	snprintf(label, sizeof label, "notified %s", transport);
-	check_label = label;
+	ferry_config cfg;
+	example_config(argc, argv, "notified", &cfg);
+	const char *transport = cfg.transport;
 	check(ferry_version() >= ((1u << 16) | (6u << 8)));
 	check(strcmp(ferry_strerror(FERRY_E_NOTIFICATIONS_LOST), "FERRY_E_NOTIFICATIONS_LOST") == 0);
 
-	ferry_config cfg;
-	ferry_config_init(&cfg);
-	cfg.transport = transport;
-	cfg.node = node;
-	cfg.nics = nics;
-	cfg.log_level = FERRY_LOG_NONE;
 	ferry_engine_t a, b, c;
 	open_or_skip(&cfg, &a);
 	expect(ferry_engine_open(&cfg, TIMEOUT_MS, &b), FERRY_OK);

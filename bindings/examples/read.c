@@ -43,25 +43,13 @@ static int same(const uint8_t *dst, uint64_t d, const uint8_t *src, uint64_t s, 
 }
 
 int main(int argc, char **argv) {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s transport [node|-] [nics]\n", argv[0]);
-		return 2;
-	}
-	const char *transport = argv[1];
-	const char *node = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
-	int nics = argc > 3 ? atoi(argv[3]) : 1;
-	char label[128];
-	snprintf(label, sizeof label, "read %s", transport);
-	check_label = label;
+	ferry_config cfg;
+	example_config(argc, argv, "read", &cfg);
+	const char *transport = cfg.transport;
+	int nics = cfg.nics;
 	check(ferry_version() >= ((1u << 16) | (5u << 8)));
 	check(strcmp(ferry_strerror(FERRY_E_NOT_READABLE), "FERRY_E_NOT_READABLE") == 0);
 
-	ferry_config cfg;
-	ferry_config_init(&cfg);
-	cfg.transport = transport;
-	cfg.node = node;
-	cfg.nics = nics;
-	cfg.log_level = FERRY_LOG_NONE;
 	ferry_engine_t a, b, c;
 	open_or_skip(&cfg, &a);
 	expect(ferry_engine_open(&cfg, TIMEOUT_MS, &b), FERRY_OK);
