@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryrdma/ferry/a2a"
 	"github.com/ferryrdma/ferry/fabric"
+	"github.com/ferryrdma/ferry/internal/futex"
 	"github.com/ferryrdma/ferry/internal/osyield"
 )
 
@@ -219,7 +220,7 @@ func (w *Wiring) wake(b []byte) {
 	bell := doorbell(w.l)
 	word32(b, bell).Add(1)
 	if word32(b, bell+bellLine).Load() != 0 {
-		futexWake(word32(b, bell))
+		futex.WakeAll(word32(b, bell), futex.Shared)
 	}
 }
 
@@ -363,7 +364,7 @@ func (n *napper) nap(ctx context.Context, w *Wiring, d uint32, engine bool) erro
 	sleepers := word32(own, doorbell(w.l)+bellLine)
 	sleepers.Store(1)
 	if bell.Load() == d {
-		futexWait(bell, d, d0)
+		futex.Wait(bell, d, d0, futex.Shared)
 	}
 	sleepers.Store(0)
 	return nil
