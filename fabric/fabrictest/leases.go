@@ -291,13 +291,9 @@ func testNotifyOrder(t *testing.T, p Params) {
 // mailbox that is not a lease's.
 func testNotifyLimit(t *testing.T, p Params) {
 	env := NewEnv(t, p)
-	l, err := env.B.LeaseImms(1)
-	require.NoError(t, err)
-	defer func() { _ = l.Retire() }()
-	mb, err := l.Mailbox()
-	require.NoError(t, err)
+	l, mb := leaseMailbox(t, env.B)
 	big := env.Src.Bytes()[:fabric.MaxNotifyPayload+1]
-	err = env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 1, Dst: env.Desc,
+	err := env.A.SubmitSingle(fabric.SingleWrite{Src: env.SrcReg, Length: 1, Dst: env.Desc,
 		Notify: &fabric.Notification{To: mb, Payload: big}}, fabric.Completion{})
 	require.ErrorIs(t, err, fabric.ErrNotifyTooLarge)
 	bad := mb
@@ -337,11 +333,7 @@ func testNotifyEveryWrite(t *testing.T, p Params) {
 	if testing.Short() {
 		rounds = 16
 	}
-	l, err := env.B.LeaseImms(1)
-	require.NoError(t, err)
-	defer func() { _ = l.Retire() }()
-	mb, err := l.Mailbox()
-	require.NoError(t, err)
+	l, mb := leaseMailbox(t, env.B)
 	for i := range rounds {
 		slot := i % (BufSize / size)
 		from := (i * 4099) % (BufSize - size)
@@ -458,11 +450,7 @@ func testNotifyScatter(t *testing.T, p Params) {
 		}
 	}
 	// A bad notification refuses the whole scatter at submit.
-	l, err := env.B.LeaseImms(1)
-	require.NoError(t, err)
-	defer func() { _ = l.Retire() }()
-	mb, err := l.Mailbox()
-	require.NoError(t, err)
+	_, mb := leaseMailbox(t, env.B)
 	err = env.A.SubmitScatter(fabric.ScatterWrite{Src: env.SrcReg,
 		Targets: []fabric.ScatterTarget{{Dst: env.Desc, Length: 1}},
 		Notify:  []fabric.Notification{{To: mb}, {To: mb, Payload: make([]byte, fabric.MaxNotifyPayload+1)}}}, fabric.Completion{})
@@ -479,11 +467,7 @@ func testNotifyScatter(t *testing.T, p Params) {
 // count), never dropped silently.
 func testNotifyQueued(t *testing.T, p Params) {
 	env := NewEnv(t, p)
-	l, err := env.B.LeaseImms(1)
-	require.NoError(t, err)
-	defer func() { _ = l.Retire() }()
-	mb, err := l.Mailbox()
-	require.NoError(t, err)
+	l, mb := leaseMailbox(t, env.B)
 	var done atomic.Int64
 	var mu sync.Mutex
 	var errs []error
@@ -554,7 +538,7 @@ func testNotifyQueued(t *testing.T, p Params) {
 	// while more than a mailbox's worth is sent: nothing is lost.
 	const hold = 77
 	entered, release := make(chan struct{}), make(chan struct{})
-	_, _, err = env.B.ExpectImm(hold, 1, func() bool {
+	_, _, err := env.B.ExpectImm(hold, 1, func() bool {
 		close(entered)
 		<-release
 		return false
@@ -591,4 +575,16 @@ func testNotifyQueued(t *testing.T, p Params) {
 	require.Equal(t, dropped0+1, env.B.Stats().NotificationsDropped)
 	send(401)
 	take(401)
+}
+
+// leaseMailbox leases one immediate on e, retired when the test ends
+// (before its engines close), and returns the lease and its mailbox.
+func leaseMailbox(t *testing.T, e *fabric.Engine) (*fabric.Lease, fabric.Mailbox) {
+	t.Helper()
+	l, err := e.LeaseImms(1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Retire() })
+	mb, err := l.Mailbox()
+	require.NoError(t, err)
+	return l, mb
 }
