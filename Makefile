@@ -226,11 +226,13 @@ test: test-python
 # fabric-debug (tcp, shm, ipc, null), bench-a2a and go test -bench of
 # ./fabric, each build of each case alternated N times (default 7); prints
 # medians, min/max and new ÷ base (bench/bench-compare, README).
-# CASES=a,b picks cases; BENCHFLAGS passes more flags (--poll spin, --json F).
+# CASES=a,b picks cases; BENCHFLAGS passes more flags (--poll spin, --json F);
+# BASE_PATCH=F applies a patch to the base's tree first (see the README).
 N          ?= 7
 CASES      ?=
+BASE_PATCH ?=
 BENCHFLAGS ?=
 .PHONY: bench-compare
 bench-compare: deps
 	@if [ -z "$(BASE)" ]; then echo "usage: make bench-compare BASE=<rev> [N=7] [CASES=tcp-64M,...]"; exit 2; fi
-	scripts/bench-compare.sh "$(BASE)" "$(N)" $(if $(CASES),--cases "$(CASES)") $(BENCHFLAGS)
+	scripts/bench-compare.sh "$(BASE)" "$(N)" $(if $(CASES),--cases "$(CASES)") $(if $(BASE_PATCH),--base-patch "$(BASE_PATCH)") $(BENCHFLAGS)

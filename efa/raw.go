@@ -48,6 +48,9 @@ func RawBench(spec RawSpec) (RawResult, error) {
 
 	pages := max(spec.Pages, 1)
 	span := uint64(pages) * spec.Size
+	if spec.Offsets != nil {
+		span = spec.Span
+	}
 	span = max(span, 4096)
 	src, err := mapHost(span)
 	if err != nil {
@@ -78,18 +81,28 @@ func RawBench(spec RawSpec) (RawResult, error) {
 	if dk.Mode == rdma.AddrVirtual {
 		dstBase = uint64(addrOfBytes(dst))
 	}
-	// A fixed permutation keeps runs comparable.
-	perm := rand.New(rand.NewPCG(1, 2)).Perm(pages)
-	if spec.Pages == 0 {
-		perm = []int{0}
+	// Source and target offset of each write: the spec's, or consecutive
+	// sources and a fixed permutation of targets (comparable runs).
+	srcAt, dstAt := make([]uint64, pages), make([]uint64, pages)
+	if spec.Offsets != nil {
+		copy(srcAt, spec.Offsets)
+		copy(dstAt, spec.Offsets)
+	} else {
+		perm := rand.New(rand.NewPCG(1, 2)).Perm(pages)
+		if spec.Pages == 0 {
+			perm = []int{0}
+		}
+		for i := range srcAt {
+			srcAt[i], dstAt[i] = uint64(i)*spec.Size, uint64(perm[i])*spec.Size
+		}
 	}
 	ops := make([]rdma.WriteOp, pages)
 	for i := range ops {
 		ops[i] = rdma.WriteOp{
-			Local:     uint64(addrOfBytes(src)) + uint64(i)*spec.Size,
+			Local:     uint64(addrOfBytes(src)) + srcAt[i],
 			Length:    spec.Size,
 			LocalDesc: sk.Local,
-			Remote:    dstBase + uint64(perm[i])*spec.Size,
+			Remote:    dstBase + dstAt[i],
 			RemoteKey: dk.Remote,
 			Peer:      peer,
 		}
@@ -119,11 +132,11 @@ func RawBench(spec RawSpec) (RawResult, error) {
 		}
 	}
 	for i := range ops {
-		s := src[uint64(i)*spec.Size : uint64(i+1)*spec.Size]
-		d := dst[uint64(perm[i])*spec.Size : uint64(perm[i]+1)*spec.Size]
+		s := src[srcAt[i] : srcAt[i]+spec.Size]
+		d := dst[dstAt[i] : dstAt[i]+spec.Size]
 		if !bytes.Equal(s, d) {
-			return RawResult{}, fmt.Errorf("raw bench %s: write %d did not land intact at page %d: %w",
-				spec.Transport, i, perm[i], rdma.ErrProvider)
+			return RawResult{}, fmt.Errorf("raw bench %s: write %d did not land intact at offset %d: %w",
+				spec.Transport, i, dstAt[i], rdma.ErrProvider)
 		}
 	}
 	res := RawResult{Provider: init.ProviderName(), Bytes: uint64(len(ops)) * spec.Size, Ops: len(ops),
@@ -155,6 +168,17 @@ func checkRawSpec(s RawSpec) error {
 		return bad("pages %d, iters %d, warmup %d", s.Pages, s.Iters, s.Warmup)
 	case s.Size > maxRawBytes || uint64(max(s.Pages, 1))*s.Size > maxRawBytes:
 		return bad("%d pages of %d bytes exceed %d bytes", s.Pages, s.Size, maxRawBytes)
+	case s.Offsets == nil:
+		return nil
+	case len(s.Offsets) != max(s.Pages, 1):
+		return bad("%d offsets for %d pages", len(s.Offsets), max(s.Pages, 1))
+	case s.Span > maxRawBytes:
+		return bad("span of %d bytes exceeds %d bytes", s.Span, maxRawBytes)
+	}
+	for i, o := range s.Offsets {
+		if o > s.Span || s.Size > s.Span-o {
+			return bad("write %d at offset %d of %d bytes outside the %d-byte span", i, o, s.Size, s.Span)
+		}
 	}
 	return nil
 }

@@ -21,6 +21,17 @@ type RawSpec struct {
 	// Size-byte writes per iteration, each to a distinct page of the target
 	// chosen by a fixed random permutation.
 	Pages int
+	// Offsets, when set, places the writes as an engine benchmark case
+	// does: write i reads Size bytes at Offsets[i] of the source and
+	// lands at the same offset of the target, in buffers of Span bytes
+	// each (len(Offsets) must be Pages, or 1 for a single write). A
+	// ceiling then measures the same memory footprint as the case it
+	// bounds: without Offsets the sources are consecutive and the targets
+	// a permutation of Pages*Size bytes, which stay in cache where a case
+	// spread over a 256 MiB buffer misses on every page.
+	Offsets []uint64
+	// Span is the bytes of each side's buffer with Offsets.
+	Span uint64
 	// Iters timed iterations follow Warmup untimed ones.
 	Iters, Warmup int
 	// Imm sends an immediate with every write and waits for all of them at

@@ -30,6 +30,7 @@ type options struct {
 	keep      bool
 	callgrind int // ops per fabric benchmark under callgrind; 0: none
 	cgTop     int
+	basePatch string // a patch applied to the base's tree before it builds
 }
 
 // build is one revision's binaries.
@@ -193,6 +194,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.keep, "keep", false, "keep the built binaries (their folder is printed)")
 	fs.IntVar(&o.callgrind, "callgrind", 0, "also count each fabric benchmark's instructions per op under valgrind --tool=callgrind, over this many ops (0: not)")
 	fs.IntVar(&o.cgTop, "callgrind-top", 25, "functions shown per benchmark under --callgrind")
+	fs.StringVar(&o.basePatch, "base-patch", "", "apply this patch (git apply) to the base's tree before building it, e.g. a benchmark fix the base lacks")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -347,13 +349,26 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}()
 
 	baseSubject, _ := git(ctx, root, "log", "-1", "--format=%h %s", baseRev)
+	if o.basePatch != "" {
+		patch, err := filepath.Abs(o.basePatch)
+		if err != nil {
+			return err
+		}
+		if _, err := git(ctx, wt, "apply", patch); err != nil {
+			return fmt.Errorf("base patch: %w", err)
+		}
+	}
+	baseDesc := trim(baseSubject, 72)
+	if o.basePatch != "" {
+		baseDesc = trim(baseSubject, 40) + " + patch " + filepath.Base(o.basePatch)
+	}
 	head, _ := git(ctx, root, "log", "-1", "--format=%h", "HEAD")
 	dirty := ""
 	if st, _ := git(ctx, root, "status", "--porcelain", "--untracked-files=no"); st != "" {
 		dirty = " with uncommitted changes"
 	}
 	builds := []*build{
-		{label: "base", desc: trim(baseSubject, 72), src: wt, bin: filepath.Join(tmp, "base")},
+		{label: "base", desc: baseDesc, src: wt, bin: filepath.Join(tmp, "base")},
 		{label: "new", desc: "work tree at " + head + dirty, src: root, bin: filepath.Join(tmp, "new")},
 	}
 	for _, b := range builds {

@@ -79,7 +79,8 @@
 //
 // prints the paged 64 B rate. --raw posts the same workloads straight on
 // libfabric from one C loop (efa.RawBench), the provider's ceiling, in the
-// same table.
+// same table: the same page offsets in buffers of the same --buffer-mib,
+// so the ceiling pays the cache and TLB misses the engine's case pays.
 //
 // GPU memory: --gpus 0,1 (or the positional GPUS, or --host-memory=false
 // for GPU 0) gives each engine a group per GPU and registers its buffers

@@ -117,8 +117,9 @@ func ServeSpec(ctx context.Context, spec Spec, log io.Writer, ready func(fabric.
 // Raw runs spec's cases straight on libfabric from one C loop
 // (efa.RawBench), with no engine: the provider's ceiling on this machine,
 // in the same report format. It needs a libfabric transport and measures
-// one endpoint pair (NICs is ignored). RawBench checks every byte after
-// the last iteration, so every raw case is verified.
+// one endpoint pair (NICs is ignored). Each case's writes sit where the
+// engine's run of the case puts them (rawOffsets). RawBench checks every
+// byte after the last iteration, so every raw case is verified.
 func Raw(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
@@ -137,13 +138,21 @@ func Raw(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 	h.Verify = true
 	rep := newReport(h, sink)
 	var errs []error
-	for _, c := range spec.Cases() {
+	for i, c := range spec.Cases() {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
 		c.Verify = true // RawBench checks every case
+		var err error
 		rs := efa.RawSpec{Transport: spec.Provider, Node: spec.Node, Size: c.Bytes, Pages: c.Pages,
 			Iters: c.Iters, Warmup: c.Warmup, Imm: c.Workload == Imm, Timeout: spec.Timeout}
+		if c.Workload != Imm {
+			// The engine's layout of this case: the same footprint.
+			if rs.Offsets, err = rawOffsets(c, spec.Seed+uint64(caseImm(i)), spec.Buffer); err != nil {
+				return rep, err
+			}
+			rs.Span = spec.Buffer
+		}
 		r, err := efa.RawBench(rs)
 		res := newResult(c)
 		if err == nil {
@@ -159,4 +168,22 @@ func Raw(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 		rep.add(res)
 	}
 	return rep, errors.Join(errs...)
+}
+
+// rawOffsets returns where the writes of case c sit in buffers of span
+// bytes, as the engine's run of c lays them (NewLayout with the case's
+// seed): the raw loop then bounds the same memory traffic.
+func rawOffsets(c Case, seed, span uint64) ([]uint64, error) {
+	l, err := NewLayout(c, seed, span)
+	if err != nil {
+		return nil, err
+	}
+	if c.Workload == Single {
+		return []uint64{Offset}, nil
+	}
+	out := make([]uint64, len(l.Indices))
+	for i := range out {
+		out[i] = l.pageOffset(i)
+	}
+	return out, nil
 }
