@@ -160,15 +160,17 @@ func scatterWrite(op string, o *engineObj, w *C.ferry_scatter_write) (fabric.Sca
 	return req, nil
 }
 
-//export ferry_submit_single
-func ferry_submit_single(h C.ferry_engine_t, w *C.ferry_single_write, c C.ferry_completion_t) (rc C.int) {
-	defer guard(&rc)
-	const op = "single write"
+// submitWrite checks and builds a write request from its C form, then
+// submits it: the steps every ferry_submit_* of a write struct shares.
+// build and submit are plain funcs and method values of no receiver
+// state, so nothing is allocated per call.
+func submitWrite[W, R any](op string, h C.ferry_engine_t, w W, c C.ferry_completion_t,
+	build func(string, *engineObj, W) (R, error), submit func(*fabric.Engine, R, fabric.Completion) error) C.int {
 	o, err := engineOf(h)
 	if err != nil {
 		return fail(err)
 	}
-	req, err := singleWrite(op, o, w)
+	req, err := build(op, o, w)
 	if err != nil {
 		return fail(err)
 	}
@@ -176,45 +178,25 @@ func ferry_submit_single(h C.ferry_engine_t, w *C.ferry_single_write, c C.ferry_
 	if err != nil {
 		return fail(err)
 	}
-	return result(o.e.SubmitSingle(req, comp))
+	return result(submit(o.e, req, comp))
+}
+
+//export ferry_submit_single
+func ferry_submit_single(h C.ferry_engine_t, w *C.ferry_single_write, c C.ferry_completion_t) (rc C.int) {
+	defer guard(&rc)
+	return submitWrite("single write", h, w, c, singleWrite, (*fabric.Engine).SubmitSingle)
 }
 
 //export ferry_submit_paged
 func ferry_submit_paged(h C.ferry_engine_t, w *C.ferry_paged_write, c C.ferry_completion_t) (rc C.int) {
 	defer guard(&rc)
-	const op = "paged write"
-	o, err := engineOf(h)
-	if err != nil {
-		return fail(err)
-	}
-	req, err := pagedWrite(op, o, w)
-	if err != nil {
-		return fail(err)
-	}
-	comp, err := completionOf(op, c)
-	if err != nil {
-		return fail(err)
-	}
-	return result(o.e.SubmitPaged(req, comp))
+	return submitWrite("paged write", h, w, c, pagedWrite, (*fabric.Engine).SubmitPaged)
 }
 
 //export ferry_submit_scatter
 func ferry_submit_scatter(h C.ferry_engine_t, w *C.ferry_scatter_write, c C.ferry_completion_t) (rc C.int) {
 	defer guard(&rc)
-	const op = "scatter"
-	o, err := engineOf(h)
-	if err != nil {
-		return fail(err)
-	}
-	req, err := scatterWrite(op, o, w)
-	if err != nil {
-		return fail(err)
-	}
-	comp, err := completionOf(op, c)
-	if err != nil {
-		return fail(err)
-	}
-	return result(o.e.SubmitScatter(req, comp))
+	return submitWrite("scatter", h, w, c, scatterWrite, (*fabric.Engine).SubmitScatter)
 }
 
 //export ferry_submit_imm
