@@ -132,3 +132,62 @@ func BenchmarkNullImm(b *testing.B) {
 	_ = tc.Wait(ctx, n)
 	b.ReportMetric(float64(n)/time.Since(start).Seconds()/1e6, "Mtransfers/s")
 }
+
+// BenchmarkNullImmPingPong measures an immediate's round trip between two
+// engines, each side waiting for the other's on an ImmCounter: what a
+// receiver pays to learn that data arrived (the engines' workers adaptive,
+// as on a shared machine).
+func BenchmarkNullImmPingPong(b *testing.B) {
+	a, t, _, desc := benchPair(b, fabric.PollAdaptive)
+	back, err := a.RegisterHost(mustAlloc(b), fabric.AccessRemoteWrite)
+	if err != nil {
+		b.Fatal(err)
+	}
+	backDesc, _ := back.Descriptor()
+	ping, err := t.ImmCounter(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pong, err := a.ImmCounter(2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	echoed := make(chan error, 1)
+	go func() {
+		for {
+			if err := ping.Wait(ctx, 1); err != nil {
+				echoed <- nil // the benchmark is over
+				return
+			}
+			if err := t.SubmitImm(fabric.ImmWrite{Imm: 2, Dst: backDesc}, fabric.Completion{}); err != nil {
+				echoed <- err
+				return
+			}
+		}
+	}()
+	req := fabric.ImmWrite{Imm: 1, Dst: desc}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := a.SubmitImm(req, fabric.Completion{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := pong.Wait(ctx, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cancel()
+	if err := <-echoed; err != nil {
+		b.Fatal(err)
+	}
+}
+
+func mustAlloc(b *testing.B) *fabric.HostBuffer {
+	buf, err := fabric.AllocHost(1 << 16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = buf.Free() })
+	return buf
+}
