@@ -25,6 +25,7 @@ func TestCopy(t *testing.T) {
 					dst[i], want[i] = 0xa5, 0xa5
 				}
 				Copy(dst[do:do+n], src[so:so+n])
+				Fence()
 				copy(want[do:do+n], src[so:so+n])
 				if !bytes.Equal(dst, want) {
 					t.Fatalf("n %d, source offset %d, destination offset %d: Copy differs from copy", n, so, do)
@@ -37,7 +38,8 @@ func TestCopy(t *testing.T) {
 // BenchmarkCopyRows writes 1024 rows of 7392 bytes (the decode shape's
 // fp8 dispatch rows) from a hot source into one of 8 buffers in turn (a
 // 60 MB cycle, so the destination is not in cache), with the built-in
-// copy and with Copy.
+// copy, with Copy fenced once per batch (as the phases do) and with Copy
+// fenced after every row (as it was before Fence).
 func BenchmarkCopyRows(b *testing.B) {
 	const row, rows, nbuf = 7392, 1024, 8
 	src := make([]byte, 128*row)
@@ -48,7 +50,7 @@ func BenchmarkCopyRows(b *testing.B) {
 	for i := range bufs {
 		bufs[i] = make([]byte, rows*row)
 	}
-	for _, mode := range []string{"copy", "stream"} {
+	for _, mode := range []string{"copy", "stream", "stream-fence-per-row"} {
 		b.Run(mode, func(b *testing.B) {
 			b.SetBytes(rows * row)
 			k := 0
@@ -57,12 +59,17 @@ func BenchmarkCopyRows(b *testing.B) {
 				k++
 				for r := range rows {
 					s, d := src[(r%128)*row:(r%128+1)*row], dst[r*row:(r+1)*row]
-					if mode == "copy" {
+					switch mode {
+					case "copy":
 						copy(d, s)
-					} else {
+					case "stream":
 						Copy(d, s)
+					default:
+						Copy(d, s)
+						Fence()
 					}
 				}
+				Fence()
 			}
 		})
 	}

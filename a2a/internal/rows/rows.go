@@ -30,7 +30,9 @@ func f32Bytes(v []float32) []byte {
 // scaleSlot is where a row's scales start.
 func scaleSlot(l *a2a.Layout) int { return (l.TokenBytes + 15) &^ 15 }
 
-// Pack writes token t of in into the transport row dst.
+// Pack writes token t of in into the transport row dst. Pack, Unpack and
+// Direct write the row's bytes with Copy: call Fence once after a batch
+// of them, before publishing the rows.
 func Pack(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int) {
 	xs := orDefault(in.XStride, l.TokenBytes)
 	Copy(dst[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
