@@ -85,7 +85,10 @@
 // there, and each copy's slot holds only the number of its token's row
 // (tokens.go): top-K routing sends a token to several experts of one
 // rank, so the bytes written shrink by about that factor, and the
-// receiver reads each token's row from memory once.
+// receiver reads each token's row once. While the token rows every rank
+// of the host stores in a phase fit in half the CPU's shared cache
+// (rows.SharedCacheBytes; decode batches do), they are stored with cached
+// stores, not streamed, so the receiver finds them in that cache.
 //
 // A barrier waits for the completion of every transfer this rank posted,
 // so a buffer is reused only after the NIC is done reading it and every
