@@ -35,6 +35,9 @@ type shared struct {
 	// else they are streamed to memory as every other row.
 	cached      bool
 	cacheBudget int
+	// Iterations since New whose token rows went with cached stores, and
+	// streamed (those with any).
+	cachedIters, streamedIters uint64
 }
 
 func (b *Backend) initShared() {
@@ -103,6 +106,13 @@ func (b *Backend) shareTokens(p *a2a.Planner, sp *a2a.SendPlan) {
 		}
 	}
 	sh.cached = tokenRows*l.DispatchRow*host <= sh.cacheBudget
+	switch {
+	case tokenRows == 0:
+	case sh.cached:
+		sh.cachedIters++
+	default:
+		sh.streamedIters++
+	}
 }
 
 // pack stores token t of in for the copy whose slot is slot, bound for
