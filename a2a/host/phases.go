@@ -81,6 +81,9 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 			}
 		}
 	}
+	// The rows are streamed unfenced (rows.Copy): one fence orders them
+	// all before the writes and signals that publish them.
+	rows.Fence()
 	if err := b.wire.Dispatch(b.eagerT, b.overT); err != nil {
 		return err
 	}
@@ -94,6 +97,7 @@ func (b *Backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 			b.pack(c.Dest, b.drow(b.recv[b.peer(c.Dest)], c.PushRow), in, i/K)
 		}
 	}
+	rows.Fence()
 	if err := b.wire.Signal(a2a.TagNodeDispatch); err != nil {
 		return err
 	}
@@ -113,9 +117,14 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 	in, selfBase := b.din, int32(p.Send().Segments[l.Rank])
 	b.din = nil
 	b.resetShared()
-	copyRuns := func(runs []a2a.Run) error {
+	// copyRuns copies the runs of runs whose source is (own) or is not
+	// this rank itself.
+	copyRuns := func(runs []a2a.Run, own bool) error {
 		for i := range runs {
 			run := &runs[i]
+			if (run.Kind == a2a.SourceOwnSend) != own {
+				continue
+			}
 			buf := b.recv[b.me]
 			switch run.Kind {
 			case a2a.SourceOwnSend:
@@ -139,19 +148,27 @@ func (b *Backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 		}
 		return nil
 	}
-	// Node rows first, while RDMA rows may still be landing.
+	// This rank's own copies first: they need no peer, and node peers
+	// may still be storing their rows meanwhile. Then the node peers'
+	// rows, while RDMA rows may still be landing.
+	node := rp.Runs[rp.RemoteRuns:]
+	if err := copyRuns(node, true); err != nil {
+		return err
+	}
 	if err := b.wire.Wait(ctx, a2a.TagNodeDispatch, rp.Imm[a2a.TagNodeDispatch].Expected); err != nil {
 		return err
 	}
-	if err := copyRuns(rp.Runs[rp.RemoteRuns:]); err != nil {
+	if err := copyRuns(node, false); err != nil {
 		return err
 	}
 	if err := b.wire.Wait(ctx, a2a.TagDispatch, rp.Imm[a2a.TagDispatch].Expected); err != nil {
 		return err
 	}
-	if err := copyRuns(rp.Runs[:rp.RemoteRuns]); err != nil {
+	if err := copyRuns(rp.Runs[:rp.RemoteRuns], false); err != nil {
 		return err
 	}
+	// The caller may hand out's rows to another thread next.
+	rows.Fence()
 	copy(out.ExpertTokens, rp.TokensPerExpert)
 	if out.ExpertOffsets != nil {
 		copy(out.ExpertOffsets, rp.ExpertOffsets)
@@ -201,6 +218,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 		}
 	}
+	rows.Fence()
 	if err := b.wire.Combine(b.combT); err != nil {
 		return err
 	}
@@ -227,6 +245,7 @@ func (b *Backend) CombineSend(ctx context.Context, p *a2a.Planner, in *a2a.Combi
 			}
 		}
 	}
+	rows.Fence()
 	return b.wire.Signal(a2a.TagNodeCombine)
 }
 

@@ -129,3 +129,29 @@ func TestHostProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestHostProcessesIPCWideRows runs two ranks as processes over ipc, in
+// one domain and in two, with dispatch rows long enough (2 KB) that they
+// are streamed (rows.Copy) and token rows shared: the rows each rank
+// stores into the other's memory must be published before the doorbells
+// that say so, across processes.
+func TestHostProcessesIPCWideRows(t *testing.T) {
+	if _, err := fabric.ChooseTransport("ipc", fabric.DomainOptions{}); err != nil {
+		if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
+			t.Skipf("needs the ipc transport (Linux shared memory): %v", err)
+		}
+		t.Fatal(err)
+	}
+	for _, nvlink := range []int{2, 1} {
+		cfg := a2a.Config{WorldSize: 2, NVLinkSize: nvlink, MaxTokens: 16, Hidden: 2048, Scales: 4,
+			DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 4, PrivateTokens: 2}
+		t.Run(fmt.Sprintf("S%d", nvlink), func(t *testing.T) {
+			js, err := json.Marshal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rendezvoustest.MustRun(t, cfg.WorldSize, "rank", rendezvoustest.Options{Timeout: 120 * time.Second,
+				Env: []string{"A2A_HOST_CHILD=ipc", "A2A_HOST_CFG=" + string(js), "A2A_HOST_SEED=23"}})
+		})
+	}
+}

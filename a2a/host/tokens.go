@@ -28,12 +28,22 @@ type shared struct {
 	from  []int8 // per rank, this call: 1 its copies hold references, -1 not, 0 not asked yet
 	count []int32
 	refs  uint64 // copies sent as references, since New
+	// cached says this iteration's token rows go with cached stores
+	// (rows.PackCached): their receivers read them within the phase,
+	// from the shared cache, while every rank on the host stores that
+	// many rows fits in half of it (cacheBudget, rows.SharedCacheBytes);
+	// else they are streamed to memory as every other row.
+	cached      bool
+	cacheBudget int
+	// Iterations since New whose token rows went with cached stores, and
+	// streamed (those with any).
+	cachedIters, streamedIters uint64
 }
 
 func (b *Backend) initShared() {
 	W, T := b.l.WorldSize, b.l.MaxTokens
 	b.sh = shared{to: make([]bool, W), next: make([]int32, W), seen: make([]uint32, W*T), row: make([]int32, W*T),
-		from: make([]int8, W), count: make([]int32, W)}
+		from: make([]int8, W), count: make([]int32, W), cacheBudget: rows.SharedCacheBytes() / 2}
 }
 
 // bump starts a new mark for seen.
@@ -77,8 +87,13 @@ func (b *Backend) shareTokens(p *a2a.Planner, sp *a2a.SendPlan) {
 	}
 	sh.bump() // seen marks again below, as rows are assigned
 	window := int32(l.Group(l.Rank) * l.MaxCopiesFrom)
+	host, tokenRows := 1, 0 // ranks whose memory this rank stores into, itself included; token rows stored
 	for q := range l.WorldSize {
-		if sh.count[q] == 0 || !p.Active(q) || b.tokenDest(int32(q)) == nil {
+		if q == l.Rank || !p.Active(q) || b.tokenDest(int32(q)) == nil {
+			continue
+		}
+		host++
+		if sh.count[q] == 0 {
 			continue
 		}
 		n := int32(sp.Segments[q+1] - sp.Segments[q])
@@ -87,7 +102,16 @@ func (b *Backend) shareTokens(p *a2a.Planner, sp *a2a.SendPlan) {
 		}
 		if sh.to[q] = b.wire.ShareTokens(q); sh.to[q] {
 			sh.next[q] = window + n
+			tokenRows += int(sh.count[q])
 		}
+	}
+	sh.cached = tokenRows*l.DispatchRow*host <= sh.cacheBudget
+	switch {
+	case tokenRows == 0:
+	case sh.cached:
+		sh.cachedIters++
+	default:
+		sh.streamedIters++
 	}
 }
 
@@ -104,7 +128,11 @@ func (b *Backend) pack(q int32, slot []byte, in *a2a.DispatchInput, t int) {
 	if sh.seen[k] != sh.iter {
 		sh.seen[k], sh.row[k] = sh.iter, sh.next[q]
 		sh.next[q]++
-		rows.Pack(&b.l, b.drow(b.tokenDest(q), sh.row[k]), in, t)
+		if sh.cached {
+			rows.PackCached(&b.l, b.drow(b.tokenDest(q), sh.row[k]), in, t)
+		} else {
+			rows.Pack(&b.l, b.drow(b.tokenDest(q), sh.row[k]), in, t)
+		}
 	}
 	binary.LittleEndian.PutUint32(slot, uint32(sh.row[k]))
 	sh.refs++

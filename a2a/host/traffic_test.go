@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/ferryrdma/ferry/a2a"
@@ -142,5 +143,42 @@ func TestHostSharedTokens(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHostTokenRowsCachedOrStreamed runs shared token rows of 2 KB (long
+// enough for rows.Copy to stream them) both ways: with cached stores
+// (the budget of half the shared cache is ample for them) and streamed
+// (a budget of 0), in a domain of two and in single-rank domains over
+// lent buffers. Results match the oracle either way, so the rows are
+// published (fenced, where streamed) before the signals that say so.
+func TestHostTokenRowsCachedOrStreamed(t *testing.T) {
+	if _, err := fabric.ChooseTransport("ipc", fabric.DomainOptions{}); err != nil {
+		if errors.Is(err, fabric.ErrNotSupported) || errors.Is(err, fabric.ErrUnknownProvider) {
+			t.Skipf("needs the ipc transport (Linux shared memory): %v", err)
+		}
+		t.Fatal(err)
+	}
+	for _, nvlink := range []int{2, 1} {
+		for _, budget := range []int{1 << 30, 0} {
+			cfg := a2a.Config{WorldSize: 2, NVLinkSize: nvlink, MaxTokens: 8, Hidden: 2048, Scales: 4,
+				DispatchType: a2a.FP8, CombineType: a2a.BF16, Experts: 8, ExpertsPerToken: 4, PrivateTokens: 2}
+			t.Run(fmt.Sprintf("S%d/budget=%d", nvlink, budget), func(t *testing.T) {
+				ctxs, backends := worldBackends(t, cfg, "ipc")
+				for _, b := range backends {
+					host.SetTokenCacheBudget(b, budget)
+				}
+				a2atest.Run(t, cfg, &a2atest.World{Contexts: ctxs}, 30, 7)
+				for r, b := range backends {
+					cached, streamed := host.TokenRowIters(b)
+					if budget > 0 && (cached == 0 || streamed != 0) {
+						t.Errorf("rank %d: ample budget, token rows cached in %d iterations, streamed in %d", r, cached, streamed)
+					}
+					if budget == 0 && (streamed == 0 || cached != 0) {
+						t.Errorf("rank %d: no budget, token rows cached in %d iterations, streamed in %d", r, cached, streamed)
+					}
+				}
+			})
+		}
 	}
 }

@@ -56,6 +56,7 @@ func (b *backend) DispatchSend(ctx context.Context, p *a2a.Planner, in *a2a.Disp
 			rows.Pack(l, b.drow(rk.w.ranks[c.Dest].recv, c.PushRow), in, i/K)
 		}
 	}
+	rows.Fence()
 	rk.signal(int(a2a.TagNodeDispatch), p.Members().Node)
 	for _, t := range sp.Eager {
 		rk.writeRows(t, a2a.TagDispatch, false)
@@ -92,6 +93,7 @@ func (b *backend) DispatchRecv(ctx context.Context, p *a2a.Planner, out *a2a.Dis
 				rows.Unpack(l, out, int(run.Padded+c), b.drow(buf, run.SrcRow+c))
 			}
 		}
+		rows.Fence()
 	}
 	copyRuns(rp.Runs[rp.RemoteRuns:])
 	if err := rk.wait(ctx, int(a2a.TagDispatch), rp.Imm[a2a.TagDispatch].Expected); err != nil {

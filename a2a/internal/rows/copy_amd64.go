@@ -9,10 +9,13 @@ import (
 )
 
 // copyStream copies n bytes (a multiple of 128; dst 32-byte aligned) with
-// non-temporal stores and fences them (copy_amd64.s).
+// non-temporal stores, unfenced (copy_amd64.s).
 //
 //go:noescape
 func copyStream(dst, src unsafe.Pointer, n int)
+
+// fence is SFENCE (copy_amd64.s).
+func fence()
 
 var haveStream = cpu.X86.HasAVX2
 

@@ -2,6 +2,7 @@ package rows
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -25,6 +26,7 @@ func TestCopy(t *testing.T) {
 					dst[i], want[i] = 0xa5, 0xa5
 				}
 				Copy(dst[do:do+n], src[so:so+n])
+				Fence()
 				copy(want[do:do+n], src[so:so+n])
 				if !bytes.Equal(dst, want) {
 					t.Fatalf("n %d, source offset %d, destination offset %d: Copy differs from copy", n, so, do)
@@ -34,36 +36,49 @@ func TestCopy(t *testing.T) {
 	}
 }
 
-// BenchmarkCopyRows writes 1024 rows of 7392 bytes (the decode shape's
-// fp8 dispatch rows) from a hot source into one of 8 buffers in turn (a
-// 60 MB cycle, so the destination is not in cache), with the built-in
-// copy and with Copy.
+// BenchmarkCopyRows writes 1024 decode-shape dispatch rows from a hot
+// source into one of 8 buffers in turn (a 60 MB cycle, so the destination
+// is not in cache): at the transport stride (7392 bytes: token and
+// scales, rows not line aligned) and at the output's (7168: the token
+// bytes of DispatchOutput.X, line aligned), with the built-in copy, with
+// Copy fenced once per batch (as the phases do) and with Copy fenced
+// after every row (as it was before Fence).
 func BenchmarkCopyRows(b *testing.B) {
-	const row, rows, nbuf = 7392, 1024, 8
-	src := make([]byte, 128*row)
+	const tokenBytes, rows, nbuf = 7168, 1024, 8
+	src := make([]byte, 128*(tokenBytes+224))
 	for i := range src {
 		src[i] = byte(i)
 	}
 	bufs := make([][]byte, nbuf)
 	for i := range bufs {
-		bufs[i] = make([]byte, rows*row)
+		bufs[i] = make([]byte, rows*(tokenBytes+224))
+		for j := 0; j < len(bufs[i]); j += 4096 {
+			bufs[i][j] = 1 // fault every page in before the first timing
+		}
 	}
-	for _, mode := range []string{"copy", "stream"} {
-		b.Run(mode, func(b *testing.B) {
-			b.SetBytes(rows * row)
-			k := 0
-			for b.Loop() {
-				dst := bufs[k%nbuf]
-				k++
-				for r := range rows {
-					s, d := src[(r%128)*row:(r%128+1)*row], dst[r*row:(r+1)*row]
-					if mode == "copy" {
-						copy(d, s)
-					} else {
-						Copy(d, s)
+	for _, row := range []int{tokenBytes + 224, tokenBytes} {
+		for _, mode := range []string{"copy", "stream", "stream-fence-per-row"} {
+			b.Run(fmt.Sprintf("row=%d/%s", row, mode), func(b *testing.B) {
+				b.SetBytes(int64(rows * row))
+				k := 0
+				for b.Loop() {
+					dst := bufs[k%nbuf]
+					k++
+					for r := range rows {
+						s, d := src[(r%128)*row:(r%128+1)*row], dst[r*row:(r+1)*row]
+						switch mode {
+						case "copy":
+							copy(d, s)
+						case "stream":
+							Copy(d, s)
+						default:
+							Copy(d, s)
+							Fence()
+						}
 					}
+					Fence()
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -30,10 +30,23 @@ func f32Bytes(v []float32) []byte {
 // scaleSlot is where a row's scales start.
 func scaleSlot(l *a2a.Layout) int { return (l.TokenBytes + 15) &^ 15 }
 
-// Pack writes token t of in into the transport row dst.
-func Pack(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int) {
+// Pack writes token t of in into the transport row dst. Pack, Unpack and
+// Direct write the row's bytes with Copy: call Fence once after a batch
+// of them, before publishing the rows.
+func Pack(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int) { pack(l, dst, in, t, true) }
+
+// PackCached is Pack with cached stores: for rows a reader on this host
+// takes within the phase, few enough to stay in the shared cache until
+// then (it finds them there instead of in memory).
+func PackCached(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int) { pack(l, dst, in, t, false) }
+
+func pack(l *a2a.Layout, dst []byte, in *a2a.DispatchInput, t int, stream bool) {
 	xs := orDefault(in.XStride, l.TokenBytes)
-	Copy(dst[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
+	if stream {
+		Copy(dst[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
+	} else {
+		copy(dst[:l.TokenBytes], in.X[t*xs:t*xs+l.TokenBytes])
+	}
 	if l.Scales == 0 {
 		return
 	}

@@ -35,8 +35,8 @@ import (
 // Before the first iteration of a generation (stamp with iteration 0, the
 // join phases) nothing is rung: the engine carries every signal.
 //
-// A rank that rings a peer stores the rows first (streamed stores are
-// fenced: rows.Copy), then its word, then adds one to the peer's doorbell
+// A rank that rings a peer stores the rows first (its streamed stores
+// fenced once after them: rows.Fence), then its word, then adds one to the peer's doorbell
 // and, when the peer said it sleeps there, wakes it (a futex on the
 // shared word, where the system has one). A wait counts the credits the
 // rung words of the current stamp stand for and takes the rest from the
