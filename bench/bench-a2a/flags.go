@@ -35,6 +35,8 @@ type options struct {
 	poll string
 	// doorbells is --doorbells (Spec.Doorbells).
 	doorbells string
+	// mpiOrder is --mpi-order: how the Open MPI peer orders its calls.
+	mpiOrder string
 	// listTransports prints the transport table and exits (--list-transports
 	// or the transports subcommand).
 	listTransports bool
@@ -113,6 +115,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 	fs.BoolVar(&s.Check, "check", true, "after each case's timed iterations, compare --check-iters iterations of it with the oracle on every rank")
 	fs.IntVar(&s.CheckIters, "check-iters", 1, "iterations --check compares per case")
 	fs.BoolVar(&s.Floor, "peers", true, "after each case, time a memcpy of each phase's nominal bytes on every rank at once (floor_us) and, with --backend host, Open MPI's MPI_Alltoallv of the case's per-pair bytes on as many local processes (mpi_us; needs mpirun and mpicc)")
+	fs.StringVar(&o.mpiOrder, "mpi-order", "step", "the Open MPI peer's calls: step (a dispatch then a combine per iteration, each on its own buffers, as a step of the all-to-all runs) or phase (every dispatch call back to back, then every combine call: each phase's buffers stay in cache between its calls)")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the inputs and routings")
 	fs.DurationVar(&s.Timeout, "timeout", 30*time.Second, "bound on each phase of each iteration")
 	fs.StringVar(&o.json, "json", "", `write one JSON record per line to this file as the run goes ("-": standard output; the table then goes to standard error)`)
@@ -147,6 +150,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Wri
 		s.Doorbells = host.DoorbellsOff
 	default:
 		return nil, fmt.Errorf("%w: --doorbells %q: want auto, on or off", errUsage, o.doorbells)
+	}
+	if o.mpiOrder != "step" && o.mpiOrder != "phase" {
+		return nil, fmt.Errorf("%w: --mpi-order %q: want step or phase", errUsage, o.mpiOrder)
 	}
 	if s.Tokens, err = parseTokens(*tokens); err != nil {
 		return nil, fmt.Errorf("%w: --tokens: %w", errUsage, err)

@@ -178,7 +178,7 @@ func rank(ctx context.Context, o *options, stdout, stderr io.Writer) (err error)
 			return err
 		}
 		if o.spec.Floor && (o.spec.Backend == "" || o.spec.Backend == a2abench.BackendHost) {
-			p.ctx, p.mpi = ctx, newMPIPeer(ctx)
+			p.ctx, p.mpi = ctx, newMPIPeer(ctx, o.mpiOrder)
 			defer p.mpi.close()
 		}
 		opt.OnStart, opt.OnCase = p.start, p.addCase

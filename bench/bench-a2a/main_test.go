@@ -101,6 +101,7 @@ func TestFlagsRejected(t *testing.T) {
 		"poll unknown":     {"--poll=busy", "--backend=cuda-emu"},
 		"spin host":        {"--spin"},
 		"adaptive on gpu":  {"--poll=adaptive", "--backend=cuda"},
+		"mpi order":        {"--mpi-order=interleaved"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stderr strings.Builder
@@ -150,7 +151,8 @@ func TestSpawn(t *testing.T) {
 		args     []string
 		elemSize int
 	}{
-		"shm-W4": {[]string{"--world-size=4", "--provider=shm"}, 1},
+		"shm-W4":           {[]string{"--world-size=4", "--provider=shm"}, 1},
+		"ipc-W4-mpi-phase": {[]string{"--world-size=4", "--provider=ipc", "--mpi-order=phase"}, 1},
 		"tcp-W4-nvlink2-dp2-nic2": {[]string{"--world-size=4", "--provider=tcp;ofi_rxm", "--nvlink=2", "--dp=2",
 			"--nets-per-gpu=2", "--private=2", "--in-dtype=bf16", "--out-dtype=fp32", "--peers=false"}, 2},
 		"cuda-emu-shm-W4-nvlink2": {[]string{"--world-size=4", "--provider=shm", "--backend=cuda-emu", "--nvlink=2",

@@ -26,16 +26,17 @@ const mpiTimeout = 2 * time.Minute
 // on this machine (mpirun --oversubscribe), so an intra-node run of
 // bench-a2a has a CPU all-to-all to be compared with.
 type mpiPeer struct {
-	dir string // holds the built program
-	exe string
-	err error // why no run is possible (mpirun or mpicc missing, the build failed)
+	dir   string // holds the built program
+	exe   string
+	order string // "step" or "phase" (--mpi-order)
+	err   error  // why no run is possible (mpirun or mpicc missing, the build failed)
 }
 
 // newMPIPeer builds the peer program in a temporary directory. A missing
 // tool or a failed build is kept as the peer's error, reported in each
 // case's row, not a reason to stop the benchmark.
-func newMPIPeer(ctx context.Context) *mpiPeer {
-	m := &mpiPeer{}
+func newMPIPeer(ctx context.Context, order string) *mpiPeer {
+	m := &mpiPeer{order: order}
 	for _, tool := range []string{"mpirun", "mpicc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			m.err = fmt.Errorf("%s not found (make deps installs openmpi-bin and libopenmpi-dev): %w", tool, err)
@@ -64,7 +65,7 @@ func (m *mpiPeer) close() {
 }
 
 // run times iters MPI_Alltoallv calls (after warmup) per phase on W
-// processes; disp[r*W+q] and comb[r*W+q] are the bytes r sends q. It
+// processes, in m.order; disp[r*W+q] and comb[r*W+q] are the bytes r sends q. It
 // returns every process's samples of each phase, in microseconds.
 func (m *mpiPeer) run(ctx context.Context, W, iters, warmup int, disp, comb []uint64) (d, c []float64, err error) {
 	if m.err != nil {
@@ -72,7 +73,7 @@ func (m *mpiPeer) run(ctx context.Context, W, iters, warmup int, disp, comb []ui
 	}
 	ctx, cancel := context.WithTimeout(ctx, mpiTimeout)
 	defer cancel()
-	args := []string{"--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(W), m.exe,
+	args := []string{"--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(W), m.exe, m.order,
 		strconv.Itoa(iters), strconv.Itoa(warmup), strconv.Itoa(W)}
 	for _, v := range append(append([]uint64(nil), disp...), comb...) {
 		args = append(args, strconv.FormatUint(v, 10))

@@ -118,7 +118,8 @@ func (p *printer) start(r *a2abench.Report) {
 		"mapping ipc lends) and their ratio to the nominal bytes of the rows they carried; "+
 		"floor_us = p50 of a memcpy of the phase's nominal bytes per rank, every rank at once, from memory (64 MiB cycled); "+
 		"mpi_us = p50 of Open MPI's MPI_Alltoallv moving the case's per-pair bytes (mean rows per iteration) "+
-		"on as many local processes, every process's samples (host backend); x_ = p50 over them",
+		"on as many local processes, every process's samples (host backend; --mpi-order step: a dispatch and a combine "+
+		"call per iteration, each on its own buffers, as a step runs; phase: each phase's calls back to back); x_ = p50 over them",
 		r.Iters, r.Warmup))
 	t.Field("verified", verified)
 	t.Note("")
