@@ -10,7 +10,7 @@
 // Usage:
 //
 //	bench-compare --base REV [--n 7] [--cases tcp-64M,shm-paged,...] [--poll adaptive]
-//	              [--go-bench '^(NullImm|NullPaged)$'] [--benchtime 1s] [--json FILE]
+//	              [--go-bench 'Null(Imm|Paged)$'] [--benchtime 1s] [--json FILE]
 //	              [--callgrind 20000]
 //
 // Cases (--cases, default all): tcp-64M and tcp-64M-raw (tcp;ofi_rxm, one

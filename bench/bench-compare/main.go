@@ -187,7 +187,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.n, "n", 7, "alternations: rounds of every case on both builds")
 	fs.StringVar(&o.cases, "cases", "", "comma list of cases (default all): tcp-64M, tcp-64M-raw, shm-paged, shm-paged-raw, ipc-paged, null-paged, ipc-64M, a2a-host, go-bench")
 	fs.StringVar(&o.poll, "poll", "adaptive", "fabric-debug's worker polling: spin or adaptive")
-	fs.StringVar(&o.goBench, "go-bench", "^(NullImm|NullPaged)$", "go test -bench pattern for ./fabric (none: skip)")
+	fs.StringVar(&o.goBench, "go-bench", "Null(Imm|Paged)$", "go test -bench pattern for ./fabric (none: skip)")
 	fs.StringVar(&o.benchtime, "benchtime", "1s", "go test -benchtime")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit on each run of a case")
 	fs.StringVar(&o.json, "json", "", "also write the samples and summaries as JSON to FILE")
