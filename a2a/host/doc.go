@@ -88,7 +88,10 @@
 // receiver reads each token's row once. While the token rows every rank
 // of the host stores in a phase fit in half the CPU's shared cache
 // (rows.SharedCacheBytes; decode batches do), they are stored with cached
-// stores, not streamed, so the receiver finds them in that cache. The
+// stores, not streamed, so the receiver finds them in that cache. Only a
+// cache every online CPU shares counts: where the last-level cache is
+// split per core complex, ranks may run on cores that do not share one,
+// and the rows stream. The
 // receiver then writes each copy into its output once, as a single copy
 // would; reading the rows straight out of the sender's input instead
 // (process_vm_readv, as Open MPI's CMA does) ran at a quarter to a half
