@@ -23,17 +23,27 @@ var hostBuffers struct {
 //export ferry_host_alloc
 func ferry_host_alloc(size C.size_t, ptr *unsafe.Pointer) (rc C.int) {
 	defer guard(&rc)
+	return hostAlloc(size, fabric.HostOptions{}, ptr, nil)
+}
+
+// hostAlloc allocates size bytes with o, records them for
+// ferry_host_free and returns their address in *ptr and, when pageSize is
+// not nil, their page size.
+func hostAlloc(size C.size_t, o fabric.HostOptions, ptr *unsafe.Pointer, pageSize *C.size_t) C.int {
 	if ptr == nil {
 		return fail(errInvalid("host alloc", "nil output"))
 	}
 	if size == 0 || uint64(size) > 1<<47 {
 		return fail(errInvalid("host alloc", "%d bytes", uint64(size)))
 	}
-	b, err := fabric.AllocHost(int(size))
+	b, err := fabric.AllocHostWith(int(size), o)
 	if err != nil {
 		return fail(err)
 	}
 	keepHost(b)
+	if pageSize != nil {
+		*pageSize = C.size_t(b.PageSize())
+	}
 	// The mapping is outside the Go heap, so handing its address to C
 	// breaks no cgo rule.
 	*ptr = unsafe.Pointer(unsafe.SliceData(b.Bytes()))

@@ -127,13 +127,6 @@ func ferry_engine_registration_stats(h C.ferry_engine_t, out *C.ferry_registrati
 //export ferry_host_alloc_with
 func ferry_host_alloc_with(size C.size_t, huge C.int32_t, ptr *unsafe.Pointer, pageSize *C.size_t) (rc C.int) {
 	defer guard(&rc)
-	const op = "host alloc"
-	if ptr == nil {
-		return fail(errInvalid(op, "nil output"))
-	}
-	if size == 0 || uint64(size) > 1<<47 {
-		return fail(errInvalid(op, "%d bytes", uint64(size)))
-	}
 	var mode fabric.HugePages
 	switch huge {
 	case C.FERRY_HUGE_PAGES_AUTO:
@@ -143,16 +136,7 @@ func ferry_host_alloc_with(size C.size_t, huge C.int32_t, ptr *unsafe.Pointer, p
 	case C.FERRY_HUGE_PAGES_REQUIRED:
 		mode = fabric.HugePagesRequired
 	default:
-		return fail(errInvalid(op, "huge-page policy %d", int32(huge)))
+		return fail(errInvalid("host alloc", "huge-page policy %d", int32(huge)))
 	}
-	b, err := fabric.AllocHostWith(int(size), fabric.HostOptions{HugePages: mode})
-	if err != nil {
-		return fail(err)
-	}
-	keepHost(b)
-	if pageSize != nil {
-		*pageSize = C.size_t(b.PageSize())
-	}
-	*ptr = unsafe.Pointer(unsafe.SliceData(b.Bytes()))
-	return C.int(codeOK)
+	return hostAlloc(size, fabric.HostOptions{HugePages: mode}, ptr, pageSize)
 }

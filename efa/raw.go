@@ -83,11 +83,9 @@ func RawBench(spec RawSpec) (RawResult, error) {
 	}
 	// Source and target offset of each write: the spec's, or consecutive
 	// sources and a fixed permutation of targets (comparable runs).
-	srcAt, dstAt := make([]uint64, pages), make([]uint64, pages)
-	if spec.Offsets != nil {
-		copy(srcAt, spec.Offsets)
-		copy(dstAt, spec.Offsets)
-	} else {
+	srcAt, dstAt := spec.Offsets, spec.Offsets
+	if spec.Offsets == nil {
+		srcAt, dstAt = make([]uint64, pages), make([]uint64, pages)
 		perm := rand.New(rand.NewPCG(1, 2)).Perm(pages)
 		if spec.Pages == 0 {
 			perm = []int{0}

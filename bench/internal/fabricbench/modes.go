@@ -143,15 +143,15 @@ func Raw(ctx context.Context, spec Spec, sink Sink) (*Report, error) {
 			return rep, err
 		}
 		c.Verify = true // RawBench checks every case
-		var err error
 		rs := efa.RawSpec{Transport: spec.Provider, Node: spec.Node, Size: c.Bytes, Pages: c.Pages,
 			Iters: c.Iters, Warmup: c.Warmup, Imm: c.Workload == Imm, Timeout: spec.Timeout}
 		if c.Workload != Imm {
 			// The engine's layout of this case: the same footprint.
-			if rs.Offsets, err = rawOffsets(c, spec.Seed+uint64(caseImm(i)), spec.Buffer); err != nil {
+			offsets, err := rawOffsets(c, spec.Seed+uint64(caseImm(i)), spec.Buffer)
+			if err != nil {
 				return rep, err
 			}
-			rs.Span = spec.Buffer
+			rs.Offsets, rs.Span = offsets, spec.Buffer
 		}
 		r, err := efa.RawBench(rs)
 		res := newResult(c)
